@@ -1,0 +1,670 @@
+//! The reset machine: one reset request, from the annotation to the done write.
+//!
+//! # States
+//! `Requested` -> `Waiting` -> `Resetting` -> `Done` (product.md §4). A request whose id equals the
+//! done annotation starts, and stays, `Done`.
+//!
+//! # Drive contract (sans-IO)
+//! The machine does no I/O and reads no clock. Its driver (the operator) does this, in order:
+//! 1. build it with [`ResetMachine::new`] from the parsed request, the done annotation and the durable
+//!    [`GroupRecord`]s of this request (ledger and status);
+//! 2. feed a fresh [`Input::Observed`] (the resource and its pod counts, read without a cache);
+//! 3. drain [`ResetMachine::poll_effect`] until it returns `None`, carrying out each [`Effect`] in the
+//!    order given and feeding each result back with [`ResetMachine::handle`] (results may be fed back
+//!    after draining, in any order across groups);
+//! 4. when no effect is left, ask [`ResetMachine::poll_timeout`]: while the machine is `Resetting`,
+//!    wait until that instant and feed [`Input::Tick`]; while `Waiting`, look again at that instant
+//!    by starting over at step 1 (a waiting request reads only Kubernetes, never Kafka); `None` means
+//!    there is nothing more to do for this request.
+//!
+//! Effects that persist ([`Effect::PersistIntent`], [`Effect::PersistOutcome`], [`Effect::WriteDone`])
+//! must succeed before the driver carries out the next effect; if one fails, the driver drops the
+//! machine and starts over later from durable state. Recording an event may fail without stopping
+//! anything (a missing RBAC grant must not block a reset).
+//!
+//! # Why a group is never reset twice
+//! Before committing, the intent (the offsets before, and the log start offsets to commit) is
+//! persisted. A machine rebuilt from a record with an intent and no outcome does not commit again:
+//! it reads the committed offsets ([`Effect::ReadCommitted`]) and settles. Offsets at the intent mean
+//! the commit landed; offsets still at their values before mean it never did, and the group is reset
+//! now; anything else means it landed and consumers have since moved on, so it counts as done.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::{Event, EventType};
+use crate::names::GroupId;
+use crate::request::ResetRequest;
+use crate::resource::{AnkkaFlowSpec, GroupStatus, ResetStatus};
+use crate::targets::{self, InletTarget, RunningProblem};
+
+/// Instant in milliseconds since the Unix epoch, UTC. Wall-clock, so it can be persisted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// `self + d`, saturating.
+    pub fn after(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+    }
+}
+
+/// How often a waiting request is looked at again (reference.md §8.3).
+pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
+/// Attempts of a group whose failures are transient before its last failure becomes final.
+pub const MAX_ATTEMPTS: u32 = 5;
+/// Delay before the second attempt; doubled for each further one, up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest delay between attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Delay before attempt `attempt + 1`, after `attempt` (1-based) failed attempts.
+pub fn backoff(attempt: u32) -> Duration {
+    let factor = 1u32 << attempt.saturating_sub(1).min(16);
+    FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
+}
+
+/// Committed offsets per partition; `None` where the group has no committed offset.
+pub type Committed = BTreeMap<i32, Option<i64>>;
+
+/// What was about to be committed for one group: persisted before the commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Committed offsets before the reset.
+    pub before: Committed,
+    /// The offsets to commit: each partition's log start offset.
+    pub target: BTreeMap<i32, i64>,
+}
+
+/// How one group ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupOutcome {
+    /// Every partition was committed at its log start offset and read back there.
+    Reset {
+        /// Kafka topic name.
+        topic: String,
+        /// The offsets committed, per partition.
+        offsets: BTreeMap<i32, i64>,
+    },
+    /// The group could not be reset; the reason is final.
+    Failed {
+        /// Kafka topic name.
+        topic: String,
+        /// Kafka's or our reason, without the group name.
+        reason: String,
+    },
+}
+
+/// The durable record of one group of one request (ledger and status).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// The group.
+    pub group: GroupId,
+    /// Written before the commit.
+    pub intent: Option<Intent>,
+    /// Written after the read-back.
+    pub outcome: Option<GroupOutcome>,
+}
+
+/// A failed Kafka step, as the adapter classifies it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaFailure {
+    /// Worth retrying: a timeout, coordinator not available, a rebalance in progress, members present.
+    pub transient: bool,
+    /// Human reason, Kafka's own words where it gave any. Never holds credentials.
+    pub reason: String,
+}
+
+/// What the adapter saw of a group before committing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inspection {
+    /// The group's state as Kafka names it (`Empty`, `Stable`, `Dead`, ...).
+    pub state: String,
+    /// Members of the group, classic and consumer protocol alike.
+    pub members: u32,
+    /// Each partition's log start offset, from the topic's metadata (never from the group's offsets).
+    pub log_start: BTreeMap<i32, i64>,
+    /// The group's committed offsets on those partitions.
+    pub committed: Committed,
+}
+
+/// Everything the machine learns from outside.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A fresh read of the resource and of the pods that can still run, per streamlet.
+    Observed {
+        /// The resource's spec.
+        spec: AnkkaFlowSpec,
+        /// Pods per streamlet label value (see [`targets::pod_counts`]).
+        pods: BTreeMap<String, u32>,
+    },
+    /// Result of [`Effect::InspectGroup`].
+    Inspected {
+        /// The group.
+        group: GroupId,
+        /// What was seen, or why not.
+        result: Result<Inspection, KafkaFailure>,
+    },
+    /// Result of [`Effect::CommitOffsets`]: the offsets read back after the commit.
+    Committed {
+        /// The group.
+        group: GroupId,
+        /// Read-back offsets, or why the commit or read failed.
+        result: Result<Committed, KafkaFailure>,
+    },
+    /// Result of [`Effect::ReadCommitted`].
+    Read {
+        /// The group.
+        group: GroupId,
+        /// Committed offsets, or why they could not be read.
+        result: Result<Committed, KafkaFailure>,
+    },
+    /// Time passed; retries that are due start.
+    Tick,
+}
+
+/// Work for the driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Record an event about the resource (failure to record is logged, not fatal).
+    Record(Event),
+    /// Describe the group (state, members), list the topic's partitions and log start offsets, and
+    /// read the group's committed offsets, over the topic's own connection.
+    InspectGroup(InletTarget),
+    /// Persist the intent durably before committing.
+    PersistIntent {
+        /// The request.
+        id: String,
+        /// The group.
+        group: GroupId,
+        /// What is about to be committed.
+        intent: Intent,
+    },
+    /// Commit these offsets for the group (without joining it), then read them back.
+    CommitOffsets {
+        /// The group and its topic.
+        target: InletTarget,
+        /// Absolute offsets per partition.
+        offsets: BTreeMap<i32, i64>,
+    },
+    /// Read the group's committed offsets on its topic's partitions.
+    ReadCommitted(InletTarget),
+    /// Persist how the group ended.
+    PersistOutcome {
+        /// The request.
+        id: String,
+        /// The group.
+        group: GroupId,
+        /// Its outcome.
+        outcome: GroupOutcome,
+    },
+    /// Write the request id to the done annotation (that key alone).
+    WriteDone {
+        /// The request id.
+        id: String,
+    },
+}
+
+/// Per-group progress while resetting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupPhase {
+    /// Not started, or waiting for a retry.
+    Pending {
+        /// Failed attempts so far.
+        attempts: u32,
+        /// Earliest instant of the next attempt.
+        retry_at: Option<Timestamp>,
+        /// Last transient failure.
+        last_error: Option<String>,
+    },
+    /// Inspection under way.
+    Inspecting {
+        /// Failed attempts so far.
+        attempts: u32,
+    },
+    /// Intent persisted, commit under way.
+    Committing {
+        /// Failed attempts so far.
+        attempts: u32,
+        /// The intent.
+        intent: Intent,
+    },
+    /// Rebuilt from an intent without outcome: reading what Kafka holds.
+    Settling {
+        /// Failed attempts so far.
+        attempts: u32,
+        /// The intent found.
+        intent: Intent,
+    },
+    /// Finished.
+    Finished(GroupOutcome),
+}
+
+/// Waiting: some target still runs. Holds only what is valid while waiting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// The request.
+    pub request: ResetRequest,
+    /// Why it waits.
+    pub reasons: Vec<RunningProblem>,
+    /// When to look again.
+    pub next_look: Timestamp,
+}
+
+/// Resetting: every target stopped; groups under way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resetting {
+    /// The request.
+    pub request: ResetRequest,
+    /// Every target group, with its target and phase.
+    pub groups: BTreeMap<GroupId, (InletTarget, GroupPhase)>,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Its id was already in the done annotation when the machine was built.
+    AlreadyDone {
+        /// The request id.
+        id: String,
+    },
+    /// Refused as a whole (unknown streamlets, nothing to reset); done so it is not retried.
+    Refused {
+        /// The request id.
+        id: String,
+        /// The refusal note.
+        why: String,
+    },
+    /// Every group finished.
+    Completed {
+        /// The request id.
+        id: String,
+        /// Per group: its topic and outcome.
+        groups: BTreeMap<GroupId, (InletTarget, GroupOutcome)>,
+    },
+}
+
+/// The machine's state: one struct per phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Parsed, not yet checked against the resource.
+    Requested(ResetRequest),
+    /// A target still runs.
+    Waiting(Waiting),
+    /// Groups being reset.
+    Resetting(Resetting),
+    /// Finished; nothing more will happen for this id.
+    Done(Done),
+}
+
+/// One reset request's machine. See the module documentation for the drive contract.
+#[derive(Debug)]
+pub struct ResetMachine {
+    state: State,
+    records: BTreeMap<GroupId, GroupRecord>,
+    effects: VecDeque<Effect>,
+}
+
+impl ResetMachine {
+    /// Builds the machine for `request`, given the done annotation and the durable records of this
+    /// request's groups (records of other requests must not be passed).
+    pub fn new(request: ResetRequest, done_id: Option<&str>, records: Vec<GroupRecord>) -> Self {
+        let state = if done_id == Some(request.id.as_str()) {
+            State::Done(Done::AlreadyDone { id: request.id })
+        } else {
+            State::Requested(request)
+        };
+        ResetMachine {
+            state,
+            records: records.into_iter().map(|r| (r.group.clone(), r)).collect(),
+            effects: VecDeque::new(),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The next effect to carry out, in order; `None` when there is none left.
+    #[must_use]
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// When the driver should come back: feed [`Input::Tick`] (Resetting) or look again from a fresh
+    /// observation (Waiting). `None`: nothing is scheduled.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        match &self.state {
+            State::Waiting(w) => Some(w.next_look),
+            State::Resetting(r) => r
+                .groups
+                .values()
+                .filter_map(|(_, p)| match p {
+                    GroupPhase::Pending { retry_at, .. } => *retry_at,
+                    _ => None,
+                })
+                .min(),
+            State::Requested(_) | State::Done(_) => None,
+        }
+    }
+
+    /// Feeds one input observed at `now`.
+    pub fn handle(&mut self, input: Input, now: Timestamp) {
+        match input {
+            Input::Observed { spec, pods } => self.observed(&spec, &pods, now),
+            Input::Inspected { group, result } => self.inspected(group, result, now),
+            Input::Committed { group, result } => self.committed(group, result, now),
+            Input::Read { group, result } => self.read(group, result),
+            Input::Tick => self.tick(now),
+        }
+    }
+
+    fn observed(&mut self, spec: &AnkkaFlowSpec, pods: &BTreeMap<String, u32>, now: Timestamp) {
+        let request = match &self.state {
+            State::Requested(r) => r.clone(),
+            State::Waiting(w) => w.request.clone(),
+            // Once resetting, the decision is taken; a group with members is refused by Kafka itself.
+            State::Resetting(_) | State::Done(_) => return,
+        };
+        let id = request.id.clone();
+        let selected = match targets::select(spec, &request.streamlets) {
+            Ok(t) => t,
+            Err(err) => {
+                let why = targets::operator_selection_note(&id, &err);
+                self.emit(Effect::Record(Event::new(
+                    EventType::Warning,
+                    "ResetRefused",
+                    why.clone(),
+                    format!("{id}/refused"),
+                )));
+                self.emit(Effect::WriteDone { id: id.clone() });
+                self.state = State::Done(Done::Refused { id, why });
+                return;
+            }
+        };
+        let reasons = targets::running(spec, &selected, pods);
+        if !reasons.is_empty() {
+            let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
+            let note = format!("reset {id} waits: {}", texts.join("; "));
+            self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", note.clone(), note)));
+            self.state = State::Waiting(Waiting { request, reasons, next_look: now.after(WAIT_RECHECK) });
+            return;
+        }
+        let mut groups = BTreeMap::new();
+        for target in selected.into_iter().flat_map(|t| t.inlets) {
+            let record = self.records.get(&target.group);
+            let phase = match (record.and_then(|r| r.outcome.clone()), record.and_then(|r| r.intent.clone())) {
+                (Some(outcome), _) => GroupPhase::Finished(outcome),
+                (None, Some(intent)) => {
+                    self.emit(Effect::ReadCommitted(target.clone()));
+                    GroupPhase::Settling { attempts: 0, intent }
+                }
+                (None, None) => {
+                    self.emit(Effect::InspectGroup(target.clone()));
+                    GroupPhase::Inspecting { attempts: 0 }
+                }
+            };
+            groups.insert(target.group.clone(), (target, phase));
+        }
+        self.state = State::Resetting(Resetting { request, groups });
+        self.maybe_done();
+    }
+
+    fn inspected(&mut self, group: GroupId, result: Result<Inspection, KafkaFailure>, now: Timestamp) {
+        let Some((target, GroupPhase::Inspecting { attempts })) = self.group(&group) else { return };
+        let attempts = *attempts;
+        let target = target.clone();
+        match result {
+            Err(f) => self.failed(&target, attempts, f, now),
+            Ok(seen) if seen.members > 0 => {
+                let reason = format!(
+                    "consumer group [{group}] has {} active member(s) (state {}); scale its streamlet to 0 and wait for its pods to stop before resetting it",
+                    seen.members, seen.state
+                );
+                self.failed(&target, attempts, KafkaFailure { transient: true, reason }, now);
+            }
+            Ok(seen) if seen.log_start.is_empty() => {
+                let reason = format!("topic '{}' has no partitions", target.topic);
+                self.failed(&target, attempts, KafkaFailure { transient: false, reason }, now);
+            }
+            Ok(seen) => {
+                let intent = Intent { before: seen.committed, target: seen.log_start };
+                self.emit(Effect::PersistIntent { id: self.id(), group: group.clone(), intent: intent.clone() });
+                self.emit(Effect::CommitOffsets { target, offsets: intent.target.clone() });
+                self.set_phase(&group, GroupPhase::Committing { attempts, intent });
+            }
+        }
+    }
+
+    fn committed(&mut self, group: GroupId, result: Result<Committed, KafkaFailure>, now: Timestamp) {
+        let Some((target, GroupPhase::Committing { attempts, intent })) = self.group(&group) else { return };
+        let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
+        match result {
+            Err(f) => self.failed(&target, attempts, f, now),
+            Ok(read) => {
+                let wrong: Vec<String> = intent
+                    .target
+                    .iter()
+                    .filter(|(p, o)| read.get(p).copied().flatten() != Some(**o))
+                    .map(|(p, o)| match read.get(p).copied().flatten() {
+                        Some(got) => format!("partition {p} reads back {got}, not {o}"),
+                        None => format!("partition {p} reads back no offset, not {o}"),
+                    })
+                    .collect();
+                if wrong.is_empty() {
+                    self.finish(&target, GroupOutcome::Reset { topic: target.topic.clone(), offsets: intent.target });
+                } else {
+                    let reason = format!("the commit did not hold: {}", wrong.join(", "));
+                    self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, group: GroupId, result: Result<Committed, KafkaFailure>) {
+        let Some((target, GroupPhase::Settling { attempts, intent })) = self.group(&group) else { return };
+        let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
+        match result {
+            Err(f) if f.transient && attempts + 1 < MAX_ATTEMPTS => {
+                // Retry the read later: settling never commits, so retrying it is always safe.
+                self.emit(Effect::ReadCommitted(target.clone()));
+                self.set_phase(&group, GroupPhase::Settling { attempts: attempts + 1, intent });
+            }
+            Err(f) => {
+                let reason = format!("could not learn whether an earlier commit landed: {}", f.reason);
+                self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
+            }
+            Ok(read) => {
+                let at = |p: &i32| read.get(p).copied().flatten();
+                let at_before = intent.before.iter().all(|(p, o)| at(p) == *o)
+                    && intent.target.keys().all(|p| intent.before.contains_key(p));
+                let at_target = intent.target.iter().all(|(p, o)| at(p) == Some(*o));
+                if at_before && !at_target {
+                    // The commit never landed: start this group again from inspection.
+                    self.emit(Effect::InspectGroup(target.clone()));
+                    self.set_phase(&group, GroupPhase::Inspecting { attempts });
+                } else {
+                    // Landed; consumers may have moved on since, which is theirs to do.
+                    self.finish(&target, GroupOutcome::Reset { topic: target.topic.clone(), offsets: intent.target });
+                }
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Timestamp) {
+        let State::Resetting(r) = &mut self.state else { return };
+        let mut due = Vec::new();
+        for (target, phase) in r.groups.values_mut() {
+            if let GroupPhase::Pending { attempts, retry_at, .. } = phase {
+                if retry_at.is_none_or(|t| t <= now) {
+                    *phase = GroupPhase::Inspecting { attempts: *attempts };
+                    due.push(target.clone());
+                }
+            }
+        }
+        for target in due {
+            self.emit(Effect::InspectGroup(target));
+        }
+    }
+
+    fn failed(&mut self, target: &InletTarget, attempts: u32, failure: KafkaFailure, now: Timestamp) {
+        let attempts = attempts + 1;
+        if failure.transient && attempts < MAX_ATTEMPTS {
+            self.set_phase(
+                &target.group,
+                GroupPhase::Pending {
+                    attempts,
+                    retry_at: Some(now.after(backoff(attempts))),
+                    last_error: Some(failure.reason),
+                },
+            );
+        } else {
+            self.finish(target, GroupOutcome::Failed { topic: target.topic.clone(), reason: failure.reason });
+        }
+    }
+
+    fn finish(&mut self, target: &InletTarget, outcome: GroupOutcome) {
+        let id = self.id();
+        let event = match &outcome {
+            GroupOutcome::Reset { topic, offsets } => Event::new(
+                EventType::Normal,
+                "ResetOffsets",
+                format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
+                format!("{id}/{}", target.group),
+            ),
+            GroupOutcome::Failed { reason, .. } => Event::new(
+                EventType::Warning,
+                "ResetOffsetsFailed",
+                format!("{}: {reason}", target.group),
+                format!("{id}/{}", target.group),
+            ),
+        };
+        // The event goes first: if the driver stops between the two, the rebuilt machine settles the
+        // group and records the same event again, which the API server refuses as a duplicate.
+        self.emit(Effect::Record(event));
+        self.emit(Effect::PersistOutcome { id, group: target.group.clone(), outcome: outcome.clone() });
+        self.set_phase(&target.group, GroupPhase::Finished(outcome));
+        self.maybe_done();
+    }
+
+    fn maybe_done(&mut self) {
+        let State::Resetting(r) = &self.state else { return };
+        if !r.groups.values().all(|(_, p)| matches!(p, GroupPhase::Finished(_))) {
+            return;
+        }
+        let id = r.request.id.clone();
+        let groups = r
+            .groups
+            .iter()
+            .filter_map(|(g, (t, p))| match p {
+                GroupPhase::Finished(o) => Some((g.clone(), (t.clone(), o.clone()))),
+                _ => None,
+            })
+            .collect();
+        self.emit(Effect::WriteDone { id: id.clone() });
+        self.state = State::Done(Done::Completed { id, groups });
+    }
+
+    fn group(&self, group: &GroupId) -> Option<&(InletTarget, GroupPhase)> {
+        match &self.state {
+            State::Resetting(r) => r.groups.get(group),
+            _ => None,
+        }
+    }
+
+    fn set_phase(&mut self, group: &GroupId, phase: GroupPhase) {
+        if let State::Resetting(r) = &mut self.state {
+            if let Some(entry) = r.groups.get_mut(group) {
+                entry.1 = phase;
+            }
+        }
+    }
+
+    fn id(&self) -> String {
+        match &self.state {
+            State::Requested(r) => r.id.clone(),
+            State::Waiting(w) => w.request.id.clone(),
+            State::Resetting(r) => r.request.id.clone(),
+            State::Done(Done::AlreadyDone { id } | Done::Refused { id, .. } | Done::Completed { id, .. }) => {
+                id.clone()
+            }
+        }
+    }
+
+    fn emit(&mut self, effect: Effect) {
+        self.effects.push_back(effect);
+    }
+
+    /// The request's status, as written to `status.reset` of the resource.
+    pub fn status(&self) -> ResetStatus {
+        let id = self.id();
+        let group_status = |t: &InletTarget, outcome: &str, message: String| GroupStatus {
+            group: t.group.to_string(),
+            topic: t.topic.clone(),
+            outcome: outcome.into(),
+            message,
+        };
+        let outcome_status = |t: &InletTarget, o: &GroupOutcome| match o {
+            GroupOutcome::Reset { offsets, .. } => group_status(
+                t,
+                "Reset",
+                format!("{} partition(s) of '{}' to earliest", offsets.len(), t.topic),
+            ),
+            GroupOutcome::Failed { reason, .. } => group_status(t, "Failed", reason.clone()),
+        };
+        match &self.state {
+            State::Requested(_) => ResetStatus { id, phase: "Requested".into(), ..Default::default() },
+            State::Waiting(w) => ResetStatus {
+                id,
+                phase: "Waiting".into(),
+                detail: w.reasons.iter().map(RunningProblem::operator_text).collect::<Vec<_>>().join("; "),
+                groups: vec![],
+            },
+            State::Resetting(r) => ResetStatus {
+                id,
+                phase: "Resetting".into(),
+                detail: String::new(),
+                groups: r
+                    .groups
+                    .values()
+                    .map(|(t, p)| match p {
+                        GroupPhase::Finished(o) => outcome_status(t, o),
+                        GroupPhase::Pending { last_error: Some(e), .. } => group_status(t, "Pending", e.clone()),
+                        _ => group_status(t, "Pending", String::new()),
+                    })
+                    .collect(),
+            },
+            State::Done(Done::AlreadyDone { .. }) => ResetStatus { id, phase: "Done".into(), ..Default::default() },
+            State::Done(Done::Refused { why, .. }) => {
+                ResetStatus { id, phase: "Refused".into(), detail: why.clone(), groups: vec![] }
+            }
+            State::Done(Done::Completed { groups, .. }) => ResetStatus {
+                id,
+                phase: "Done".into(),
+                detail: String::new(),
+                groups: groups.values().map(|(t, o)| outcome_status(t, o)).collect(),
+            },
+        }
+    }
+}
+
+/// The `ResetRefused` event for a request annotation that does not parse. Keyed by the annotation's
+/// text, so the same bad text is reported once, and a corrected one again.
+pub fn malformed_event(raw: &str, why: &crate::request::MalformedRequest) -> Event {
+    Event::new(
+        EventType::Warning,
+        "ResetRefused",
+        format!(
+            "reset request refused, nothing was reset: the annotation {} {why}; write a new request with flow reset",
+            crate::names::ANNOTATION_RESET
+        ),
+        format!("malformed/{raw}"),
+    )
+}
+
+#[cfg(test)]
+mod tests;

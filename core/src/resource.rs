@@ -1,0 +1,263 @@
+//! The `AnkkaFlow` custom resource as Rust types (reference.md §6).
+//!
+//! `deploy/crd.yaml` is generated from these types (`flow-operator crd`), and a test fails when the two
+//! drift. Field names are camelCase on the wire, as Kubernetes API conventions ask.
+
+use std::collections::BTreeMap;
+
+use kube_derive::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of one pipeline: its streamlets and the Kafka topics between them.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "flow.ankka.thinkmorestupidless.com",
+    version = "v1alpha1",
+    kind = "AnkkaFlow",
+    plural = "ankkaflows",
+    singular = "ankkaflow",
+    shortname = "aflow",
+    namespaced,
+    status = "AnkkaFlowStatus",
+    label("app.kubernetes.io/managed-by", "ankka-flow"),
+    doc = "A streaming pipeline: streamlets (Deployments) joined by Kafka topics.",
+    printcolumn(name = "Pipeline", type_ = "string", json_path = ".spec.pipeline"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Reset", type_ = "string", json_path = ".status.reset.phase", priority = "1"),
+    printcolumn(name = "Detail", type_ = "string", json_path = ".status.detail", priority = "1"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars",
+        serde = "::serde",
+        serde_json = "::serde_json"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AnkkaFlowSpec {
+    /// Pipeline id: 1-40 of `[a-z0-9-]`, not starting or ending with `-`.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 40))]
+    pub pipeline: String,
+    /// Informational version of the pipeline; the operator ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Protocol version of the platform that generated the resource, `MAJOR.MINOR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// What happens to managed topics when the resource is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_delete: Option<OnDelete>,
+    /// The streamlets, one Deployment each.
+    pub streamlets: Vec<StreamletSpec>,
+    /// The Kafka topics the streamlets read and write.
+    #[serde(default)]
+    pub topics: Vec<TopicSpec>,
+}
+
+/// Deletion policy of the pipeline's managed topics.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OnDelete {
+    /// `Keep` (default) or `Delete`.
+    #[serde(default)]
+    pub managed_topics: ManagedTopicsPolicy,
+}
+
+/// `Keep` leaves managed topics in Kafka when the resource goes; `Delete` deletes them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum ManagedTopicsPolicy {
+    /// Leave the topics.
+    #[default]
+    Keep,
+    /// Delete the topics with the resource.
+    Delete,
+}
+
+/// One streamlet of the pipeline.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamletSpec {
+    /// Streamlet name, a DNS label.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))]
+    pub name: String,
+    /// Container image of the streamlet's process; empty for built-ins.
+    #[serde(default)]
+    pub image: String,
+    /// Desired replicas; 0 stops the streamlet but keeps it.
+    #[serde(default = "one")]
+    #[schemars(range(min = 0))]
+    pub replicas: i32,
+    /// Resolved, typed parameter values.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// Inlet name -> topic id.
+    #[serde(default)]
+    pub inlets: BTreeMap<String, String>,
+    /// Outlet name -> topic id.
+    #[serde(default)]
+    pub outlets: BTreeMap<String, String>,
+    /// The descriptor's `streamlet` object, in its canonical snake_case form.
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub descriptor: serde_json::Map<String, serde_json::Value>,
+    /// Whether the streamlet is built into the sidecar.
+    #[serde(default)]
+    pub builtin: bool,
+}
+
+fn one() -> i32 {
+    1
+}
+
+/// One Kafka topic of the pipeline.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicSpec {
+    /// Topic id inside the pipeline.
+    pub id: String,
+    /// Kafka topic name.
+    pub name: String,
+    /// Whether the platform owns (creates) the topic.
+    #[serde(default = "yes")]
+    pub managed: bool,
+    /// Kafka cluster name: its connection is the Secret `kafka-cluster-<cluster>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Brokers, replacing the cluster's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_servers: Option<String>,
+    /// Partition count used when the operator creates a managed topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub partitions: Option<i32>,
+    /// Replication factor used when the operator creates a managed topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub replicas: Option<i32>,
+    /// Client properties for every client of the topic (`security.protocol`, `sasl.*`, `ssl.*`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connection_config: BTreeMap<String, String>,
+    /// Producer properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub producer_config: BTreeMap<String, String>,
+    /// Consumer properties.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub consumer_config: BTreeMap<String, String>,
+    /// Topic-level Kafka configuration used when creating a managed topic.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topic_config: BTreeMap<String, String>,
+    /// Batch limits of every inlet reading the topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Batch>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Batch limits of an inlet.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Batch {
+    /// Records per batch (default 100).
+    #[serde(default = "default_max_records")]
+    pub max_records: i64,
+    /// Bytes per batch (default 1048576 = 1 MiB).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: i64,
+}
+
+fn default_max_records() -> i64 {
+    100
+}
+fn default_max_bytes() -> i64 {
+    1_048_576
+}
+
+/// Observed state, written by the operator only.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnkkaFlowStatus {
+    /// `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Pending`, `Ready`, `Degraded` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Reasons for the phase, joined with `; `; empty when Ready.
+    #[serde(default)]
+    pub detail: String,
+    /// Per streamlet: desired and ready replicas.
+    #[serde(default)]
+    pub streamlets: Vec<StreamletStatus>,
+    /// The latest reset request and where it stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<ResetStatus>,
+}
+
+/// Observed state of one streamlet.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamletStatus {
+    /// Streamlet name.
+    pub name: String,
+    /// The resource's replicas.
+    pub desired: i32,
+    /// Ready replicas of its Deployment.
+    pub ready: i32,
+    /// `rolling out`, `<ready> of <desired> ready`, or empty.
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// The latest reset request, as the operator last saw it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetStatus {
+    /// The request id (a UUID), or empty when the annotation did not parse.
+    pub id: String,
+    /// `Requested`, `Waiting`, `Resetting`, `Done` or `Refused`.
+    pub phase: String,
+    /// Why the request waits or was refused; empty otherwise.
+    #[serde(default)]
+    pub detail: String,
+    /// Per consumer group: its outcome.
+    #[serde(default)]
+    pub groups: Vec<GroupStatus>,
+}
+
+/// Outcome of one consumer group of a reset request.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    /// `<pipeline>.<streamlet>.<inlet>`.
+    pub group: String,
+    /// Kafka topic name the group reads.
+    pub topic: String,
+    /// `Pending`, `Reset` or `Failed`.
+    pub outcome: String,
+    /// The event note of the outcome, or why the group is still pending.
+    #[serde(default)]
+    pub message: String,
+}
+
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+impl AnkkaFlowSpec {
+    /// The streamlet of that name, if any.
+    pub fn streamlet(&self, name: &str) -> Option<&StreamletSpec> {
+        self.streamlets.iter().find(|s| s.name == name)
+    }
+
+    /// The topic of that id, if any.
+    pub fn topic(&self, id: &str) -> Option<&TopicSpec> {
+        self.topics.iter().find(|t| t.id == id)
+    }
+}

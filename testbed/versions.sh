@@ -1,0 +1,9 @@
+# Versions of every test-bed part. The build cache is keyed by these, so
+# changing one rebuilds only that part.
+KAFKA_VERSION=4.1.1
+# log4j 2 release that Kafka $KAFKA_VERSION itself resolves; its slf4j binding is added
+KAFKA_LOG4J_VERSION=2.24.3
+K8S_VERSION=1.36.3
+ETCD_VERSION=3.6.16
+KWOK_VERSION=0.8.0
+TESTBED_CACHE=${TESTBED_CACHE:-$HOME/.cache/ankka-flow-testbed}
