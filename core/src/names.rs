@@ -35,7 +35,9 @@ pub const REPORTING_CONTROLLER: &str = "flow.ankka.thinkmorestupidless.com/opera
 ///
 /// The same string is the Kafka `client.id` of the inlet's consumer, and the `client_id` label of its
 /// lag metric.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct GroupId(String);
 
@@ -78,7 +80,8 @@ fn is_label_like(s: &str, max: usize) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= max
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -89,7 +92,10 @@ mod tests {
 
     #[test]
     fn group_id_joins_with_dots() {
-        assert_eq!(GroupId::new("cart", "router", "in").as_str(), "cart.router.in");
+        assert_eq!(
+            GroupId::new("cart", "router", "in").as_str(),
+            "cart.router.in"
+        );
     }
 
     #[test]

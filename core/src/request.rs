@@ -93,7 +93,8 @@ mod tests {
 
     #[test]
     fn parses_the_cli_form() {
-        let r = ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":["router"]}}"#)).unwrap();
+        let r =
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":["router"]}}"#)).unwrap();
         assert_eq!(r.id, ID);
         assert_eq!(r.streamlets, vec!["router"]);
         assert_eq!(ResetRequest::parse(&r.to_annotation()).unwrap(), r);
@@ -107,20 +108,32 @@ mod tests {
 
     #[test]
     fn refuses_each_malformed_kind() {
-        assert!(matches!(ResetRequest::parse("not json"), Err(MalformedRequest::Shape(_))));
-        assert!(matches!(ResetRequest::parse(r#"{"streamlets":[]}"#), Err(MalformedRequest::Shape(_))));
+        assert!(matches!(
+            ResetRequest::parse("not json"),
+            Err(MalformedRequest::Shape(_))
+        ));
+        assert!(matches!(
+            ResetRequest::parse(r#"{"streamlets":[]}"#),
+            Err(MalformedRequest::Shape(_))
+        ));
         assert!(matches!(
             ResetRequest::parse(&format!(r#"{{"id":"{ID}","extra":1}}"#)),
             Err(MalformedRequest::Shape(_))
         ));
-        assert!(matches!(ResetRequest::parse(r#"{"id":"u1"}"#), Err(MalformedRequest::IdNotUuid(_))));
+        assert!(matches!(
+            ResetRequest::parse(r#"{"id":"u1"}"#),
+            Err(MalformedRequest::IdNotUuid(_))
+        ));
         assert!(matches!(
             ResetRequest::parse(&format!(r#"{{"id":"{}"}}"#, ID.to_uppercase())),
             Err(MalformedRequest::IdNotUuid(_))
         ));
         let many: Vec<String> = (0..1000).map(|i| format!("\"s{i}\"")).collect();
         assert_eq!(
-            ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":[{}]}}"#, many.join(","))),
+            ResetRequest::parse(&format!(
+                r#"{{"id":"{ID}","streamlets":[{}]}}"#,
+                many.join(",")
+            )),
             Err(MalformedRequest::TooManyNames(1000))
         );
         assert_eq!(

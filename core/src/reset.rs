@@ -47,7 +47,10 @@ pub struct Timestamp(pub i64);
 impl Timestamp {
     /// `self + d`, saturating.
     pub fn after(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        Timestamp(
+            self.0
+                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
     }
 }
 
@@ -390,18 +393,33 @@ impl ResetMachine {
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
             let note = format!("reset {id} waits: {}", texts.join("; "));
-            self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", note.clone(), note)));
-            self.state = State::Waiting(Waiting { request, reasons, next_look: now.after(WAIT_RECHECK) });
+            self.emit(Effect::Record(Event::new(
+                EventType::Warning,
+                "ResetRefused",
+                note.clone(),
+                note,
+            )));
+            self.state = State::Waiting(Waiting {
+                request,
+                reasons,
+                next_look: now.after(WAIT_RECHECK),
+            });
             return;
         }
         let mut groups = BTreeMap::new();
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let record = self.records.get(&target.group);
-            let phase = match (record.and_then(|r| r.outcome.clone()), record.and_then(|r| r.intent.clone())) {
+            let phase = match (
+                record.and_then(|r| r.outcome.clone()),
+                record.and_then(|r| r.intent.clone()),
+            ) {
                 (Some(outcome), _) => GroupPhase::Finished(outcome),
                 (None, Some(intent)) => {
                     self.emit(Effect::ReadCommitted(target.clone()));
-                    GroupPhase::Settling { attempts: 0, intent }
+                    GroupPhase::Settling {
+                        attempts: 0,
+                        intent,
+                    }
                 }
                 (None, None) => {
                     self.emit(Effect::InspectGroup(target.clone()));
@@ -414,8 +432,15 @@ impl ResetMachine {
         self.maybe_done();
     }
 
-    fn inspected(&mut self, group: GroupId, result: Result<Inspection, KafkaFailure>, now: Timestamp) {
-        let Some((target, GroupPhase::Inspecting { attempts })) = self.group(&group) else { return };
+    fn inspected(
+        &mut self,
+        group: GroupId,
+        result: Result<Inspection, KafkaFailure>,
+        now: Timestamp,
+    ) {
+        let Some((target, GroupPhase::Inspecting { attempts })) = self.group(&group) else {
+            return;
+        };
         let attempts = *attempts;
         let target = target.clone();
         match result {
@@ -425,23 +450,56 @@ impl ResetMachine {
                     "consumer group [{group}] has {} active member(s) (state {}); scale its streamlet to 0 and wait for its pods to stop before resetting it",
                     seen.members, seen.state
                 );
-                self.failed(&target, attempts, KafkaFailure { transient: true, reason }, now);
+                self.failed(
+                    &target,
+                    attempts,
+                    KafkaFailure {
+                        transient: true,
+                        reason,
+                    },
+                    now,
+                );
             }
             Ok(seen) if seen.log_start.is_empty() => {
                 let reason = format!("topic '{}' has no partitions", target.topic);
-                self.failed(&target, attempts, KafkaFailure { transient: false, reason }, now);
+                self.failed(
+                    &target,
+                    attempts,
+                    KafkaFailure {
+                        transient: false,
+                        reason,
+                    },
+                    now,
+                );
             }
             Ok(seen) => {
-                let intent = Intent { before: seen.committed, target: seen.log_start };
-                self.emit(Effect::PersistIntent { id: self.id(), group: group.clone(), intent: intent.clone() });
-                self.emit(Effect::CommitOffsets { target, offsets: intent.target.clone() });
+                let intent = Intent {
+                    before: seen.committed,
+                    target: seen.log_start,
+                };
+                self.emit(Effect::PersistIntent {
+                    id: self.id(),
+                    group: group.clone(),
+                    intent: intent.clone(),
+                });
+                self.emit(Effect::CommitOffsets {
+                    target,
+                    offsets: intent.target.clone(),
+                });
                 self.set_phase(&group, GroupPhase::Committing { attempts, intent });
             }
         }
     }
 
-    fn committed(&mut self, group: GroupId, result: Result<Committed, KafkaFailure>, now: Timestamp) {
-        let Some((target, GroupPhase::Committing { attempts, intent })) = self.group(&group) else { return };
+    fn committed(
+        &mut self,
+        group: GroupId,
+        result: Result<Committed, KafkaFailure>,
+        now: Timestamp,
+    ) {
+        let Some((target, GroupPhase::Committing { attempts, intent })) = self.group(&group) else {
+            return;
+        };
         let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
         match result {
             Err(f) => self.failed(&target, attempts, f, now),
@@ -456,27 +514,56 @@ impl ResetMachine {
                     })
                     .collect();
                 if wrong.is_empty() {
-                    self.finish(&target, GroupOutcome::Reset { topic: target.topic.clone(), offsets: intent.target });
+                    self.finish(
+                        &target,
+                        GroupOutcome::Reset {
+                            topic: target.topic.clone(),
+                            offsets: intent.target,
+                        },
+                    );
                 } else {
                     let reason = format!("the commit did not hold: {}", wrong.join(", "));
-                    self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
+                    self.finish(
+                        &target,
+                        GroupOutcome::Failed {
+                            topic: target.topic.clone(),
+                            reason,
+                        },
+                    );
                 }
             }
         }
     }
 
     fn read(&mut self, group: GroupId, result: Result<Committed, KafkaFailure>) {
-        let Some((target, GroupPhase::Settling { attempts, intent })) = self.group(&group) else { return };
+        let Some((target, GroupPhase::Settling { attempts, intent })) = self.group(&group) else {
+            return;
+        };
         let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
         match result {
             Err(f) if f.transient && attempts + 1 < MAX_ATTEMPTS => {
                 // Retry the read later: settling never commits, so retrying it is always safe.
                 self.emit(Effect::ReadCommitted(target.clone()));
-                self.set_phase(&group, GroupPhase::Settling { attempts: attempts + 1, intent });
+                self.set_phase(
+                    &group,
+                    GroupPhase::Settling {
+                        attempts: attempts + 1,
+                        intent,
+                    },
+                );
             }
             Err(f) => {
-                let reason = format!("could not learn whether an earlier commit landed: {}", f.reason);
-                self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
+                let reason = format!(
+                    "could not learn whether an earlier commit landed: {}",
+                    f.reason
+                );
+                self.finish(
+                    &target,
+                    GroupOutcome::Failed {
+                        topic: target.topic.clone(),
+                        reason,
+                    },
+                );
             }
             Ok(read) => {
                 let at = |p: &i32| read.get(p).copied().flatten();
@@ -489,21 +576,33 @@ impl ResetMachine {
                     self.set_phase(&group, GroupPhase::Inspecting { attempts });
                 } else {
                     // Landed; consumers may have moved on since, which is theirs to do.
-                    self.finish(&target, GroupOutcome::Reset { topic: target.topic.clone(), offsets: intent.target });
+                    self.finish(
+                        &target,
+                        GroupOutcome::Reset {
+                            topic: target.topic.clone(),
+                            offsets: intent.target,
+                        },
+                    );
                 }
             }
         }
     }
 
     fn tick(&mut self, now: Timestamp) {
-        let State::Resetting(r) = &mut self.state else { return };
+        let State::Resetting(r) = &mut self.state else {
+            return;
+        };
         let mut due = Vec::new();
         for (target, phase) in r.groups.values_mut() {
-            if let GroupPhase::Pending { attempts, retry_at, .. } = phase {
-                if retry_at.is_none_or(|t| t <= now) {
-                    *phase = GroupPhase::Inspecting { attempts: *attempts };
-                    due.push(target.clone());
-                }
+            if let GroupPhase::Pending {
+                attempts, retry_at, ..
+            } = phase
+                && retry_at.is_none_or(|t| t <= now)
+            {
+                *phase = GroupPhase::Inspecting {
+                    attempts: *attempts,
+                };
+                due.push(target.clone());
             }
         }
         for target in due {
@@ -511,7 +610,13 @@ impl ResetMachine {
         }
     }
 
-    fn failed(&mut self, target: &InletTarget, attempts: u32, failure: KafkaFailure, now: Timestamp) {
+    fn failed(
+        &mut self,
+        target: &InletTarget,
+        attempts: u32,
+        failure: KafkaFailure,
+        now: Timestamp,
+    ) {
         let attempts = attempts + 1;
         if failure.transient && attempts < MAX_ATTEMPTS {
             self.set_phase(
@@ -523,7 +628,13 @@ impl ResetMachine {
                 },
             );
         } else {
-            self.finish(target, GroupOutcome::Failed { topic: target.topic.clone(), reason: failure.reason });
+            self.finish(
+                target,
+                GroupOutcome::Failed {
+                    topic: target.topic.clone(),
+                    reason: failure.reason,
+                },
+            );
         }
     }
 
@@ -533,7 +644,11 @@ impl ResetMachine {
             GroupOutcome::Reset { topic, offsets } => Event::new(
                 EventType::Normal,
                 "ResetOffsets",
-                format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
+                format!(
+                    "{}: {} partition(s) of '{topic}' to earliest",
+                    target.group,
+                    offsets.len()
+                ),
                 format!("{id}/{}", target.group),
             ),
             GroupOutcome::Failed { reason, .. } => Event::new(
@@ -546,14 +661,24 @@ impl ResetMachine {
         // The event goes first: if the driver stops between the two, the rebuilt machine settles the
         // group and records the same event again, which the API server refuses as a duplicate.
         self.emit(Effect::Record(event));
-        self.emit(Effect::PersistOutcome { id, group: target.group.clone(), outcome: outcome.clone() });
+        self.emit(Effect::PersistOutcome {
+            id,
+            group: target.group.clone(),
+            outcome: outcome.clone(),
+        });
         self.set_phase(&target.group, GroupPhase::Finished(outcome));
         self.maybe_done();
     }
 
     fn maybe_done(&mut self) {
-        let State::Resetting(r) = &self.state else { return };
-        if !r.groups.values().all(|(_, p)| matches!(p, GroupPhase::Finished(_))) {
+        let State::Resetting(r) = &self.state else {
+            return;
+        };
+        if !r
+            .groups
+            .values()
+            .all(|(_, p)| matches!(p, GroupPhase::Finished(_)))
+        {
             return;
         }
         let id = r.request.id.clone();
@@ -577,10 +702,10 @@ impl ResetMachine {
     }
 
     fn set_phase(&mut self, group: &GroupId, phase: GroupPhase) {
-        if let State::Resetting(r) = &mut self.state {
-            if let Some(entry) = r.groups.get_mut(group) {
-                entry.1 = phase;
-            }
+        if let State::Resetting(r) = &mut self.state
+            && let Some(entry) = r.groups.get_mut(group)
+        {
+            entry.1 = phase;
         }
     }
 
@@ -589,9 +714,9 @@ impl ResetMachine {
             State::Requested(r) => r.id.clone(),
             State::Waiting(w) => w.request.id.clone(),
             State::Resetting(r) => r.request.id.clone(),
-            State::Done(Done::AlreadyDone { id } | Done::Refused { id, .. } | Done::Completed { id, .. }) => {
-                id.clone()
-            }
+            State::Done(
+                Done::AlreadyDone { id } | Done::Refused { id, .. } | Done::Completed { id, .. },
+            ) => id.clone(),
         }
     }
 
@@ -612,16 +737,29 @@ impl ResetMachine {
             GroupOutcome::Reset { offsets, .. } => group_status(
                 t,
                 "Reset",
-                format!("{} partition(s) of '{}' to earliest", offsets.len(), t.topic),
+                format!(
+                    "{} partition(s) of '{}' to earliest",
+                    offsets.len(),
+                    t.topic
+                ),
             ),
             GroupOutcome::Failed { reason, .. } => group_status(t, "Failed", reason.clone()),
         };
         match &self.state {
-            State::Requested(_) => ResetStatus { id, phase: "Requested".into(), ..Default::default() },
+            State::Requested(_) => ResetStatus {
+                id,
+                phase: "Requested".into(),
+                ..Default::default()
+            },
             State::Waiting(w) => ResetStatus {
                 id,
                 phase: "Waiting".into(),
-                detail: w.reasons.iter().map(RunningProblem::operator_text).collect::<Vec<_>>().join("; "),
+                detail: w
+                    .reasons
+                    .iter()
+                    .map(RunningProblem::operator_text)
+                    .collect::<Vec<_>>()
+                    .join("; "),
                 groups: vec![],
             },
             State::Resetting(r) => ResetStatus {
@@ -633,15 +771,25 @@ impl ResetMachine {
                     .values()
                     .map(|(t, p)| match p {
                         GroupPhase::Finished(o) => outcome_status(t, o),
-                        GroupPhase::Pending { last_error: Some(e), .. } => group_status(t, "Pending", e.clone()),
+                        GroupPhase::Pending {
+                            last_error: Some(e),
+                            ..
+                        } => group_status(t, "Pending", e.clone()),
                         _ => group_status(t, "Pending", String::new()),
                     })
                     .collect(),
             },
-            State::Done(Done::AlreadyDone { .. }) => ResetStatus { id, phase: "Done".into(), ..Default::default() },
-            State::Done(Done::Refused { why, .. }) => {
-                ResetStatus { id, phase: "Refused".into(), detail: why.clone(), groups: vec![] }
-            }
+            State::Done(Done::AlreadyDone { .. }) => ResetStatus {
+                id,
+                phase: "Done".into(),
+                ..Default::default()
+            },
+            State::Done(Done::Refused { why, .. }) => ResetStatus {
+                id,
+                phase: "Refused".into(),
+                detail: why.clone(),
+                groups: vec![],
+            },
             State::Done(Done::Completed { groups, .. }) => ResetStatus {
                 id,
                 phase: "Done".into(),

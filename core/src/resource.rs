@@ -3,6 +3,9 @@
 //! `deploy/crd.yaml` is generated from these types (`flow-operator crd`), and a test fails when the two
 //! drift. Field names are camelCase on the wire, as Kubernetes API conventions ask.
 
+// kube-derive takes one `printcolumn(...)` per column, which clippy reads as a repeated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use kube_derive::CustomResource;
@@ -24,9 +27,23 @@ use serde::{Deserialize, Serialize};
     doc = "A streaming pipeline: streamlets (Deployments) joined by Kafka topics.",
     printcolumn(name = "Pipeline", type_ = "string", json_path = ".spec.pipeline"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Reset", type_ = "string", json_path = ".status.reset.phase", priority = "1"),
-    printcolumn(name = "Detail", type_ = "string", json_path = ".status.detail", priority = "1"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Reset",
+        type_ = "string",
+        json_path = ".status.reset.phase",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Detail",
+        type_ = "string",
+        json_path = ".status.detail",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     crates(
         kube_core = "::kube_core",
         k8s_openapi = "::k8s_openapi",
