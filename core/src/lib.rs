@@ -5,8 +5,10 @@
 //! and the operator share every rule here, so the two never disagree about names, targets or guards.
 //! CI checks with `cargo tree` that no I/O or async crate creeps in.
 
+pub mod connection;
 pub mod events;
 pub mod names;
+pub mod render;
 pub mod request;
 pub mod reset;
 pub mod resource;

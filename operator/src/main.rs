@@ -1,1 +1,42 @@
-fn main() {}
+//! `flow-operator`: reconciles `AnkkaFlow` resources in every namespace and carries out their reset
+//! requests.
+
+mod controller;
+mod faults;
+mod reset;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kube::CustomResourceExt;
+
+use crate::settings::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Crd) => match serde_saphyr::to_string(&flow_core::resource::AnkkaFlow::crd()) {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("flow-operator: cannot render the CRD: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        None => {
+            settings::init_tracing(cli.settings.log_format);
+            match controller::run(cli.settings).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "operator stopped");
+                    eprintln!("flow-operator: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Kafka side of a reset, over rdkafka (librdkafka 2.12).
+//!
+//! Every call builds a short-lived consumer whose `group.id` is the group being reset. It never
+//! subscribes and never polls, so it never joins the group: its commits carry generation -1 and an
+//! empty member id, which the broker accepts only while the group has no members (it answers
+//! UNKNOWN_MEMBER_ID otherwise; see Kafka's `validateOffsetCommit`). Every blocking call runs on
+//! tokio's blocking pool and has a deadline.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flow_core::connection::KafkaConnection;
+use flow_core::reset::{Committed, Inspection, KafkaFailure};
+use flow_core::targets::InletTarget;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Kafka `client.id` of the operator's clients.
+pub const CLIENT_ID: &str = "ankka-flow-operator";
+
+/// Deadline of each Kafka request, and the upper bound of each step's wall time.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadlines {
+    /// Per request (metadata, describe, list offsets, commit, fetch offsets).
+    pub request: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines { request: Duration::from_secs(10) }
+    }
+}
+
+/// Kafka's answer sorted into what the reset machine needs: transient or final, and a reason.
+///
+/// Transient: timeouts, transport failures, coordinator moving or loading, a rebalance, members
+/// present (UNKNOWN_MEMBER_ID answers a join-less commit into a group with members). Everything else
+/// (unknown topic, authorization, authentication, invalid requests) is final.
+pub fn classify(e: &KafkaError) -> KafkaFailure {
+    let code = e.rdkafka_error_code();
+    let transient = matches!(
+        code,
+        Some(
+            RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::OperationTimedOut
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::NetworkException
+                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::RebalanceInProgress
+                | RDKafkaErrorCode::UnknownMemberId
+        )
+    );
+    let reason = match code {
+        Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) => {
+            format!("Kafka refused the commit because consumers are still active in the group ({e})")
+        }
+        _ => e.to_string(),
+    };
+    KafkaFailure { transient, reason }
+}
+
+fn consumer(conn: &KafkaConnection, group: &str) -> Result<BaseConsumer, KafkaFailure> {
+    let mut cfg = ClientConfig::new();
+    for (k, v) in &conn.properties {
+        cfg.set(k, v);
+    }
+    cfg.set("bootstrap.servers", &conn.bootstrap_servers)
+        .set("group.id", group)
+        .set("client.id", CLIENT_ID)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("allow.auto.create.topics", "false")
+        .set("socket.timeout.ms", "10000");
+    cfg.create().map_err(|e| KafkaFailure {
+        transient: false,
+        reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
+    })
+}
+
+/// The partitions of `topic`, from cluster metadata. Asks for every topic's metadata rather than the
+/// one topic, so that a broker with `auto.create.topics.enable=true` never creates a missing one.
+fn partitions(c: &BaseConsumer, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFailure> {
+    let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
+        return Err(KafkaFailure { transient: false, reason: format!("topic '{topic}' does not exist") });
+    };
+    if let Some(err) = t.error() {
+        let code = RDKafkaErrorCode::from(err);
+        return Err(KafkaFailure {
+            transient: matches!(code, RDKafkaErrorCode::LeaderNotAvailable),
+            reason: format!("topic '{topic}': {code}"),
+        });
+    }
+    let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+    ps.sort_unstable();
+    Ok(ps)
+}
+
+fn committed(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
+    let mut tpl = TopicPartitionList::new();
+    for p in ps {
+        tpl.add_partition(topic, *p);
+    }
+    let got = c.committed_offsets(tpl, d.request).map_err(|e| classify(&e))?;
+    let mut out = BTreeMap::new();
+    for e in got.elements() {
+        if let Err(err) = e.error() {
+            return Err(KafkaFailure { transient: false, reason: format!("partition {}: {err}", e.partition()) });
+        }
+        out.insert(e.partition(), absolute(e.offset()));
+    }
+    Ok(out)
+}
+
+/// An absolute offset, or `None` for "no committed offset". Logical offsets (beginning, end, stored)
+/// never count as a committed position (case B2).
+pub fn absolute(o: Offset) -> Option<i64> {
+    match o {
+        Offset::Offset(n) if n >= 0 => Some(n),
+        _ => None,
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, KafkaFailure> + Send + 'static,
+) -> Result<T, KafkaFailure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(KafkaFailure { transient: true, reason: format!("Kafka worker stopped: {e}") }))
+}
+
+/// Describes the group, lists the topic's partitions and their log start offsets, and reads the
+/// group's committed offsets.
+///
+/// # Errors
+/// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
+pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Inspection, KafkaFailure> {
+    blocking(move || {
+        let c = consumer(&conn, target.group.as_str())?;
+        let groups = c.fetch_group_list(Some(target.group.as_str()), d.request).map_err(|e| classify(&e))?;
+        let (state, members) = groups
+            .groups()
+            .iter()
+            .find(|g| g.name() == target.group.as_str())
+            .map_or(("Dead".to_string(), 0), |g| (g.state().to_string(), g.members().len()));
+        let ps = partitions(&c, &target.topic, d)?;
+        let mut log_start = BTreeMap::new();
+        for p in &ps {
+            let (low, _high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
+            log_start.insert(*p, low);
+        }
+        let committed = committed(&c, &target.topic, &ps, d)?;
+        Ok(Inspection { state, members: u32::try_from(members).unwrap_or(u32::MAX), log_start, committed })
+    })
+    .await
+}
+
+/// Commits `offsets` for the group without joining it, then reads the committed offsets back.
+///
+/// # Errors
+/// The commit's or the read's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient.
+pub async fn commit(
+    conn: KafkaConnection,
+    target: InletTarget,
+    offsets: BTreeMap<i32, i64>,
+    d: Deadlines,
+) -> Result<Committed, KafkaFailure> {
+    blocking(move || {
+        let c = consumer(&conn, target.group.as_str())?;
+        let mut tpl = TopicPartitionList::new();
+        for (p, o) in &offsets {
+            tpl.add_partition_offset(&target.topic, *p, Offset::Offset(*o))
+                .map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
+        }
+        c.commit(&tpl, CommitMode::Sync).map_err(|e| classify(&e))?;
+        let ps: Vec<i32> = offsets.keys().copied().collect();
+        committed(&c, &target.topic, &ps, d)
+    })
+    .await
+}
+
+/// Reads the group's committed offsets on every partition of its topic.
+///
+/// # Errors
+/// A classified [`KafkaFailure`].
+pub async fn read_committed(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Committed, KafkaFailure> {
+    blocking(move || {
+        let c = consumer(&conn, target.group.as_str())?;
+        let ps = partitions(&c, &target.topic, d)?;
+        committed(&c, &target.topic, &ps, d)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logical_offsets_are_not_positions() {
+        assert_eq!(absolute(Offset::Beginning), None);
+        assert_eq!(absolute(Offset::End), None);
+        assert_eq!(absolute(Offset::Invalid), None);
+        assert_eq!(absolute(Offset::Stored), None);
+        assert_eq!(absolute(Offset::Offset(-2)), None);
+        assert_eq!(absolute(Offset::Offset(-1)), None);
+        assert_eq!(absolute(Offset::Offset(0)), Some(0));
+        assert_eq!(absolute(Offset::Offset(50)), Some(50));
+    }
+
+    #[test]
+    fn members_present_is_transient_and_says_so() {
+        let e = KafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownMemberId);
+        let f = classify(&e);
+        assert!(f.transient);
+        assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
+        let f = classify(&KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed));
+        assert!(!f.transient);
+    }
+}

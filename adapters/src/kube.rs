@@ -1,0 +1,150 @@
+//! Kubernetes side: reading resources and pods, writing annotations, status and events.
+//!
+//! Writes touch only the fields they own: the operator uses server-side apply with its field manager
+//! (`ankka-flow-operator`) for the done annotation, the status and rendered objects; the CLI writes its
+//! request annotation with a JSON merge patch of that one key. No call replaces a whole object.
+
+use std::collections::BTreeMap;
+
+use flow_core::connection::{CLUSTER_SECRET_PREFIX, Cluster, ConnectionError};
+use flow_core::events::Event as FlowEvent;
+use flow_core::names::{ANNOTATION_RESET, ANNOTATION_RESET_DONE, LABEL_PIPELINE, LABEL_STREAMLET, OPERATOR_FIELD_MANAGER, REPORTING_CONTROLLER};
+use flow_core::resource::AnkkaFlow;
+use flow_core::targets::pod_counts;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource, ResourceExt};
+
+/// Counts, per value of the streamlet label, the pods of `pipeline` in `namespace` that can still run
+/// (see [`flow_core::targets::pod_counts`]). Lists from the API server, never from a cache, so "no
+/// pods" is never concluded from a cache that has not synced (case F2).
+///
+/// # Errors
+/// The API call's error.
+pub async fn running_pods(client: &Client, namespace: &str, pipeline: &str) -> Result<BTreeMap<String, u32>, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods.list(&ListParams::default().labels(&format!("{LABEL_PIPELINE}={pipeline}"))).await?;
+    let mut counts = BTreeMap::new();
+    for pod in list.items {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if !pod_counts(phase) {
+            continue;
+        }
+        let streamlet = pod.labels().get(LABEL_STREAMLET).cloned().unwrap_or_default();
+        *counts.entry(streamlet).or_insert(0) += 1;
+    }
+    Ok(counts)
+}
+
+/// Reads the cluster Secrets (`kafka-cluster-<name>`) of `namespace`, keyed by cluster name.
+/// A Secret whose properties do not parse is returned as an error for that cluster only.
+///
+/// # Errors
+/// The API call's error (for example no right to list Secrets there).
+pub async fn clusters(
+    client: &Client,
+    namespace: &str,
+) -> Result<BTreeMap<String, Result<Cluster, ConnectionError>>, kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut out = BTreeMap::new();
+    for s in secrets.list(&ListParams::default()).await?.items {
+        let name = s.name_any();
+        let Some(cluster) = name.strip_prefix(CLUSTER_SECRET_PREFIX) else { continue };
+        let mut data: BTreeMap<String, String> = s
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+            .collect();
+        data.extend(s.string_data.unwrap_or_default());
+        out.insert(cluster.to_string(), Cluster::from_secret_data(&name, &data));
+    }
+    Ok(out)
+}
+
+/// Sets the request annotation of `AnkkaFlow` `name`, touching no other field (JSON merge patch).
+///
+/// # Errors
+/// The API call's error.
+pub async fn write_request(api: &Api<AnkkaFlow>, name: &str, value: &str, manager: &str) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_RESET: value } } });
+    api.patch(name, &PatchParams { field_manager: Some(manager.into()), ..Default::default() }, &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Sets the done annotation by server-side apply of that key alone, with the operator's field manager.
+///
+/// # Errors
+/// The API call's error.
+pub async fn write_done(api: &Api<AnkkaFlow>, name: &str, id: &str) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({
+        "apiVersion": AnkkaFlow::api_version(&()),
+        "kind": AnkkaFlow::kind(&()),
+        "metadata": { "name": name, "annotations": { ANNOTATION_RESET_DONE: id } }
+    });
+    api.patch(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+    Ok(())
+}
+
+/// Applies `status` to the status subresource with the operator's field manager.
+///
+/// # Errors
+/// The API call's error.
+pub async fn write_status(
+    api: &Api<AnkkaFlow>,
+    name: &str,
+    status: &flow_core::resource::AnkkaFlowStatus,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({
+        "apiVersion": AnkkaFlow::api_version(&()),
+        "kind": AnkkaFlow::kind(&()),
+        "status": status
+    });
+    api.patch_status(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+    Ok(())
+}
+
+/// The request annotation and the done annotation of a resource.
+pub fn reset_annotations(flow: &AnkkaFlow) -> (Option<&str>, Option<&str>) {
+    let a = flow.annotations();
+    (a.get(ANNOTATION_RESET).map(String::as_str), a.get(ANNOTATION_RESET_DONE).map(String::as_str))
+}
+
+/// Records `event` about `flow` as an `events.k8s.io/v1` Event named by [`FlowEvent::name_for`].
+///
+/// Returns `Ok(false)` when an event of that name exists already: the same fact was recorded before,
+/// so nothing is added (a retry does not add another event).
+///
+/// # Errors
+/// The API call's error other than 409 (for example 403 without RBAC for events).
+pub async fn record_event(client: &Client, flow: &AnkkaFlow, event: &FlowEvent, instance: &str) -> Result<bool, kube::Error> {
+    let ns = flow.namespace().unwrap_or_default();
+    let api: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let obj = Event {
+        metadata: ObjectMeta { name: Some(event.name_for(&flow.name_any())), namespace: Some(ns.clone()), ..Default::default() },
+        action: Some("Reconcile".into()),
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        note: Some(event.note.clone()),
+        reason: Some(event.reason.clone()),
+        regarding: Some(ObjectReference {
+            api_version: Some(AnkkaFlow::api_version(&()).into_owned()),
+            kind: Some(AnkkaFlow::kind(&()).into_owned()),
+            name: Some(flow.name_any()),
+            namespace: Some(ns),
+            uid: flow.uid(),
+            ..Default::default()
+        }),
+        reporting_controller: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(instance.chars().take(128).collect()),
+        type_: Some(event.type_.as_str().into()),
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,142 @@
+//! The reset ledger: per request and group, the intent written before a commit and the outcome
+//! written after its read-back, in a sled database on the operator's volume.
+//!
+//! The annotations stay the source of truth for which request is done; the ledger only caches
+//! progress so that a restarted operator settles an interrupted group instead of committing it again.
+//! Each write is flushed to disk before the call returns.
+
+use std::path::Path;
+
+use flow_core::names::GroupId;
+use flow_core::reset::{GroupOutcome, GroupRecord, Intent};
+
+/// Why the ledger could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// sled failed (I/O error, corruption, lock held by another process).
+    #[error("reset ledger: {0}")]
+    Sled(#[from] sled::Error),
+    /// A stored record does not decode (written by an incompatible version).
+    #[error("reset ledger: record '{key}' does not decode: {reason}")]
+    Decode {
+        /// The record's key.
+        key: String,
+        /// Decoder's reason.
+        reason: String,
+    },
+}
+
+/// The ledger database.
+#[derive(Clone)]
+pub struct Ledger {
+    db: sled::Db,
+}
+
+/// The resource a request belongs to.
+#[derive(Clone, Copy, Debug)]
+pub struct Owner<'a> {
+    /// Namespace of the `AnkkaFlow`.
+    pub namespace: &'a str,
+    /// Name of the `AnkkaFlow`.
+    pub name: &'a str,
+}
+
+fn prefix(owner: Owner<'_>, id: &str) -> String {
+    format!("{}/{}/{}/", owner.namespace, owner.name, id)
+}
+
+impl Ledger {
+    /// Opens (or creates) the ledger in directory `dir`.
+    ///
+    /// # Errors
+    /// [`LedgerError::Sled`] when the directory cannot be created or is locked by another process.
+    pub fn open(dir: &Path) -> Result<Self, LedgerError> {
+        Ok(Ledger { db: sled::open(dir)? })
+    }
+
+    /// Every record of request `id` of `owner`.
+    ///
+    /// # Errors
+    /// [`LedgerError`] on a read failure or an undecodable record.
+    pub fn records(&self, owner: Owner<'_>, id: &str) -> Result<Vec<GroupRecord>, LedgerError> {
+        self.db
+            .scan_prefix(prefix(owner, id))
+            .map(|kv| {
+                let (k, v) = kv?;
+                serde_json::from_slice(&v).map_err(|e| LedgerError::Decode {
+                    key: String::from_utf8_lossy(&k).into_owned(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    fn update(
+        &self,
+        owner: Owner<'_>,
+        id: &str,
+        group: &GroupId,
+        f: impl Fn(&mut GroupRecord),
+    ) -> Result<(), LedgerError> {
+        let key = format!("{}{group}", prefix(owner, id));
+        let mut rec = match self.db.get(&key)? {
+            Some(v) => serde_json::from_slice(&v).map_err(|e| LedgerError::Decode { key: key.clone(), reason: e.to_string() })?,
+            None => GroupRecord { group: group.clone(), intent: None, outcome: None },
+        };
+        f(&mut rec);
+        // Serialising plain data cannot fail.
+        let bytes = serde_json::to_vec(&rec).unwrap_or_default();
+        self.db.insert(key, bytes)?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Records the intent of a group, before its commit.
+    ///
+    /// # Errors
+    /// [`LedgerError`] when it could not be written and flushed.
+    pub fn put_intent(&self, owner: Owner<'_>, id: &str, group: &GroupId, intent: &Intent) -> Result<(), LedgerError> {
+        self.update(owner, id, group, |r| r.intent = Some(intent.clone()))
+    }
+
+    /// Records the outcome of a group, after its read-back.
+    ///
+    /// # Errors
+    /// [`LedgerError`] when it could not be written and flushed.
+    pub fn put_outcome(
+        &self,
+        owner: Owner<'_>,
+        id: &str,
+        group: &GroupId,
+        outcome: &GroupOutcome,
+    ) -> Result<(), LedgerError> {
+        self.update(owner, id, group, |r| r.outcome = Some(outcome.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn records_survive_reopening_and_stay_per_request() {
+        let dir = std::env::temp_dir().join(format!("flow-ledger-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let owner = Owner { namespace: "shop", name: "cart" };
+        let g = GroupId::new("cart", "router", "in");
+        let intent = Intent { before: BTreeMap::from([(0, Some(5))]), target: BTreeMap::from([(0, 0)]) };
+        {
+            let l = Ledger::open(&dir).unwrap();
+            l.put_intent(owner, "u1", &g, &intent).unwrap();
+        }
+        let l = Ledger::open(&dir).unwrap();
+        let recs = l.records(owner, "u1").unwrap();
+        assert_eq!(recs, vec![GroupRecord { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
+        assert!(l.records(owner, "u2").unwrap().is_empty());
+        let outcome = GroupOutcome::Reset { topic: "t".into(), offsets: intent.target.clone() };
+        l.put_outcome(owner, "u1", &g, &outcome).unwrap();
+        assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,145 @@
+//! The reconcile loop: fetch (I/O) -> decide (pure, in `flow-core`) -> apply (I/O) -> status (I/O).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flow_adapters::kafka::Deadlines;
+use flow_adapters::ledger::{Ledger, LedgerError};
+use flow_core::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, OPERATOR_FIELD_MANAGER};
+use flow_core::render::{self, DeploymentView};
+use flow_core::resource::AnkkaFlow;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::settings::Settings;
+
+/// Why a reconcile failed. Each is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The ledger could not be read or written.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// The resource lacks a field the API server always sets.
+    #[error("the resource has no {0}")]
+    Incomplete(&'static str),
+}
+
+/// Shared state of all reconciles.
+pub struct Context {
+    pub client: Client,
+    pub ledger: Ledger,
+    pub settings: Settings,
+    pub deadlines: Deadlines,
+    failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
+}
+
+/// Starts the controller and runs until SIGTERM or Ctrl-C.
+///
+/// # Errors
+/// When no Kubernetes client can be built or the ledger cannot be opened.
+pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let client = Client::try_default().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
+    let ledger = Ledger::open(&settings.ledger_dir)?;
+    tracing::info!(
+        ledger = %settings.ledger_dir.display(),
+        clusters_namespace = %settings.kafka_clusters_namespace,
+        "starting"
+    );
+    let flows: Api<AnkkaFlow> = Api::all(client.clone());
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    let ctx = Arc::new(Context {
+        client,
+        ledger,
+        deadlines: Deadlines { request: Duration::from_secs(settings.kafka_request_timeout_seconds) },
+        settings: settings.clone(),
+        failures: Mutex::new(HashMap::new()),
+    });
+    Controller::new(flows, watcher::Config::default())
+        .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
+        .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
+                Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+            }
+        })
+        .await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from_obj(flow.as_ref());
+    let attempt = {
+        let mut f = ctx.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = f.entry(key).or_insert(0);
+        *n += 1;
+        *n
+    };
+    // 1 s doubling per attempt up to 300 s (reference.md §8.2).
+    let delay = Duration::from_secs(1u64 << (attempt - 1).min(9)).min(Duration::from_secs(300));
+    tracing::warn!(namespace = flow.namespace(), name = %flow.name_any(), error = %err, attempt, ?delay, "will retry");
+    Action::requeue(delay)
+}
+
+async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let name = flow.name_any();
+    let owner = flow.controller_owner_ref(&()).ok_or(Error::Incomplete("uid"))?;
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    let spec = &flow.spec;
+
+    // Apply: one Deployment per streamlet, server-side, forcing our fields back (a `kubectl scale`
+    // of the Deployment is reverted to the resource's replicas).
+    let pp = PatchParams::apply(OPERATOR_FIELD_MANAGER).force();
+    let mut views = BTreeMap::new();
+    for s in &spec.streamlets {
+        let d = render::deployment(spec, s, &ns, owner.clone());
+        let applied = deployments.patch(&d.name_any(), &pp, &Patch::Apply(&d)).await?;
+        let st = applied.status.unwrap_or_default();
+        views.insert(
+            s.name.clone(),
+            DeploymentView {
+                generation: applied.metadata.generation.unwrap_or(0),
+                observed_generation: st.observed_generation.unwrap_or(0),
+                updated: st.updated_replicas.unwrap_or(0),
+                ready: st.ready_replicas.unwrap_or(0),
+            },
+        );
+    }
+    // Deployments of streamlets no longer in the resource go.
+    let owned = deployments
+        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_PIPELINE}={}", spec.pipeline)))
+        .await?;
+    for d in owned.items {
+        let ours = d.owner_references().iter().any(|o| Some(&o.uid) == flow.uid().as_ref());
+        let streamlet = d.labels().get(LABEL_STREAMLET).cloned().unwrap_or_default();
+        if ours && spec.streamlet(&streamlet).is_none() {
+            deployments.delete(&d.name_any(), &DeleteParams::background()).await?;
+            tracing::info!(namespace = %ns, name = %name, streamlet, "removed the Deployment of a streamlet no longer in the pipeline");
+        }
+    }
+
+    let mut status = render::status(spec, flow.metadata.generation, &views);
+    let (reset_status, recheck) = crate::reset::drive(&ctx, &flow).await?;
+    status.reset = reset_status;
+
+    let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
+    if flow.status.as_ref() != Some(&status) {
+        flow_adapters::kube::write_status(&api, &name, &status).await?;
+    }
+    ctx.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&ObjectRef::from_obj(flow.as_ref()));
+    let resync = Duration::from_secs(ctx.settings.resync_seconds);
+    Ok(Action::requeue(recheck.map_or(resync, |r| r.min(resync))))
+}

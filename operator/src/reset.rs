@@ -1,0 +1,168 @@
+//! Drives one resource's reset request through `flow_core::reset::ResetMachine`, carrying out its
+//! effects against Kubernetes, Kafka and the ledger (see the drive contract in `flow_core::reset`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flow_adapters::kafka;
+use flow_adapters::kube as k;
+use flow_adapters::ledger::Owner;
+use flow_core::connection::{self, Cluster, ConnectionError, KafkaConnection};
+use flow_core::events::Event;
+use flow_core::request::ResetRequest;
+use flow_core::reset::{Effect, Input, KafkaFailure, ResetMachine, State, Timestamp, WAIT_RECHECK};
+use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, ResetStatus};
+use kube::{Api, ResourceExt};
+
+use crate::controller::{Context, Error};
+use crate::faults::crash_point;
+
+fn now() -> Timestamp {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+/// Carries the resource's reset request as far as it can go now.
+///
+/// Returns the request's status for `status.reset`, and when to look again (a waiting request).
+///
+/// # Errors
+/// A Kubernetes or ledger failure; the request is then rebuilt from durable state on the retry.
+pub async fn drive(ctx: &Context, cached: &AnkkaFlow) -> Result<(Option<ResetStatus>, Option<Duration>), Error> {
+    let previous = cached.status.as_ref().and_then(|s| s.reset.clone());
+    if k::reset_annotations(cached).0.is_none() {
+        return Ok((previous, None));
+    }
+    // Act only on a fresh read: the watch cache may predate our own done write (case D2).
+    let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
+    let flow = api.get(&cached.name_any()).await?;
+    let (Some(raw), done) = k::reset_annotations(&flow) else { return Ok((previous, None)) };
+
+    let request = match ResetRequest::parse(raw) {
+        Ok(r) => r,
+        Err(why) => {
+            record(ctx, &flow, &flow_core::reset::malformed_event(raw, &why)).await;
+            let status = ResetStatus { id: String::new(), phase: "Refused".into(), detail: why.to_string(), groups: vec![] };
+            return Ok((Some(status), None));
+        }
+    };
+    if done == Some(request.id.as_str()) {
+        let kept = previous.filter(|p| p.id == request.id);
+        return Ok((Some(kept.unwrap_or(ResetStatus { id: request.id, phase: "Done".into(), ..Default::default() })), None));
+    }
+
+    let owner = Owner { namespace: &ns, name: &flow.name_any() };
+    let records = ctx.ledger.records(owner, &request.id)?;
+    let mut machine = ResetMachine::new(request, done, records);
+    let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
+    machine.handle(Input::Observed { spec: flow.spec.clone(), pods }, now());
+
+    let name = flow.name_any();
+    let mut connections = Connections::new(ctx);
+    loop {
+        while let Some(effect) = machine.poll_effect() {
+            match effect {
+                Effect::Record(event) => record(ctx, &flow, &event).await,
+                Effect::InspectGroup(target) => {
+                    let result = match connections.get(&flow.spec, &target.topic_id).await {
+                        Ok(conn) => kafka::inspect(conn, target.clone(), ctx.deadlines).await,
+                        Err(f) => Err(f),
+                    };
+                    machine.handle(Input::Inspected { group: target.group, result }, now());
+                }
+                Effect::PersistIntent { id, group, intent } => {
+                    ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
+                    crash_point("after-intent");
+                }
+                Effect::CommitOffsets { target, offsets } => {
+                    let result = match connections.get(&flow.spec, &target.topic_id).await {
+                        Ok(conn) => kafka::commit(conn, target.clone(), offsets, ctx.deadlines).await,
+                        Err(f) => Err(f),
+                    };
+                    crash_point("after-commit");
+                    machine.handle(Input::Committed { group: target.group, result }, now());
+                }
+                Effect::ReadCommitted(target) => {
+                    let result = match connections.get(&flow.spec, &target.topic_id).await {
+                        Ok(conn) => kafka::read_committed(conn, target.clone(), ctx.deadlines).await,
+                        Err(f) => Err(f),
+                    };
+                    machine.handle(Input::Read { group: target.group, result }, now());
+                }
+                Effect::PersistOutcome { id, group, outcome } => {
+                    ctx.ledger.put_outcome(Owner { namespace: &ns, name: &name }, &id, &group, &outcome)?;
+                    crash_point("after-outcome");
+                }
+                Effect::WriteDone { id } => {
+                    crash_point("before-done");
+                    k::write_done(&api, &name, &id).await?;
+                    tracing::info!(namespace = %ns, name = %name, request = %id, "reset request done");
+                }
+            }
+        }
+        match machine.state() {
+            State::Resetting(_) => match machine.poll_timeout() {
+                Some(at) => {
+                    let wait = u64::try_from(at.0.saturating_sub(now().0)).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                    machine.handle(Input::Tick, now());
+                }
+                None => break,
+            },
+            State::Waiting(_) => return Ok((Some(machine.status()), Some(WAIT_RECHECK))),
+            State::Requested(_) | State::Done(_) => break,
+        }
+    }
+    Ok((Some(machine.status()), None))
+}
+
+/// Records an event; a failure (for example no RBAC grant for events) is logged, never fatal.
+async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
+    let ns = flow.namespace().unwrap_or_default();
+    let name = flow.name_any();
+    match event.type_ {
+        flow_core::events::EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
+        flow_core::events::EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
+    }
+    if let Err(e) = k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
+        tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
+    }
+}
+
+/// Kafka connections of a resource's topics, read from the cluster Secrets at most once per drive.
+struct Connections<'a> {
+    ctx: &'a Context,
+    clusters: Option<BTreeMap<String, Result<Cluster, ConnectionError>>>,
+}
+
+impl<'a> Connections<'a> {
+    fn new(ctx: &'a Context) -> Self {
+        Connections { ctx, clusters: None }
+    }
+
+    async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
+        let final_ = |reason: String| KafkaFailure { transient: false, reason };
+        let topic = spec
+            .topic(topic_id)
+            .ok_or_else(|| final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare")))?;
+        let needs_cluster = topic.cluster.is_some() || topic.bootstrap_servers.is_none();
+        if needs_cluster && self.clusters.is_none() {
+            let ns = &self.ctx.settings.kafka_clusters_namespace;
+            let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| KafkaFailure {
+                transient: true,
+                reason: format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"),
+            })?;
+            self.clusters = Some(listed);
+        }
+        let mut usable = BTreeMap::new();
+        if let Some(all) = &self.clusters {
+            let wanted = topic.cluster.as_deref().unwrap_or(connection::DEFAULT_CLUSTER);
+            if let Some(Err(e)) = all.get(wanted) {
+                return Err(final_(e.to_string()));
+            }
+            usable = all.iter().filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone()))).collect();
+        }
+        connection::resolve(topic, &usable).map_err(|e| final_(e.to_string()))
+    }
+}

@@ -1,0 +1,72 @@
+//! Command line and environment settings of the operator (reference.md §8.2).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// The Ankka Flow operator.
+///
+/// Watches AnkkaFlow resources in every namespace, renders one Deployment per streamlet, and carries
+/// out reset requests written by `flow reset`. Kubernetes access comes from the in-cluster service
+/// account or, outside a cluster, from KUBECONFIG.
+#[derive(Parser, Debug)]
+#[command(name = "flow-operator", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+/// Other things the binary can do.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the AnkkaFlow CustomResourceDefinition as YAML (what deploy/crd.yaml holds).
+    Crd,
+}
+
+/// How the operator runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Settings {
+    /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`).
+    #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE", default_value = "ankka-flow")]
+    pub kafka_clusters_namespace: String,
+    /// Directory of the reset ledger (sled). Keep it on a volume that outlives the pod.
+    #[arg(long, env = "FLOW_LEDGER_DIR", default_value = "/var/lib/ankka-flow/ledger")]
+    pub ledger_dir: PathBuf,
+    /// Seconds between periodic full reconciles of every pipeline.
+    #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300)]
+    pub resync_seconds: u64,
+    /// Pipelines reconciled in parallel.
+    #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4)]
+    pub max_concurrent_reconciles: u16,
+    /// Deadline of each Kafka request, in seconds.
+    #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub kafka_request_timeout_seconds: u64,
+    /// `reportingInstance` of events (the pod name in a cluster).
+    #[arg(long, env = "HOSTNAME", default_value = "ankka-flow-operator")]
+    pub instance: String,
+    /// Log format on stderr.
+    #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+}
+
+/// Log line format.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Text,
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
