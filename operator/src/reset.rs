@@ -18,7 +18,9 @@ use crate::controller::{Context, Error};
 use crate::faults::crash_point;
 
 fn now() -> Timestamp {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
@@ -28,7 +30,10 @@ fn now() -> Timestamp {
 ///
 /// # Errors
 /// A Kubernetes or ledger failure; the request is then rebuilt from durable state on the retry.
-pub async fn drive(ctx: &Context, cached: &AnkkaFlow) -> Result<(Option<ResetStatus>, Option<Duration>), Error> {
+pub async fn drive(
+    ctx: &Context,
+    cached: &AnkkaFlow,
+) -> Result<(Option<ResetStatus>, Option<Duration>), Error> {
     let previous = cached.status.as_ref().and_then(|s| s.reset.clone());
     if k::reset_annotations(cached).0.is_none() {
         return Ok((previous, None));
@@ -37,26 +42,49 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow) -> Result<(Option<ResetSta
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let flow = api.get(&cached.name_any()).await?;
-    let (Some(raw), done) = k::reset_annotations(&flow) else { return Ok((previous, None)) };
+    let (Some(raw), done) = k::reset_annotations(&flow) else {
+        return Ok((previous, None));
+    };
 
     let request = match ResetRequest::parse(raw) {
         Ok(r) => r,
         Err(why) => {
             record(ctx, &flow, &flow_core::reset::malformed_event(raw, &why)).await;
-            let status = ResetStatus { id: String::new(), phase: "Refused".into(), detail: why.to_string(), groups: vec![] };
+            let status = ResetStatus {
+                id: String::new(),
+                phase: "Refused".into(),
+                detail: why.to_string(),
+                groups: vec![],
+            };
             return Ok((Some(status), None));
         }
     };
     if done == Some(request.id.as_str()) {
         let kept = previous.filter(|p| p.id == request.id);
-        return Ok((Some(kept.unwrap_or(ResetStatus { id: request.id, phase: "Done".into(), ..Default::default() })), None));
+        return Ok((
+            Some(kept.unwrap_or(ResetStatus {
+                id: request.id,
+                phase: "Done".into(),
+                ..Default::default()
+            })),
+            None,
+        ));
     }
 
-    let owner = Owner { namespace: &ns, name: &flow.name_any() };
+    let owner = Owner {
+        namespace: &ns,
+        name: &flow.name_any(),
+    };
     let records = ctx.ledger.records(owner, &request.id)?;
     let mut machine = ResetMachine::new(request, done, records);
     let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
-    machine.handle(Input::Observed { spec: flow.spec.clone(), pods }, now());
+    machine.handle(
+        Input::Observed {
+            spec: flow.spec.clone(),
+            pods,
+        },
+        now(),
+    );
 
     let name = flow.name_any();
     let mut connections = Connections::new(ctx);
@@ -69,29 +97,67 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow) -> Result<(Option<ResetSta
                         Ok(conn) => kafka::inspect(conn, target.clone(), ctx.deadlines).await,
                         Err(f) => Err(f),
                     };
-                    machine.handle(Input::Inspected { group: target.group, result }, now());
+                    machine.handle(
+                        Input::Inspected {
+                            group: target.group,
+                            result,
+                        },
+                        now(),
+                    );
                 }
                 Effect::PersistIntent { id, group, intent } => {
-                    ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
+                    ctx.ledger.put_intent(
+                        Owner {
+                            namespace: &ns,
+                            name: &name,
+                        },
+                        &id,
+                        &group,
+                        &intent,
+                    )?;
                     crash_point("after-intent");
                 }
                 Effect::CommitOffsets { target, offsets } => {
                     let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::commit(conn, target.clone(), offsets, ctx.deadlines).await,
+                        Ok(conn) => {
+                            kafka::commit(conn, target.clone(), offsets, ctx.deadlines).await
+                        }
                         Err(f) => Err(f),
                     };
                     crash_point("after-commit");
-                    machine.handle(Input::Committed { group: target.group, result }, now());
+                    machine.handle(
+                        Input::Committed {
+                            group: target.group,
+                            result,
+                        },
+                        now(),
+                    );
                 }
                 Effect::ReadCommitted(target) => {
                     let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::read_committed(conn, target.clone(), ctx.deadlines).await,
+                        Ok(conn) => {
+                            kafka::read_committed(conn, target.clone(), ctx.deadlines).await
+                        }
                         Err(f) => Err(f),
                     };
-                    machine.handle(Input::Read { group: target.group, result }, now());
+                    machine.handle(
+                        Input::Read {
+                            group: target.group,
+                            result,
+                        },
+                        now(),
+                    );
                 }
                 Effect::PersistOutcome { id, group, outcome } => {
-                    ctx.ledger.put_outcome(Owner { namespace: &ns, name: &name }, &id, &group, &outcome)?;
+                    ctx.ledger.put_outcome(
+                        Owner {
+                            namespace: &ns,
+                            name: &name,
+                        },
+                        &id,
+                        &group,
+                        &outcome,
+                    )?;
                     crash_point("after-outcome");
                 }
                 Effect::WriteDone { id } => {
@@ -122,8 +188,12 @@ async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
     let ns = flow.namespace().unwrap_or_default();
     let name = flow.name_any();
     match event.type_ {
-        flow_core::events::EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
-        flow_core::events::EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
+        flow_core::events::EventType::Normal => {
+            tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note)
+        }
+        flow_core::events::EventType::Warning => {
+            tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note)
+        }
     }
     if let Err(e) = k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
         tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
@@ -138,30 +208,52 @@ struct Connections<'a> {
 
 impl<'a> Connections<'a> {
     fn new(ctx: &'a Context) -> Self {
-        Connections { ctx, clusters: None }
+        Connections {
+            ctx,
+            clusters: None,
+        }
     }
 
-    async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
-        let final_ = |reason: String| KafkaFailure { transient: false, reason };
-        let topic = spec
-            .topic(topic_id)
-            .ok_or_else(|| final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare")))?;
+    async fn get(
+        &mut self,
+        spec: &AnkkaFlowSpec,
+        topic_id: &str,
+    ) -> Result<KafkaConnection, KafkaFailure> {
+        let final_ = |reason: String| KafkaFailure {
+            transient: false,
+            reason,
+        };
+        let topic = spec.topic(topic_id).ok_or_else(|| {
+            final_(format!(
+                "the inlet reads topic '{topic_id}', which the resource does not declare"
+            ))
+        })?;
         let needs_cluster = topic.cluster.is_some() || topic.bootstrap_servers.is_none();
         if needs_cluster && self.clusters.is_none() {
             let ns = &self.ctx.settings.kafka_clusters_namespace;
-            let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| KafkaFailure {
-                transient: true,
-                reason: format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"),
-            })?;
+            let listed = k::clusters(&self.ctx.client, ns)
+                .await
+                .map_err(|e| KafkaFailure {
+                    transient: true,
+                    reason: format!(
+                        "cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"
+                    ),
+                })?;
             self.clusters = Some(listed);
         }
         let mut usable = BTreeMap::new();
         if let Some(all) = &self.clusters {
-            let wanted = topic.cluster.as_deref().unwrap_or(connection::DEFAULT_CLUSTER);
+            let wanted = topic
+                .cluster
+                .as_deref()
+                .unwrap_or(connection::DEFAULT_CLUSTER);
             if let Some(Err(e)) = all.get(wanted) {
                 return Err(final_(e.to_string()));
             }
-            usable = all.iter().filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone()))).collect();
+            usable = all
+                .iter()
+                .filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone())))
+                .collect();
         }
         connection::resolve(topic, &usable).map_err(|e| final_(e.to_string()))
     }
