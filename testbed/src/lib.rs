@@ -1,1 +1,379 @@
+//! Helpers for end-to-end tests on the real test bed (a Kafka broker and a Kubernetes control plane
+//! started by `testbed/tb up`; see docs/testbed.md).
+//!
+//! Tests read the test bed's coordinates from the environment that `eval "$(testbed/tb env)"` sets
+//! (`make test` does it). Nothing here is a mock: every call goes to the real broker, the real API
+//! server, or the real `flow` and `flow-operator` binaries built from this workspace.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// The test bed's coordinates.
+#[derive(Debug)]
+pub struct Bed {
+    /// Kafka bootstrap servers.
+    pub kafka: String,
+    /// Kubeconfig path.
+    pub kubeconfig: PathBuf,
+    /// Repository root.
+    pub root: PathBuf,
+    /// Where the workspace's binaries are.
+    pub bin_dir: PathBuf,
+}
+
+/// The test bed, from the environment; panics with what to do when it is not set up.
+pub fn bed() -> &'static Bed {
+    static BED: OnceLock<Bed> = OnceLock::new();
+    BED.get_or_init(|| {
+        let need = |k: &str| {
+            std::env::var(k).unwrap_or_else(|_| {
+                panic!("{k} is not set: start the test bed and load its settings with `testbed/tb up && eval \"$(testbed/tb env)\"`, or run `make test`")
+            })
+        };
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
+        Bed {
+            kafka: need("FLOW_TESTBED_KAFKA"),
+            kubeconfig: PathBuf::from(need("KUBECONFIG")),
+            bin_dir: target.join("debug"),
+            root,
+        }
+    })
+}
+
+/// Serialises the end-to-end tests of one test binary: they share one cluster and one broker, and
+/// each starts its own operator, which watches every namespace.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Path of a workspace binary; panics when it was not built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bed().bin_dir.join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first (make test does)", p.display());
+    p
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Runs `kubectl` (the test bed's, from PATH) against the test bed.
+pub fn kubectl(args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", &bed().kubeconfig)
+        .output()
+        .expect("kubectl runs (is the test bed's bin directory on PATH? `eval \"$(testbed/tb env)\"`)")
+}
+
+/// Runs `kubectl` and returns its stdout; panics on a non-zero exit.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    let o = kubectl(args);
+    assert!(o.status.success(), "kubectl {args:?} failed: {}", show(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `kubectl apply -f -` of `yaml`.
+pub fn kubectl_apply(yaml: &str) -> String {
+    let mut child = Command::new("kubectl")
+        .args(["apply", "-f", "-"])
+        .env("KUBECONFIG", &bed().kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    use std::io::Write;
+    child.stdin.take().expect("stdin").write_all(yaml.as_bytes()).expect("write to kubectl");
+    let o = child.wait_with_output().expect("kubectl finishes");
+    assert!(o.status.success(), "kubectl apply failed: {}", show(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs the `flow` CLI against the test bed.
+pub fn flow(args: &[&str]) -> Output {
+    Command::new(bin("flow")).args(args).env("KUBECONFIG", &bed().kubeconfig).output().expect("flow runs")
+}
+
+/// Waits until `f` returns `Some`, polling every 200 ms; panics after `timeout` naming `what`.
+pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Deletes `ns` if it exists (waiting until it is gone), then creates it empty.
+pub fn fresh_namespace(ns: &str) {
+    let o = kubectl(&["delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s"]);
+    assert!(o.status.success(), "deleting namespace {ns}: {}", show(&o));
+    kubectl_ok(&["create", "namespace", ns]);
+}
+
+/// Makes sure the CRD is installed and established.
+pub fn install_crd() {
+    kubectl_ok(&["apply", "--server-side", "-f", bed().root.join("deploy/crd.yaml").to_str().expect("utf-8 path")]);
+    kubectl_ok(&["wait", "--for=condition=Established", "crd/ankkaflows.flow.ankka.thinkmorestupidless.com", "--timeout=60s"]);
+}
+
+/// A running `flow-operator`, stopped (SIGKILL) when dropped. Its log goes to `target/e2e-logs/`.
+pub struct Operator {
+    child: Child,
+    /// The log file.
+    pub log: PathBuf,
+}
+
+impl Operator {
+    /// Starts the operator with a ledger in `ledger_dir` and extra environment `env`.
+    pub fn start(ledger_dir: &Path, env: &[(&str, &str)]) -> Operator {
+        let logs = bed().root.join("target/e2e-logs");
+        std::fs::create_dir_all(&logs).expect("log dir");
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = logs.join(format!("operator-{}-{n}.log", std::process::id()));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new(bin("flow-operator"));
+        cmd.env("KUBECONFIG", &bed().kubeconfig)
+            .env("FLOW_LEDGER_DIR", ledger_dir)
+            .env("FLOW_KAFKA_CLUSTERS_NAMESPACE", "ankka-flow")
+            .env("FLOW_LOG_FORMAT", "text")
+            .env("RUST_LOG", "info,flow_operator=debug")
+            .stdout(Stdio::null())
+            .stderr(file);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Operator { child: cmd.spawn().expect("flow-operator starts"), log }
+    }
+
+    /// The operator's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit by itself (a crash point), returning its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        wait_until("the operator to exit", timeout, || self.child.try_wait().ok().flatten()).code()
+    }
+
+    /// Stops it with SIGTERM and waits.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = wait_until("the operator to stop", Duration::from_secs(20), || self.child.try_wait().ok().flatten());
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kafka helpers, over rdkafka against the test bed's broker.
+pub mod kafka {
+    use super::*;
+
+    fn config() -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &bed().kafka);
+        c
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime")
+    }
+
+    /// Deletes `topic` if it exists, then creates it with `partitions` partitions, and waits until
+    /// every partition has a leader.
+    pub fn recreate_topic(topic: &str, partitions: i32) {
+        let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        runtime().block_on(async {
+            let _ = admin.delete_topics(&[topic], &opts).await;
+            wait_until("the old topic to go", Duration::from_secs(30), || (!topics().contains(&topic.to_string())).then_some(()));
+            let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+            let r = admin.create_topics(&[new], &opts).await.expect("create_topics answers");
+            for x in r {
+                x.expect("topic created");
+            }
+        });
+        wait_until("the topic's partitions to have leaders", Duration::from_secs(30), || {
+            let w = watermarks(topic);
+            (w.len() == partitions as usize).then_some(())
+        });
+    }
+
+    /// Names of every topic.
+    pub fn topics() -> Vec<String> {
+        let c: BaseConsumer = config().create().expect("consumer");
+        let md = c.fetch_metadata(None, Duration::from_secs(10)).expect("metadata");
+        md.topics().iter().map(|t| t.name().to_string()).collect()
+    }
+
+    /// Writes `per_partition` records to each of `partitions` partitions of `topic`.
+    pub fn produce(topic: &str, partitions: i32, per_partition: u32) {
+        let p: BaseProducer = config().set("linger.ms", "5").create().expect("producer");
+        for part in 0..partitions {
+            for i in 0..per_partition {
+                let payload = format!("{{\"cart\":{i},\"partition\":{part}}}");
+                let key = format!("cart-{i}");
+                loop {
+                    match p.send(BaseRecord::to(topic).partition(part).key(&key).payload(&payload)) {
+                        Ok(()) => break,
+                        Err((_, _)) => {
+                            p.poll(Duration::from_millis(50));
+                        }
+                    }
+                }
+            }
+        }
+        p.flush(Duration::from_secs(30)).expect("records acknowledged");
+    }
+
+    /// Per partition: (log start offset, high watermark).
+    pub fn watermarks(topic: &str) -> BTreeMap<i32, (i64, i64)> {
+        let c: BaseConsumer = config().create().expect("consumer");
+        let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
+        let mut out = BTreeMap::new();
+        if let Some(t) = md.topics().first() {
+            for p in t.partitions() {
+                if let Ok(w) = c.fetch_watermarks(topic, p.id(), Duration::from_secs(10)) {
+                    out.insert(p.id(), w);
+                }
+            }
+        }
+        out
+    }
+
+    /// The group's committed offsets on `partitions` partitions of `topic` (`None`: no offset).
+    pub fn committed(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<i64>> {
+        let c: BaseConsumer = config().set("group.id", group).create().expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(topic, p);
+        }
+        let got = c.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
+        got.elements()
+            .iter()
+            .map(|e| {
+                let o = match e.offset() {
+                    Offset::Offset(n) => Some(n),
+                    _ => None,
+                };
+                (e.partition(), o)
+            })
+            .collect()
+    }
+
+    /// Deletes records below `offset` in `partition` of `topic` (DeleteRecords), moving its log start.
+    pub fn delete_records(topic: &str, partition: i32, offset: i64) {
+        let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).expect("offset");
+        runtime()
+            .block_on(admin.delete_records(&tpl, &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))))
+            .expect("delete_records");
+    }
+}
+
+/// The stand-in streamlet consumer (`flow-standin`).
+pub mod standin {
+    use super::*;
+
+    /// Reads `expect` records of `topic` as group `group`, commits and returns the JSON summary.
+    pub fn read(group: &str, topic: &str, expect: u64) -> serde_json::Value {
+        let o = Command::new(bin("flow-standin"))
+            .args(["--bootstrap-servers", &bed().kafka, "--group", group, "--topic", topic])
+            .args(["--expect", &expect.to_string(), "--timeout", "60"])
+            .output()
+            .expect("flow-standin runs");
+        assert!(o.status.success(), "flow-standin failed: {}", show(&o));
+        serde_json::from_slice(&o.stdout).expect("flow-standin prints JSON")
+    }
+
+    /// Starts a stand-in that stays in the group until stopped.
+    pub fn hold(group: &str, topic: &str, extra: &[&str]) -> Child {
+        Command::new(bin("flow-standin"))
+            .args(["--bootstrap-servers", &bed().kafka, "--group", group, "--topic", topic, "--hold"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("flow-standin starts")
+    }
+}
+
+/// The example pipeline `cart` (examples/cart/aflow.yaml) in namespace `ns` with router's replicas.
+pub fn cart_yaml(ns: &str, replicas: i32) -> String {
+    let text = std::fs::read_to_string(bed().root.join("examples/cart/aflow.yaml")).expect("examples/cart/aflow.yaml");
+    text.replace("namespace: shop", &format!("namespace: {ns}"))
+        .replace("      replicas: 1\n", &format!("      replicas: {replicas}\n"))
+}
+
+/// Applies the cluster Secret `kafka-cluster-shop` (namespace `ankka-flow`) of the example.
+pub fn install_cluster_secret() {
+    let o = kubectl(&["create", "namespace", "ankka-flow"]);
+    assert!(o.status.success() || String::from_utf8_lossy(&o.stderr).contains("AlreadyExists"), "{}", show(&o));
+    let text = std::fs::read_to_string(bed().root.join("examples/cart/kafka-cluster-shop.yaml")).expect("secret yaml");
+    kubectl_apply(&text.replace("127.0.0.1:19092", &bed().kafka));
+}
+
+/// Names of the pods `kubectl -n <ns> get pods -l flow.ankka.thinkmorestupidless.com/pipeline=<p>` lists.
+pub fn pipeline_pods(ns: &str, pipeline: &str) -> Vec<String> {
+    let label = format!("flow.ankka.thinkmorestupidless.com/pipeline={pipeline}");
+    kubectl_ok(&["-n", ns, "get", "pods", "-l", &label, "-o", "name"]).lines().map(str::to_string).collect()
+}
+
+/// Names of the pods of `pipeline` in phase Running.
+pub fn running_pipeline_pods(ns: &str, pipeline: &str) -> usize {
+    let label = format!("flow.ankka.thinkmorestupidless.com/pipeline={pipeline}");
+    kubectl_ok(&["-n", ns, "get", "pods", "-l", &label, "--field-selector=status.phase=Running", "-o", "name"])
+        .lines()
+        .count()
+}
+
+/// An annotation of AnkkaFlow `name`, if set.
+pub fn annotation(ns: &str, name: &str, key: &str) -> Option<String> {
+    let path = format!("jsonpath={{.metadata.annotations.{}}}", key.replace('.', "\\."));
+    let v = kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", &path]);
+    (!v.is_empty()).then_some(v)
+}
+
+/// Notes of the events about AnkkaFlows in `ns` with `reason`, as `kubectl get events` shows them.
+pub fn event_notes(ns: &str, reason: &str) -> Vec<String> {
+    let selector = format!("involvedObject.kind=AnkkaFlow,reason={reason}");
+    kubectl_ok(&["-n", ns, "get", "events", "--field-selector", &selector, "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A fresh, empty directory under `target/e2e-ledgers/`.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let d = bed().root.join("target/e2e-ledgers").join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("ledger dir");
+    d
+}

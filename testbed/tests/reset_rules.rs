@@ -1,0 +1,173 @@
+//! The reset's guards and its exactly-once rules, on the real test bed: the CLI's refusals change
+//! nothing; the operator waits while a target runs and proceeds once it stops; an operator restarted
+//! after done does not repeat the request; a `kubectl scale` of a streamlet's Deployment is reverted.
+
+use std::time::Duration;
+
+use flow_testbed::*;
+
+const TOPIC: &str = "shop.cart-events.v1";
+const GROUP: &str = "cart.router.in";
+const DONE: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets-done";
+const REQUEST: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets";
+
+/// A namespace with the cart pipeline applied at `replicas`, a filled topic whose group committed
+/// everything, and a running operator.
+fn setup(ns: &str, replicas: i32) -> Operator {
+    install_crd();
+    install_cluster_secret();
+    fresh_namespace(ns);
+    kafka::recreate_topic(TOPIC, 3);
+    kafka::produce(TOPIC, 3, 20);
+    standin::read(GROUP, TOPIC, 60);
+    let op = Operator::start(&fresh_dir(ns), &[]);
+    kubectl_apply(&cart_yaml(ns, replicas));
+    wait_until("the pipeline's pods", Duration::from_secs(60), || {
+        (running_pipeline_pods(ns, "cart") == replicas as usize && pipeline_pods(ns, "cart").len() == replicas as usize).then_some(())
+    });
+    op
+}
+
+fn straggler_pod(ns: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: router-straggler
+  namespace: {ns}
+  labels:
+    flow.ankka.thinkmorestupidless.com/pipeline: cart
+    flow.ankka.thinkmorestupidless.com/streamlet: router
+spec:
+  containers: [{{name: process, image: registry.example.com/cart-router:1.2}}]
+"
+    )
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn all_at_end() -> std::collections::BTreeMap<i32, Option<i64>> {
+    [(0, Some(20)), (1, Some(20)), (2, Some(20))].into()
+}
+
+#[test]
+fn cli_refusals_change_nothing() {
+    let _serial = serial();
+    let ns = "shop-refusals";
+    let _op = setup(ns, 1);
+
+    let cases: [(&[&str], String); 4] = [
+        (&["reset", "nope", "-n", ns], format!("no pipeline 'nope' in namespace '{ns}'\n")),
+        (
+            &["reset", "cart", "--streamlet", "ghost", "-n", ns],
+            "cannot reset offsets: no streamlet [ghost]\n".to_string(),
+        ),
+        (
+            &["reset", "cart", "-n", ns],
+            "cannot reset offsets while streamlets are running: [router] is not scaled to 0; [router] still has 1 pod(s). \
+             Stop them first: set replicas: 0 for router (flow generate --conf with flow.streamlets.<name>.replicas = 0) \
+             and apply, then wait for their pods to go.\n"
+                .to_string(),
+        ),
+        (&["reset", "cart", "-n", "no-such-namespace"], "no pipeline 'cart' in namespace 'no-such-namespace'\n".to_string()),
+    ];
+    for (args, message) in cases {
+        let o = flow(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr(&o), message, "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    // A pod left while the resource already says 0: refused too. A bare pod with the streamlet's
+    // labels stands in for one that is slow to go.
+    kubectl_apply(&cart_yaml(ns, 0));
+    wait_until("the Deployment's pod to go", Duration::from_secs(60), || pipeline_pods(ns, "cart").is_empty().then_some(()));
+    kubectl_apply(&straggler_pod(ns));
+    wait_until("the straggler to run", Duration::from_secs(60), || (running_pipeline_pods(ns, "cart") == 1).then_some(()));
+    let o = flow(&["reset", "cart", "-n", ns]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("cannot reset offsets while streamlets are running: [router] still has 1 pod(s). Stop them first"),
+        "{}",
+        stderr(&o)
+    );
+    // Nothing was written or moved.
+    assert_eq!(annotation(ns, "cart", REQUEST), None);
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
+
+    // A usage error is exit code 2.
+    assert_eq!(flow(&["reset"]).status.code(), Some(2));
+    // An unreachable cluster is a clear refusal.
+    let o = std::process::Command::new(bin("flow"))
+        .args(["reset", "cart", "-n", ns])
+        .env("KUBECONFIG", bed().root.join("testbed/tests/unreachable.kubeconfig"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("cannot reach Kubernetes: "), "{}", stderr(&o));
+}
+
+#[test]
+fn operator_waits_while_a_target_runs_then_proceeds() {
+    let _serial = serial();
+    let ns = "shop-waits";
+    let _op = setup(ns, 1);
+    let id = "6f1d3a52-2c4e-4b8f-9d0a-7e5b1c2d3f40";
+    // Written by hand, past the CLI's guards, while router runs.
+    kubectl_ok(&["-n", ns, "annotate", "aflow", "cart", &format!("{REQUEST}={{\"id\":\"{id}\",\"streamlets\":[\"router\"]}}")]);
+    let waits = wait_until("the waits event", Duration::from_secs(30), || {
+        let n = event_notes(ns, "ResetRefused");
+        (!n.is_empty()).then_some(n)
+    });
+    assert_eq!(waits, [format!("reset {id} waits: router is not scaled to 0; router still has 1 pod(s)")]);
+    std::thread::sleep(Duration::from_secs(6)); // more than one recheck
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end(), "nothing moves while router runs");
+    assert_eq!(annotation(ns, "cart", DONE), None);
+    assert_eq!(event_notes(ns, "ResetRefused").len(), 1, "the same wait is recorded once");
+
+    kubectl_apply(&cart_yaml(ns, 0));
+    wait_until("done", Duration::from_secs(60), || (annotation(ns, "cart", DONE).as_deref() == Some(id)).then_some(()));
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(0)), (1, Some(0)), (2, Some(0))].into());
+    assert_eq!(event_notes(ns, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+}
+
+#[test]
+fn a_restarted_operator_does_not_repeat_a_done_request() {
+    let _serial = serial();
+    let ns = "shop-restart";
+    let ledger = fresh_dir(ns);
+    let op = setup(ns, 0);
+    let o = flow(&["reset", "cart", "-n", ns]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_until("done", Duration::from_secs(60), || annotation(ns, "cart", DONE));
+    op.stop();
+    // The streamlet reads everything again and commits, as it would after a restart.
+    standin::read(GROUP, TOPIC, 60);
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
+
+    // A new operator with the same ledger, then one with none at all: neither rewinds the group.
+    for dir in [ledger, fresh_dir("shop-restart-empty")] {
+        let op = Operator::start(&dir, &[]);
+        wait_until("the operator to reconcile cart", Duration::from_secs(30), || {
+            op.log_text().contains("reconciled").then_some(())
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        op.stop();
+        assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
+        assert_eq!(event_notes(ns, "ResetOffsets").len(), 1);
+    }
+}
+
+#[test]
+fn scaling_a_streamlet_deployment_by_hand_is_reverted() {
+    let _serial = serial();
+    let ns = "shop-scale";
+    let _op = setup(ns, 1);
+    kubectl_ok(&["-n", ns, "scale", "deployment", "flow-cart-router", "--replicas=3"]);
+    wait_until("replicas back at 1", Duration::from_secs(30), || {
+        let r = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"]);
+        (r == "1").then_some(())
+    });
+    wait_until("one pod", Duration::from_secs(60), || (pipeline_pods(ns, "cart").len() == 1).then_some(()));
+}
