@@ -8,6 +8,7 @@
 # A part is done when its `.done` marker exists; a failed build leaves none.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.sh source-path=SCRIPTDIR
 . "$here/versions.sh"
 mkdir -p "$TESTBED_CACHE"
 log() { printf '[testbed build] %s\n' "$*" >&2; }
@@ -46,7 +47,7 @@ build_kafka() {
   mvn -B -q -Dstyle.color=never -f "$d/pom.xml" \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
     -DoutputDirectory="$d/libs" -DincludeScope=runtime
-  if ! ls "$d/libs" | grep -q '^log4j-core'; then
+  if ! compgen -G "$d/libs/log4j-core-*.jar" >/dev/null; then
     log "kafka: no log4j-core came with the POM; the broker will log to stdout only"
   fi
   touch "$d/.done"

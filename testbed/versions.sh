@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced by build.sh, tb and kafka-tool
 # Versions of every test-bed part. The build cache is keyed by these, so
 # changing one rebuilds only that part.
 KAFKA_VERSION=4.1.1

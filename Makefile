@@ -1,0 +1,20 @@
+# Two commands do all the set-up on a fresh machine (see README.md):
+#   make demo   the seed page's scenario, narrated, on the test bed
+#   make test   every test, the end-to-end ones on the test bed
+.PHONY: demo test lint testbed-up testbed-down
+
+demo:
+	scripts/demo.sh
+
+test:
+	scripts/test.sh
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+testbed-up:
+	testbed/tb up
+
+testbed-down:
+	testbed/tb down

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The seed page "Rebuild from the start", narrated, on the test bed: a pipeline reads its input,
+# is stopped, reset with `flow reset`, and started again to read everything once more.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+say "Starting the test bed (Kafka and Kubernetes on 127.0.0.1; the first run builds them, which takes a while)"
+testbed/tb up
+eval "$(testbed/tb env)"
+cargo build -q --workspace --bins
+export PATH=$PWD/target/debug:$PATH
+
+say "Installing the AnkkaFlow CRD and the Kafka cluster Secret 'kafka-cluster-shop'"
+run kubectl apply --server-side -f deploy/crd.yaml
+kubectl wait --for=condition=Established crd/ankkaflows.flow.ankka.thinkmorestupidless.com --timeout=60s >/dev/null
+kubectl create namespace ankka-flow --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+run kubectl apply -f examples/cart/kafka-cluster-shop.yaml
+kubectl create namespace shop --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+
+say "Filling the input topic shop.cart-events.v1: 3 partitions of 1000 records"
+testbed/kafka-tool topics --bootstrap-server "$FLOW_TESTBED_KAFKA" --delete --if-exists --topic shop.cart-events.v1 >/dev/null 2>&1 || true
+sleep 1
+run testbed/kafka-tool topics --bootstrap-server "$FLOW_TESTBED_KAFKA" --create --if-not-exists --topic shop.cart-events.v1 --partitions 3
+seq 1 3000 | sed 's/.*/{"cart":&}/' | testbed/kafka-tool console-producer --bootstrap-server "$FLOW_TESTBED_KAFKA" --topic shop.cart-events.v1 >/dev/null
+
+say "Starting the operator"
+ledger=$(mktemp -d)
+FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text RUST_LOG=warn,flow_operator=info flow-operator 2> target/demo-operator.log &
+op=$!
+trap 'kill $op 2>/dev/null || true' EXIT
+
+say "Deploying the cart pipeline: streamlet 'router' reads shop.cart-events.v1"
+run kubectl apply -f examples/cart/aflow.yaml
+kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
+run kubectl -n shop get aflow,pods
+
+say "The streamlet (a stand-in consumer in group cart.router.in) reads its whole input"
+run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
+
+say "Stop the streamlets: replicas 0 in the resource, and wait until their pods are gone"
+sed 's/      replicas: 1$/      replicas: 0/' examples/cart/aflow.yaml | kubectl apply -f -
+until [ -z "$(kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart -o name)" ]; do sleep 1; done
+run kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart
+
+say "Request the reset"
+run flow reset cart -n shop
+
+say "Check that it happened"
+until kubectl -n shop get aflow cart -o jsonpath='{.metadata.annotations}' | grep -q reset-offsets-done; do sleep 1; done
+run kubectl -n shop get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsets
+run kubectl -n shop get aflow cart -o jsonpath='{.metadata.annotations.flow\.ankka\.thinkmorestupidless\.com/reset-offsets-done}{"\n"}'
+
+say "Start the streamlets again: they read every record once more"
+run kubectl apply -f examples/cart/aflow.yaml
+kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
+run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
+say "Done. The test bed keeps running; stop it with: testbed/tb down"
