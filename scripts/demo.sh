@@ -40,7 +40,7 @@ say "The streamlet (a stand-in consumer in group cart.router.in) reads its whole
 run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
 
 say "Stop the streamlets: replicas 0 in the resource, and wait until their pods are gone"
-sed 's/      replicas: 1$/      replicas: 0/' examples/cart/aflow.yaml | kubectl apply -f -
+sed '0,/      replicas: 1$/s//      replicas: 0/' examples/cart/aflow.yaml | kubectl apply -f -
 until [ -z "$(kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart -o name)" ]; do sleep 1; done
 run kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart
 

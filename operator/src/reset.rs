@@ -60,7 +60,9 @@ pub async fn drive(
         }
     };
     if done == Some(request.id.as_str()) {
-        let kept = previous.filter(|p| p.id == request.id);
+        // The fresh read holds the status the finishing reconcile wrote (the cache may not yet).
+        let written = flow.status.as_ref().and_then(|s| s.reset.clone());
+        let kept = written.or(previous).filter(|p| p.id == request.id);
         return Ok((
             Some(kept.unwrap_or(ResetStatus {
                 id: request.id,

@@ -20,23 +20,40 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
 
     let _operator = Operator::start(&fresh_dir("seed"), &[]);
     kubectl_apply(&cart_yaml(NS, 1));
-    wait_until("router's pod to run", Duration::from_secs(60), || (running_pipeline_pods(NS, "cart") == 1).then_some(()));
+    wait_until("router's pod to run", Duration::from_secs(60), || {
+        (running_pipeline_pods(NS, "cart") == 1).then_some(())
+    });
     let header = kubectl_ok(&["-n", NS, "get", "aflow"]);
-    assert!(header.starts_with("NAME") && header.contains("PIPELINE") && header.contains("PHASE") && header.contains("AGE"), "{header}");
+    assert!(
+        header.starts_with("NAME")
+            && header.contains("PIPELINE")
+            && header.contains("PHASE")
+            && header.contains("AGE"),
+        "{header}"
+    );
 
     // The streamlet reads its whole input and commits.
     let first = standin::read(GROUP, TOPIC, 300);
     assert_eq!(first["records"], 300);
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(100)), (1, Some(100)), (2, Some(100))].into());
+    assert_eq!(
+        kafka::committed(GROUP, TOPIC, 3),
+        [(0, Some(100)), (1, Some(100)), (2, Some(100))].into()
+    );
 
     // Stop the streamlets through the resource, and wait until their pods are gone.
     kubectl_apply(&cart_yaml(NS, 0));
-    wait_until("the pipeline's pods to go", Duration::from_secs(60), || pipeline_pods(NS, "cart").is_empty().then_some(()));
+    wait_until("the pipeline's pods to go", Duration::from_secs(60), || {
+        pipeline_pods(NS, "cart").is_empty().then_some(())
+    });
 
     // Request the reset.
     let out = flow(&["reset", "cart", "-n", NS]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id = stdout
         .strip_prefix("reset requested for 'cart': ")
         .and_then(|s| s.strip_suffix('\n'))
@@ -49,19 +66,63 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
         let n = event_notes(NS, "ResetOffsets");
         (!n.is_empty()).then_some(n)
     });
-    assert_eq!(notes, ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
-    let table = kubectl_ok(&["-n", NS, "get", "events", "--field-selector", "involvedObject.kind=AnkkaFlow,reason=ResetOffsets"]);
-    assert!(table.contains("ResetOffsets") && table.contains("ankkaflow/cart"), "{table}");
+    assert_eq!(
+        notes,
+        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
+    );
+    let table = kubectl_ok(&[
+        "-n",
+        NS,
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.kind=AnkkaFlow,reason=ResetOffsets",
+    ]);
+    assert!(
+        table.contains("ResetOffsets") && table.contains("ankkaflow/cart"),
+        "{table}"
+    );
     wait_until("the done annotation", Duration::from_secs(30), || {
-        (annotation(NS, "cart", "flow.ankka.thinkmorestupidless.com/reset-offsets-done").as_deref() == Some(id.as_str())).then_some(())
+        (annotation(
+            NS,
+            "cart",
+            "flow.ankka.thinkmorestupidless.com/reset-offsets-done",
+        )
+        .as_deref()
+            == Some(id.as_str()))
+        .then_some(())
     });
-    let starts: std::collections::BTreeMap<i32, Option<i64>> =
-        kafka::watermarks(TOPIC).into_iter().map(|(p, (low, _))| (p, Some(low))).collect();
+    let reset: serde_json::Value =
+        wait_until("status.reset to be Done", Duration::from_secs(30), || {
+            let text = kubectl_ok(&[
+                "-n",
+                NS,
+                "get",
+                "aflow",
+                "cart",
+                "-o",
+                "jsonpath={.status.reset}",
+            ]);
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            (v["phase"] == "Done").then_some(v)
+        });
+    assert_eq!(reset["id"], id.as_str());
+    assert_eq!(
+        reset["groups"],
+        serde_json::json!([{"group": GROUP, "topic": TOPIC, "outcome": "Reset",
+            "message": "3 partition(s) of 'shop.cart-events.v1' to earliest"}])
+    );
+    let starts: std::collections::BTreeMap<i32, Option<i64>> = kafka::watermarks(TOPIC)
+        .into_iter()
+        .map(|(p, (low, _))| (p, Some(low)))
+        .collect();
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), starts);
 
     // Start the streamlets again: they read every record again, from the earliest offsets.
     kubectl_apply(&cart_yaml(NS, 1));
-    wait_until("router's pod to run again", Duration::from_secs(60), || (running_pipeline_pods(NS, "cart") == 1).then_some(()));
+    wait_until("router's pod to run again", Duration::from_secs(60), || {
+        (running_pipeline_pods(NS, "cart") == 1).then_some(())
+    });
     let again = standin::read(GROUP, TOPIC, 300);
     assert_eq!(again["records"], 300);
     assert_eq!(again["first"], serde_json::json!({"0": 0, "1": 0, "2": 0}));
@@ -70,5 +131,6 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
 fn uuid_like(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
-        && s.chars().all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        && s.chars()
+            .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
 }
