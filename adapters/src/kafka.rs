@@ -29,9 +29,7 @@ pub struct Deadlines {
 
 impl Default for Deadlines {
     fn default() -> Self {
-        Deadlines {
-            request: Duration::from_secs(10),
-        }
+        Deadlines { request: Duration::from_secs(10) }
     }
 }
 
@@ -59,9 +57,7 @@ pub fn classify(e: &KafkaError) -> KafkaFailure {
     );
     let reason = match code {
         Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) => {
-            format!(
-                "Kafka refused the commit because consumers are still active in the group ({e})"
-            )
+            format!("Kafka refused the commit because consumers are still active in the group ({e})")
         }
         _ => e.to_string(),
     };
@@ -82,24 +78,16 @@ fn consumer(conn: &KafkaConnection, group: &str) -> Result<BaseConsumer, KafkaFa
         .set("socket.timeout.ms", "10000");
     cfg.create().map_err(|e| KafkaFailure {
         transient: false,
-        reason: format!(
-            "cannot build a Kafka client for {}: {e}",
-            conn.bootstrap_servers
-        ),
+        reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
     })
 }
 
 /// The partitions of `topic`, from cluster metadata. Asks for every topic's metadata rather than the
 /// one topic, so that a broker with `auto.create.topics.enable=true` never creates a missing one.
 fn partitions(c: &BaseConsumer, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFailure> {
-    let md = c
-        .fetch_metadata(None, d.request)
-        .map_err(|e| classify(&e))?;
+    let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
     let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
-        return Err(KafkaFailure {
-            transient: false,
-            reason: format!("topic '{topic}' does not exist"),
-        });
+        return Err(KafkaFailure { transient: false, reason: format!("topic '{topic}' does not exist") });
     };
     if let Some(err) = t.error() {
         let code = RDKafkaErrorCode::from(err);
@@ -113,26 +101,16 @@ fn partitions(c: &BaseConsumer, topic: &str, d: Deadlines) -> Result<Vec<i32>, K
     Ok(ps)
 }
 
-fn committed(
-    c: &BaseConsumer,
-    topic: &str,
-    ps: &[i32],
-    d: Deadlines,
-) -> Result<Committed, KafkaFailure> {
+fn committed(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for p in ps {
         tpl.add_partition(topic, *p);
     }
-    let got = c
-        .committed_offsets(tpl, d.request)
-        .map_err(|e| classify(&e))?;
+    let got = c.committed_offsets(tpl, d.request).map_err(|e| classify(&e))?;
     let mut out = BTreeMap::new();
     for e in got.elements() {
         if let Err(err) = e.error() {
-            return Err(KafkaFailure {
-                transient: false,
-                reason: format!("partition {}: {err}", e.partition()),
-            });
+            return Err(KafkaFailure { transient: false, reason: format!("partition {}: {err}", e.partition()) });
         }
         out.insert(e.partition(), absolute(e.offset()));
     }
@@ -151,12 +129,9 @@ pub fn absolute(o: Offset) -> Option<i64> {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, KafkaFailure> + Send + 'static,
 ) -> Result<T, KafkaFailure> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(KafkaFailure {
-            transient: true,
-            reason: format!("Kafka worker stopped: {e}"),
-        })
-    })
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(KafkaFailure { transient: true, reason: format!("Kafka worker stopped: {e}") }))
 }
 
 /// Describes the group, lists the topic's partitions and their log start offsets, and reads the
@@ -164,38 +139,23 @@ async fn blocking<T: Send + 'static>(
 ///
 /// # Errors
 /// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
-pub async fn inspect(
-    conn: KafkaConnection,
-    target: InletTarget,
-    d: Deadlines,
-) -> Result<Inspection, KafkaFailure> {
+pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Inspection, KafkaFailure> {
     blocking(move || {
         let c = consumer(&conn, target.group.as_str())?;
-        let groups = c
-            .fetch_group_list(Some(target.group.as_str()), d.request)
-            .map_err(|e| classify(&e))?;
+        let groups = c.fetch_group_list(Some(target.group.as_str()), d.request).map_err(|e| classify(&e))?;
         let (state, members) = groups
             .groups()
             .iter()
             .find(|g| g.name() == target.group.as_str())
-            .map_or(("Dead".to_string(), 0), |g| {
-                (g.state().to_string(), g.members().len())
-            });
+            .map_or(("Dead".to_string(), 0), |g| (g.state().to_string(), g.members().len()));
         let ps = partitions(&c, &target.topic, d)?;
         let mut log_start = BTreeMap::new();
         for p in &ps {
-            let (low, _high) = c
-                .fetch_watermarks(&target.topic, *p, d.request)
-                .map_err(|e| classify(&e))?;
+            let (low, _high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
             log_start.insert(*p, low);
         }
         let committed = committed(&c, &target.topic, &ps, d)?;
-        Ok(Inspection {
-            state,
-            members: u32::try_from(members).unwrap_or(u32::MAX),
-            log_start,
-            committed,
-        })
+        Ok(Inspection { state, members: u32::try_from(members).unwrap_or(u32::MAX), log_start, committed })
     })
     .await
 }
@@ -215,10 +175,7 @@ pub async fn commit(
         let mut tpl = TopicPartitionList::new();
         for (p, o) in &offsets {
             tpl.add_partition_offset(&target.topic, *p, Offset::Offset(*o))
-                .map_err(|e| KafkaFailure {
-                    transient: false,
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
         }
         c.commit(&tpl, CommitMode::Sync).map_err(|e| classify(&e))?;
         let ps: Vec<i32> = offsets.keys().copied().collect();
@@ -265,14 +222,8 @@ mod tests {
         let e = KafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownMemberId);
         let f = classify(&e);
         assert!(f.transient);
-        assert!(
-            f.reason.contains("consumers are still active"),
-            "{}",
-            f.reason
-        );
-        let f = classify(&KafkaError::MetadataFetch(
-            RDKafkaErrorCode::TopicAuthorizationFailed,
-        ));
+        assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
+        let f = classify(&KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed));
         assert!(!f.transient);
     }
 }

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use flow_core::connection::{CLUSTER_SECRET_PREFIX, Cluster, ConnectionError};
 use flow_core::events::Event as FlowEvent;
 use flow_core::names::{
-    ANNOTATION_RESET, ANNOTATION_RESET_DONE, LABEL_PIPELINE, LABEL_STREAMLET,
-    OPERATOR_FIELD_MANAGER, REPORTING_CONTROLLER,
+    ANNOTATION_RESET, ANNOTATION_RESET_DONE, LABEL_PIPELINE, LABEL_STREAMLET, OPERATOR_FIELD_MANAGER,
+    REPORTING_CONTROLLER,
 };
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets::pod_counts;
@@ -32,20 +32,14 @@ pub async fn running_pods(
     pipeline: &str,
 ) -> Result<BTreeMap<String, u32>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("{LABEL_PIPELINE}={pipeline}")))
-        .await?;
+    let list = pods.list(&ListParams::default().labels(&format!("{LABEL_PIPELINE}={pipeline}"))).await?;
     let mut counts = BTreeMap::new();
     for pod in list.items {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         if !pod_counts(phase) {
             continue;
         }
-        let streamlet = pod
-            .labels()
-            .get(LABEL_STREAMLET)
-            .cloned()
-            .unwrap_or_default();
+        let streamlet = pod.labels().get(LABEL_STREAMLET).cloned().unwrap_or_default();
         *counts.entry(streamlet).or_insert(0) += 1;
     }
     Ok(counts)
@@ -83,22 +77,10 @@ pub async fn clusters(
 ///
 /// # Errors
 /// The API call's error.
-pub async fn write_request(
-    api: &Api<AnkkaFlow>,
-    name: &str,
-    value: &str,
-    manager: &str,
-) -> Result<(), kube::Error> {
+pub async fn write_request(api: &Api<AnkkaFlow>, name: &str, value: &str, manager: &str) -> Result<(), kube::Error> {
     let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_RESET: value } } });
-    api.patch(
-        name,
-        &PatchParams {
-            field_manager: Some(manager.into()),
-            ..Default::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    api.patch(name, &PatchParams { field_manager: Some(manager.into()), ..Default::default() }, &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }
 
@@ -112,12 +94,7 @@ pub async fn write_done(api: &Api<AnkkaFlow>, name: &str, id: &str) -> Result<()
         "kind": AnkkaFlow::kind(&()),
         "metadata": { "name": name, "annotations": { ANNOTATION_RESET_DONE: id } }
     });
-    api.patch(
-        name,
-        &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    api.patch(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
     Ok(())
 }
 
@@ -135,22 +112,14 @@ pub async fn write_status(
         "kind": AnkkaFlow::kind(&()),
         "status": status
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    api.patch_status(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
     Ok(())
 }
 
 /// The request annotation and the done annotation of a resource.
 pub fn reset_annotations(flow: &AnkkaFlow) -> (Option<&str>, Option<&str>) {
     let a = flow.annotations();
-    (
-        a.get(ANNOTATION_RESET).map(String::as_str),
-        a.get(ANNOTATION_RESET_DONE).map(String::as_str),
-    )
+    (a.get(ANNOTATION_RESET).map(String::as_str), a.get(ANNOTATION_RESET_DONE).map(String::as_str))
 }
 
 /// Records `event` about `flow` as an `events.k8s.io/v1` Event named by [`FlowEvent::name_for`].

@@ -51,9 +51,7 @@ impl Ledger {
     /// # Errors
     /// [`LedgerError::Sled`] when the directory cannot be created or is locked by another process.
     pub fn open(dir: &Path) -> Result<Self, LedgerError> {
-        Ok(Ledger {
-            db: sled::open(dir)?,
-        })
+        Ok(Ledger { db: sled::open(dir)? })
     }
 
     /// Every record of request `id` of `owner`.
@@ -82,15 +80,9 @@ impl Ledger {
     ) -> Result<(), LedgerError> {
         let key = format!("{}{group}", prefix(owner, id));
         let mut rec = match self.db.get(&key)? {
-            Some(v) => serde_json::from_slice(&v).map_err(|e| LedgerError::Decode {
-                key: key.clone(),
-                reason: e.to_string(),
-            })?,
-            None => GroupRecord {
-                group: group.clone(),
-                intent: None,
-                outcome: None,
-            },
+            Some(v) => serde_json::from_slice(&v)
+                .map_err(|e| LedgerError::Decode { key: key.clone(), reason: e.to_string() })?,
+            None => GroupRecord { group: group.clone(), intent: None, outcome: None },
         };
         f(&mut rec);
         // Serialising plain data cannot fail.
@@ -104,13 +96,7 @@ impl Ledger {
     ///
     /// # Errors
     /// [`LedgerError`] when it could not be written and flushed.
-    pub fn put_intent(
-        &self,
-        owner: Owner<'_>,
-        id: &str,
-        group: &GroupId,
-        intent: &Intent,
-    ) -> Result<(), LedgerError> {
+    pub fn put_intent(&self, owner: Owner<'_>, id: &str, group: &GroupId, intent: &Intent) -> Result<(), LedgerError> {
         self.update(owner, id, group, |r| r.intent = Some(intent.clone()))
     }
 
@@ -138,34 +124,18 @@ mod tests {
     fn records_survive_reopening_and_stay_per_request() {
         let dir = std::env::temp_dir().join(format!("flow-ledger-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let owner = Owner {
-            namespace: "shop",
-            name: "cart",
-        };
+        let owner = Owner { namespace: "shop", name: "cart" };
         let g = GroupId::new("cart", "router", "in");
-        let intent = Intent {
-            before: BTreeMap::from([(0, Some(5))]),
-            target: BTreeMap::from([(0, 0)]),
-        };
+        let intent = Intent { before: BTreeMap::from([(0, Some(5))]), target: BTreeMap::from([(0, 0)]) };
         {
             let l = Ledger::open(&dir).unwrap();
             l.put_intent(owner, "u1", &g, &intent).unwrap();
         }
         let l = Ledger::open(&dir).unwrap();
         let recs = l.records(owner, "u1").unwrap();
-        assert_eq!(
-            recs,
-            vec![GroupRecord {
-                group: g.clone(),
-                intent: Some(intent.clone()),
-                outcome: None
-            }]
-        );
+        assert_eq!(recs, vec![GroupRecord { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
         assert!(l.records(owner, "u2").unwrap().is_empty());
-        let outcome = GroupOutcome::Reset {
-            topic: "t".into(),
-            offsets: intent.target.clone(),
-        };
+        let outcome = GroupOutcome::Reset { topic: "t".into(), offsets: intent.target.clone() };
         l.put_outcome(owner, "u1", &g, &outcome).unwrap();
         assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));
         let _ = std::fs::remove_dir_all(&dir);

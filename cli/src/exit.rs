@@ -20,9 +20,6 @@ pub struct Failure {
 impl Failure {
     /// A refusal with one problem (exit 1).
     pub fn refused(problem: impl Into<String>) -> Self {
-        Failure {
-            problems: vec![problem.into()],
-            code: REFUSED,
-        }
+        Failure { problems: vec![problem.into()], code: REFUSED }
     }
 }

@@ -42,9 +42,7 @@ pub enum ConnectionError {
         reason: String,
     },
     /// The topic's cluster has no Secret.
-    #[error(
-        "topic '{topic}' uses Kafka cluster '{cluster}', but there is no Secret 'kafka-cluster-{cluster}'"
-    )]
+    #[error("topic '{topic}' uses Kafka cluster '{cluster}', but there is no Secret 'kafka-cluster-{cluster}'")]
     NoSecret {
         /// Topic id.
         topic: String,
@@ -65,27 +63,17 @@ impl Cluster {
     /// # Errors
     /// [`ConnectionError::Properties`] when `connection-config` or `consumer-config` is not Java
     /// properties text.
-    pub fn from_secret_data(
-        secret: &str,
-        data: &BTreeMap<String, String>,
-    ) -> Result<Self, ConnectionError> {
+    pub fn from_secret_data(secret: &str, data: &BTreeMap<String, String>) -> Result<Self, ConnectionError> {
         let props = |key: &str| -> Result<BTreeMap<String, String>, ConnectionError> {
             match data.get(key) {
                 None => Ok(BTreeMap::new()),
-                Some(text) => java_properties::read(text.as_bytes())
-                    .map(|m| m.into_iter().collect())
-                    .map_err(|e| ConnectionError::Properties {
-                        secret: secret.into(),
-                        key: key.into(),
-                        reason: e.to_string(),
-                    }),
+                Some(text) => java_properties::read(text.as_bytes()).map(|m| m.into_iter().collect()).map_err(|e| {
+                    ConnectionError::Properties { secret: secret.into(), key: key.into(), reason: e.to_string() }
+                }),
             }
         };
         Ok(Cluster {
-            bootstrap_servers: data
-                .get("bootstrap.servers")
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty()),
+            bootstrap_servers: data.get("bootstrap.servers").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
             connection_config: props("connection-config")?,
             consumer_config: props("consumer-config")?,
         })
@@ -122,10 +110,7 @@ fn is_security_key(k: &str) -> bool {
 /// # Errors
 /// [`ConnectionError::NoSecret`] when the topic's cluster (named, or `default` when the topic names
 /// no brokers) has no Secret; [`ConnectionError::NoBrokers`] when no brokers are known.
-pub fn resolve(
-    topic: &TopicSpec,
-    clusters: &BTreeMap<String, Cluster>,
-) -> Result<KafkaConnection, ConnectionError> {
+pub fn resolve(topic: &TopicSpec, clusters: &BTreeMap<String, Cluster>) -> Result<KafkaConnection, ConnectionError> {
     let cluster_name = match (&topic.cluster, &topic.bootstrap_servers) {
         (Some(c), _) => Some(c.as_str()),
         (None, None) => Some(DEFAULT_CLUSTER),
@@ -135,10 +120,7 @@ pub fn resolve(
         Some(name) => Some(
             clusters
                 .get(name)
-                .ok_or_else(|| ConnectionError::NoSecret {
-                    topic: topic.id.clone(),
-                    cluster: name.into(),
-                })?,
+                .ok_or_else(|| ConnectionError::NoSecret { topic: topic.id.clone(), cluster: name.into() })?,
         ),
         None => None,
     };
@@ -147,31 +129,17 @@ pub fn resolve(
         .clone()
         .filter(|s| !s.trim().is_empty())
         .or_else(|| cluster.and_then(|c| c.bootstrap_servers.clone()))
-        .ok_or_else(|| ConnectionError::NoBrokers {
-            topic: topic.id.clone(),
-        })?;
+        .ok_or_else(|| ConnectionError::NoBrokers { topic: topic.id.clone() })?;
     let mut properties = BTreeMap::new();
     if let Some(c) = cluster {
         properties.extend(c.connection_config.clone());
-        properties.extend(
-            c.consumer_config
-                .iter()
-                .filter(|(k, _)| is_security_key(k))
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
+        properties
+            .extend(c.consumer_config.iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())));
     }
     properties.extend(topic.connection_config.clone());
-    properties.extend(
-        topic
-            .consumer_config
-            .iter()
-            .filter(|(k, _)| is_security_key(k))
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    Ok(KafkaConnection {
-        bootstrap_servers,
-        properties,
-    })
+    properties
+        .extend(topic.consumer_config.iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+    Ok(KafkaConnection { bootstrap_servers, properties })
 }
 
 #[cfg(test)]
@@ -180,9 +148,7 @@ mod tests {
     use crate::targets::tests::topic;
 
     fn secret(data: &[(&str, &str)]) -> BTreeMap<String, String> {
-        data.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -197,36 +163,25 @@ mod tests {
         let mut t = topic("cart-events", "shop.cart-events.v1");
         t.bootstrap_servers = None;
         t.cluster = Some("shop".into());
-        t.connection_config
-            .insert("sasl.mechanism".into(), "PLAIN".into());
-        t.consumer_config
-            .insert("auto.offset.reset".into(), "earliest".into());
+        t.connection_config.insert("sasl.mechanism".into(), "PLAIN".into());
+        t.consumer_config.insert("auto.offset.reset".into(), "earliest".into());
         let cluster = Cluster::from_secret_data(
             "kafka-cluster-shop",
             &secret(&[
                 ("bootstrap.servers", " kafka:9092 \n"),
-                (
-                    "connection-config",
-                    "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n",
-                ),
+                ("connection-config", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"),
                 ("consumer-config", "max.poll.records=10\nsasl.username=u\n"),
             ]),
         )
         .unwrap();
         let c = resolve(&t, &BTreeMap::from([("shop".into(), cluster)])).unwrap();
         assert_eq!(c.bootstrap_servers, "kafka:9092");
-        assert_eq!(
-            c.properties.get("security.protocol").unwrap(),
-            "SASL_PLAINTEXT"
-        );
+        assert_eq!(c.properties.get("security.protocol").unwrap(), "SASL_PLAINTEXT");
         assert_eq!(c.properties.get("sasl.mechanism").unwrap(), "PLAIN");
         assert_eq!(c.properties.get("sasl.username").unwrap(), "u");
         assert!(!c.properties.contains_key("max.poll.records"));
         assert!(!c.properties.contains_key("auto.offset.reset"));
-        assert!(
-            !format!("{c:?}").contains("SASL_PLAINTEXT"),
-            "Debug shows no values"
-        );
+        assert!(!format!("{c:?}").contains("SASL_PLAINTEXT"), "Debug shows no values");
     }
 
     #[test]

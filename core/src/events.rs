@@ -45,18 +45,8 @@ pub struct Event {
 
 impl Event {
     /// Builds an event, cutting the note to fit [`NOTE_LIMIT`].
-    pub fn new(
-        type_: EventType,
-        reason: &str,
-        note: impl Into<String>,
-        key: impl Into<String>,
-    ) -> Self {
-        Event {
-            type_,
-            reason: reason.into(),
-            note: fit_note(&note.into()),
-            key: key.into(),
-        }
+    pub fn new(type_: EventType, reason: &str, note: impl Into<String>, key: impl Into<String>) -> Self {
+        Event { type_, reason: reason.into(), note: fit_note(&note.into()), key: key.into() }
     }
 
     /// The event's object name for the resource named `resource`:
@@ -107,12 +97,7 @@ mod tests {
     fn names_differ_per_key_and_repeat_per_key() {
         let a = Event::new(EventType::Normal, "ResetOffsets", "x", "u1/cart.router.in");
         let b = Event::new(EventType::Normal, "ResetOffsets", "y", "u1/cart.sink.in");
-        let a2 = Event::new(
-            EventType::Normal,
-            "ResetOffsets",
-            "other note",
-            "u1/cart.router.in",
-        );
+        let a2 = Event::new(EventType::Normal, "ResetOffsets", "other note", "u1/cart.router.in");
         assert_ne!(a.name_for("cart"), b.name_for("cart"));
         assert_eq!(a.name_for("cart"), a2.name_for("cart"));
         assert!(a.name_for("cart").starts_with("cart.resetoffsets."));

@@ -35,9 +35,7 @@ pub const REPORTING_CONTROLLER: &str = "flow.ankka.thinkmorestupidless.com/opera
 ///
 /// The same string is the Kafka `client.id` of the inlet's consumer, and the `client_id` label of its
 /// lag metric.
-#[derive(
-    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct GroupId(String);
 
@@ -45,6 +43,11 @@ impl GroupId {
     /// Joins the three parts with `.`.
     pub fn new(pipeline: &str, streamlet: &str, inlet: &str) -> Self {
         GroupId(format!("{pipeline}.{streamlet}.{inlet}"))
+    }
+
+    /// A group id read back from a record (status or ledger), taken as it is.
+    pub fn from_raw(s: &str) -> Self {
+        GroupId(s.to_string())
     }
 
     /// The group id as Kafka sees it.
@@ -80,8 +83,7 @@ fn is_label_like(s: &str, max: usize) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= max
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -92,10 +94,7 @@ mod tests {
 
     #[test]
     fn group_id_joins_with_dots() {
-        assert_eq!(
-            GroupId::new("cart", "router", "in").as_str(),
-            "cart.router.in"
-        );
+        assert_eq!(GroupId::new("cart", "router", "in").as_str(), "cart.router.in");
     }
 
     #[test]

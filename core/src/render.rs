@@ -8,17 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
-};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::names::{
-    LABEL_MANAGED_BY, LABEL_NAME, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY,
-    streamlet_object_name,
-};
+use crate::names::{LABEL_MANAGED_BY, LABEL_NAME, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, streamlet_object_name};
 use crate::resource::{AnkkaFlowSpec, AnkkaFlowStatus, StreamletSpec, StreamletStatus};
 
 /// Labels of every per-streamlet object and its pods.
@@ -32,12 +27,7 @@ pub fn streamlet_labels(pipeline: &str, streamlet: &str) -> BTreeMap<String, Str
 }
 
 /// The Deployment of one streamlet, owned by the resource (`owner` is its controller reference).
-pub fn deployment(
-    spec: &AnkkaFlowSpec,
-    s: &StreamletSpec,
-    namespace: &str,
-    owner: OwnerReference,
-) -> Deployment {
+pub fn deployment(spec: &AnkkaFlowSpec, s: &StreamletSpec, namespace: &str, owner: OwnerReference) -> Deployment {
     let labels = streamlet_labels(&spec.pipeline, &s.name);
     let selector = BTreeMap::from([
         (LABEL_PIPELINE.to_string(), spec.pipeline.clone()),
@@ -53,10 +43,7 @@ pub fn deployment(
         },
         spec: Some(DeploymentSpec {
             replicas: Some(s.replicas),
-            selector: LabelSelector {
-                match_labels: Some(selector),
-                ..Default::default()
-            },
+            selector: LabelSelector { match_labels: Some(selector), ..Default::default() },
             strategy: Some(DeploymentStrategy {
                 type_: Some("RollingUpdate".into()),
                 rolling_update: Some(RollingUpdateDeployment {
@@ -65,10 +52,7 @@ pub fn deployment(
                 }),
             }),
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
+                metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
                 spec: Some(PodSpec {
                     automount_service_account_token: Some(false),
                     termination_grace_period_seconds: Some(30),
@@ -121,8 +105,7 @@ pub fn status(
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     for s in sorted {
         let view = deployments.get(&s.name);
-        let settled =
-            view.is_some_and(|d| d.observed_generation >= d.generation && d.updated >= s.replicas);
+        let settled = view.is_some_and(|d| d.observed_generation >= d.generation && d.updated >= s.replicas);
         let ready = view.map_or(0, |d| d.ready);
         let detail = if !settled {
             "rolling out".to_string()
@@ -136,12 +119,7 @@ pub fn status(
         if !detail.is_empty() {
             details.push(format!("{}: {detail}", s.name));
         }
-        streamlets.push(StreamletStatus {
-            name: s.name.clone(),
-            desired: s.replicas,
-            ready,
-            detail,
-        });
+        streamlets.push(StreamletStatus { name: s.name.clone(), desired: s.replicas, ready, detail });
     }
     let phase = if settled_all && ready_all {
         "Ready"
@@ -188,25 +166,14 @@ mod tests {
         assert_eq!(labels[LABEL_MANAGED_BY], "ankka-flow");
         assert_eq!(labels[LABEL_NAME], "cart-router");
         assert_eq!(ds.selector.match_labels.unwrap().len(), 2);
-        assert_eq!(
-            d.metadata.owner_references.unwrap()[0].controller,
-            Some(true)
-        );
+        assert_eq!(d.metadata.owner_references.unwrap()[0].controller, Some(true));
     }
 
     #[test]
     fn phases() {
         let spec = cart(0);
-        let view = |ready| DeploymentView {
-            generation: 1,
-            observed_generation: 1,
-            updated: 1,
-            ready,
-        };
-        let all: BTreeMap<_, _> = ["router", "sink", "source"]
-            .iter()
-            .map(|n| (n.to_string(), view(1)))
-            .collect();
+        let view = |ready| DeploymentView { generation: 1, observed_generation: 1, updated: 1, ready };
+        let all: BTreeMap<_, _> = ["router", "sink", "source"].iter().map(|n| (n.to_string(), view(1))).collect();
         assert_eq!(status(&spec, Some(3), &all).phase.as_deref(), Some("Ready"));
         let mut degraded = all.clone();
         degraded.insert("sink".into(), view(0));
@@ -215,9 +182,6 @@ mod tests {
         assert_eq!(s.detail, "sink: 0 of 1 ready");
         let mut pending = all;
         pending.remove("router");
-        assert_eq!(
-            status(&spec, Some(3), &pending).phase.as_deref(),
-            Some("Pending")
-        );
+        assert_eq!(status(&spec, Some(3), &pending).phase.as_deref(), Some("Pending"));
     }
 }

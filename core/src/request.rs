@@ -49,8 +49,7 @@ impl ResetRequest {
     /// refused), the id is not a UUID, more than [`MAX_NAMED_STREAMLETS`] names are listed, or a name
     /// is not a DNS label. Long inputs are quoted only in part.
     pub fn parse(text: &str) -> Result<Self, MalformedRequest> {
-        let request: ResetRequest =
-            serde_json::from_str(text).map_err(|e| MalformedRequest::Shape(e.to_string()))?;
+        let request: ResetRequest = serde_json::from_str(text).map_err(|e| MalformedRequest::Shape(e.to_string()))?;
         match uuid::Uuid::try_parse(&request.id) {
             Ok(u) if u.hyphenated().to_string() == request.id => {}
             _ => return Err(MalformedRequest::IdNotUuid(clip(&request.id, 64))),
@@ -58,12 +57,8 @@ impl ResetRequest {
         if request.streamlets.len() > MAX_NAMED_STREAMLETS {
             return Err(MalformedRequest::TooManyNames(request.streamlets.len()));
         }
-        let bad: Vec<String> = request
-            .streamlets
-            .iter()
-            .filter(|n| !is_dns_label(n))
-            .map(|n| format!("'{}'", clip(n, 64)))
-            .collect();
+        let bad: Vec<String> =
+            request.streamlets.iter().filter(|n| !is_dns_label(n)).map(|n| format!("'{}'", clip(n, 64))).collect();
         if !bad.is_empty() {
             return Err(MalformedRequest::BadNames(bad));
         }
@@ -93,8 +88,7 @@ mod tests {
 
     #[test]
     fn parses_the_cli_form() {
-        let r =
-            ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":["router"]}}"#)).unwrap();
+        let r = ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":["router"]}}"#)).unwrap();
         assert_eq!(r.id, ID);
         assert_eq!(r.streamlets, vec!["router"]);
         assert_eq!(ResetRequest::parse(&r.to_annotation()).unwrap(), r);
@@ -108,32 +102,20 @@ mod tests {
 
     #[test]
     fn refuses_each_malformed_kind() {
-        assert!(matches!(
-            ResetRequest::parse("not json"),
-            Err(MalformedRequest::Shape(_))
-        ));
-        assert!(matches!(
-            ResetRequest::parse(r#"{"streamlets":[]}"#),
-            Err(MalformedRequest::Shape(_))
-        ));
+        assert!(matches!(ResetRequest::parse("not json"), Err(MalformedRequest::Shape(_))));
+        assert!(matches!(ResetRequest::parse(r#"{"streamlets":[]}"#), Err(MalformedRequest::Shape(_))));
         assert!(matches!(
             ResetRequest::parse(&format!(r#"{{"id":"{ID}","extra":1}}"#)),
             Err(MalformedRequest::Shape(_))
         ));
-        assert!(matches!(
-            ResetRequest::parse(r#"{"id":"u1"}"#),
-            Err(MalformedRequest::IdNotUuid(_))
-        ));
+        assert!(matches!(ResetRequest::parse(r#"{"id":"u1"}"#), Err(MalformedRequest::IdNotUuid(_))));
         assert!(matches!(
             ResetRequest::parse(&format!(r#"{{"id":"{}"}}"#, ID.to_uppercase())),
             Err(MalformedRequest::IdNotUuid(_))
         ));
         let many: Vec<String> = (0..1000).map(|i| format!("\"s{i}\"")).collect();
         assert_eq!(
-            ResetRequest::parse(&format!(
-                r#"{{"id":"{ID}","streamlets":[{}]}}"#,
-                many.join(",")
-            )),
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":[{}]}}"#, many.join(","))),
             Err(MalformedRequest::TooManyNames(1000))
         );
         assert_eq!(

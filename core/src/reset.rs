@@ -47,10 +47,7 @@ pub struct Timestamp(pub i64);
 impl Timestamp {
     /// `self + d`, saturating.
     pub fn after(self, d: Duration) -> Timestamp {
-        Timestamp(
-            self.0
-                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-        )
+        Timestamp(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }
 }
 
@@ -88,6 +85,8 @@ pub enum GroupOutcome {
     Reset {
         /// Kafka topic name.
         topic: String,
+        /// Committed offsets before the reset.
+        before: Committed,
         /// The offsets committed, per partition.
         offsets: BTreeMap<i32, i64>,
     },
@@ -393,33 +392,18 @@ impl ResetMachine {
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
             let note = format!("reset {id} waits: {}", texts.join("; "));
-            self.emit(Effect::Record(Event::new(
-                EventType::Warning,
-                "ResetRefused",
-                note.clone(),
-                note,
-            )));
-            self.state = State::Waiting(Waiting {
-                request,
-                reasons,
-                next_look: now.after(WAIT_RECHECK),
-            });
+            self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", note.clone(), note)));
+            self.state = State::Waiting(Waiting { request, reasons, next_look: now.after(WAIT_RECHECK) });
             return;
         }
         let mut groups = BTreeMap::new();
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let record = self.records.get(&target.group);
-            let phase = match (
-                record.and_then(|r| r.outcome.clone()),
-                record.and_then(|r| r.intent.clone()),
-            ) {
+            let phase = match (record.and_then(|r| r.outcome.clone()), record.and_then(|r| r.intent.clone())) {
                 (Some(outcome), _) => GroupPhase::Finished(outcome),
                 (None, Some(intent)) => {
                     self.emit(Effect::ReadCommitted(target.clone()));
-                    GroupPhase::Settling {
-                        attempts: 0,
-                        intent,
-                    }
+                    GroupPhase::Settling { attempts: 0, intent }
                 }
                 (None, None) => {
                     self.emit(Effect::InspectGroup(target.clone()));
@@ -432,12 +416,7 @@ impl ResetMachine {
         self.maybe_done();
     }
 
-    fn inspected(
-        &mut self,
-        group: GroupId,
-        result: Result<Inspection, KafkaFailure>,
-        now: Timestamp,
-    ) {
+    fn inspected(&mut self, group: GroupId, result: Result<Inspection, KafkaFailure>, now: Timestamp) {
         let Some((target, GroupPhase::Inspecting { attempts })) = self.group(&group) else {
             return;
         };
@@ -450,53 +429,22 @@ impl ResetMachine {
                     "consumer group [{group}] has {} active member(s) (state {}); scale its streamlet to 0 and wait for its pods to stop before resetting it",
                     seen.members, seen.state
                 );
-                self.failed(
-                    &target,
-                    attempts,
-                    KafkaFailure {
-                        transient: true,
-                        reason,
-                    },
-                    now,
-                );
+                self.failed(&target, attempts, KafkaFailure { transient: true, reason }, now);
             }
             Ok(seen) if seen.log_start.is_empty() => {
                 let reason = format!("topic '{}' has no partitions", target.topic);
-                self.failed(
-                    &target,
-                    attempts,
-                    KafkaFailure {
-                        transient: false,
-                        reason,
-                    },
-                    now,
-                );
+                self.failed(&target, attempts, KafkaFailure { transient: false, reason }, now);
             }
             Ok(seen) => {
-                let intent = Intent {
-                    before: seen.committed,
-                    target: seen.log_start,
-                };
-                self.emit(Effect::PersistIntent {
-                    id: self.id(),
-                    group: group.clone(),
-                    intent: intent.clone(),
-                });
-                self.emit(Effect::CommitOffsets {
-                    target,
-                    offsets: intent.target.clone(),
-                });
+                let intent = Intent { before: seen.committed, target: seen.log_start };
+                self.emit(Effect::PersistIntent { id: self.id(), group: group.clone(), intent: intent.clone() });
+                self.emit(Effect::CommitOffsets { target, offsets: intent.target.clone() });
                 self.set_phase(&group, GroupPhase::Committing { attempts, intent });
             }
         }
     }
 
-    fn committed(
-        &mut self,
-        group: GroupId,
-        result: Result<Committed, KafkaFailure>,
-        now: Timestamp,
-    ) {
+    fn committed(&mut self, group: GroupId, result: Result<Committed, KafkaFailure>, now: Timestamp) {
         let Some((target, GroupPhase::Committing { attempts, intent })) = self.group(&group) else {
             return;
         };
@@ -518,18 +466,13 @@ impl ResetMachine {
                         &target,
                         GroupOutcome::Reset {
                             topic: target.topic.clone(),
+                            before: intent.before,
                             offsets: intent.target,
                         },
                     );
                 } else {
                     let reason = format!("the commit did not hold: {}", wrong.join(", "));
-                    self.finish(
-                        &target,
-                        GroupOutcome::Failed {
-                            topic: target.topic.clone(),
-                            reason,
-                        },
-                    );
+                    self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
                 }
             }
         }
@@ -544,26 +487,11 @@ impl ResetMachine {
             Err(f) if f.transient && attempts + 1 < MAX_ATTEMPTS => {
                 // Retry the read later: settling never commits, so retrying it is always safe.
                 self.emit(Effect::ReadCommitted(target.clone()));
-                self.set_phase(
-                    &group,
-                    GroupPhase::Settling {
-                        attempts: attempts + 1,
-                        intent,
-                    },
-                );
+                self.set_phase(&group, GroupPhase::Settling { attempts: attempts + 1, intent });
             }
             Err(f) => {
-                let reason = format!(
-                    "could not learn whether an earlier commit landed: {}",
-                    f.reason
-                );
-                self.finish(
-                    &target,
-                    GroupOutcome::Failed {
-                        topic: target.topic.clone(),
-                        reason,
-                    },
-                );
+                let reason = format!("could not learn whether an earlier commit landed: {}", f.reason);
+                self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
             }
             Ok(read) => {
                 let at = |p: &i32| read.get(p).copied().flatten();
@@ -580,6 +508,7 @@ impl ResetMachine {
                         &target,
                         GroupOutcome::Reset {
                             topic: target.topic.clone(),
+                            before: intent.before,
                             offsets: intent.target,
                         },
                     );
@@ -594,14 +523,10 @@ impl ResetMachine {
         };
         let mut due = Vec::new();
         for (target, phase) in r.groups.values_mut() {
-            if let GroupPhase::Pending {
-                attempts, retry_at, ..
-            } = phase
+            if let GroupPhase::Pending { attempts, retry_at, .. } = phase
                 && retry_at.is_none_or(|t| t <= now)
             {
-                *phase = GroupPhase::Inspecting {
-                    attempts: *attempts,
-                };
+                *phase = GroupPhase::Inspecting { attempts: *attempts };
                 due.push(target.clone());
             }
         }
@@ -610,13 +535,7 @@ impl ResetMachine {
         }
     }
 
-    fn failed(
-        &mut self,
-        target: &InletTarget,
-        attempts: u32,
-        failure: KafkaFailure,
-        now: Timestamp,
-    ) {
+    fn failed(&mut self, target: &InletTarget, attempts: u32, failure: KafkaFailure, now: Timestamp) {
         let attempts = attempts + 1;
         if failure.transient && attempts < MAX_ATTEMPTS {
             self.set_phase(
@@ -628,27 +547,17 @@ impl ResetMachine {
                 },
             );
         } else {
-            self.finish(
-                target,
-                GroupOutcome::Failed {
-                    topic: target.topic.clone(),
-                    reason: failure.reason,
-                },
-            );
+            self.finish(target, GroupOutcome::Failed { topic: target.topic.clone(), reason: failure.reason });
         }
     }
 
     fn finish(&mut self, target: &InletTarget, outcome: GroupOutcome) {
         let id = self.id();
         let event = match &outcome {
-            GroupOutcome::Reset { topic, offsets } => Event::new(
+            GroupOutcome::Reset { topic, offsets, .. } => Event::new(
                 EventType::Normal,
                 "ResetOffsets",
-                format!(
-                    "{}: {} partition(s) of '{topic}' to earliest",
-                    target.group,
-                    offsets.len()
-                ),
+                format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
                 format!("{id}/{}", target.group),
             ),
             GroupOutcome::Failed { reason, .. } => Event::new(
@@ -661,11 +570,7 @@ impl ResetMachine {
         // The event goes first: if the driver stops between the two, the rebuilt machine settles the
         // group and records the same event again, which the API server refuses as a duplicate.
         self.emit(Effect::Record(event));
-        self.emit(Effect::PersistOutcome {
-            id,
-            group: target.group.clone(),
-            outcome: outcome.clone(),
-        });
+        self.emit(Effect::PersistOutcome { id, group: target.group.clone(), outcome: outcome.clone() });
         self.set_phase(&target.group, GroupPhase::Finished(outcome));
         self.maybe_done();
     }
@@ -674,11 +579,7 @@ impl ResetMachine {
         let State::Resetting(r) = &self.state else {
             return;
         };
-        if !r
-            .groups
-            .values()
-            .all(|(_, p)| matches!(p, GroupPhase::Finished(_)))
-        {
+        if !r.groups.values().all(|(_, p)| matches!(p, GroupPhase::Finished(_))) {
             return;
         }
         let id = r.request.id.clone();
@@ -714,9 +615,7 @@ impl ResetMachine {
             State::Requested(r) => r.id.clone(),
             State::Waiting(w) => w.request.id.clone(),
             State::Resetting(r) => r.request.id.clone(),
-            State::Done(
-                Done::AlreadyDone { id } | Done::Refused { id, .. } | Done::Completed { id, .. },
-            ) => id.clone(),
+            State::Done(Done::AlreadyDone { id } | Done::Refused { id, .. } | Done::Completed { id, .. }) => id.clone(),
         }
     }
 
@@ -724,80 +623,119 @@ impl ResetMachine {
         self.effects.push_back(effect);
     }
 
-    /// The request's status, as written to `status.reset` of the resource.
+    /// The request's status, as written to `status.reset` of the resource. Groups with an intent
+    /// carry its offsets, so that the status can stand in for a lost ledger (see
+    /// [`records_from_status`]).
     pub fn status(&self) -> ResetStatus {
         let id = self.id();
-        let group_status = |t: &InletTarget, outcome: &str, message: String| GroupStatus {
-            group: t.group.to_string(),
-            topic: t.topic.clone(),
-            outcome: outcome.into(),
-            message,
-        };
-        let outcome_status = |t: &InletTarget, o: &GroupOutcome| match o {
-            GroupOutcome::Reset { offsets, .. } => group_status(
-                t,
-                "Reset",
-                format!(
-                    "{} partition(s) of '{}' to earliest",
-                    offsets.len(),
-                    t.topic
-                ),
-            ),
-            GroupOutcome::Failed { reason, .. } => group_status(t, "Failed", reason.clone()),
-        };
         match &self.state {
-            State::Requested(_) => ResetStatus {
-                id,
-                phase: "Requested".into(),
-                ..Default::default()
-            },
+            State::Requested(_) => ResetStatus { id, phase: "Requested".into(), ..Default::default() },
             State::Waiting(w) => ResetStatus {
                 id,
                 phase: "Waiting".into(),
-                detail: w
-                    .reasons
-                    .iter()
-                    .map(RunningProblem::operator_text)
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                detail: w.reasons.iter().map(RunningProblem::operator_text).collect::<Vec<_>>().join("; "),
                 groups: vec![],
             },
             State::Resetting(r) => ResetStatus {
                 id,
                 phase: "Resetting".into(),
                 detail: String::new(),
-                groups: r
-                    .groups
-                    .values()
-                    .map(|(t, p)| match p {
-                        GroupPhase::Finished(o) => outcome_status(t, o),
-                        GroupPhase::Pending {
-                            last_error: Some(e),
-                            ..
-                        } => group_status(t, "Pending", e.clone()),
-                        _ => group_status(t, "Pending", String::new()),
-                    })
-                    .collect(),
+                groups: r.groups.values().map(|(t, p)| group_status(t, p)).collect(),
             },
-            State::Done(Done::AlreadyDone { .. }) => ResetStatus {
-                id,
-                phase: "Done".into(),
-                ..Default::default()
-            },
-            State::Done(Done::Refused { why, .. }) => ResetStatus {
-                id,
-                phase: "Refused".into(),
-                detail: why.clone(),
-                groups: vec![],
-            },
+            State::Done(Done::AlreadyDone { .. }) => ResetStatus { id, phase: "Done".into(), ..Default::default() },
+            State::Done(Done::Refused { why, .. }) => {
+                ResetStatus { id, phase: "Refused".into(), detail: why.clone(), groups: vec![] }
+            }
             State::Done(Done::Completed { groups, .. }) => ResetStatus {
                 id,
                 phase: "Done".into(),
                 detail: String::new(),
-                groups: groups.values().map(|(t, o)| outcome_status(t, o)).collect(),
+                groups: groups.values().map(|(t, o)| group_status(t, &GroupPhase::Finished(o.clone()))).collect(),
             },
         }
     }
+}
+
+fn offsets_map<'a>(it: impl IntoIterator<Item = (&'a i32, Option<&'a i64>)>) -> BTreeMap<String, i64> {
+    it.into_iter().filter_map(|(p, o)| o.map(|o| (p.to_string(), *o))).collect()
+}
+
+fn group_status(t: &InletTarget, phase: &GroupPhase) -> GroupStatus {
+    let mut g = GroupStatus {
+        group: t.group.to_string(),
+        topic: t.topic.clone(),
+        outcome: "Pending".into(),
+        message: String::new(),
+        offsets_before: BTreeMap::new(),
+        offsets_after: BTreeMap::new(),
+    };
+    let with_intent = |g: &mut GroupStatus, before: &Committed, target: &BTreeMap<i32, i64>| {
+        g.offsets_before = offsets_map(before.iter().map(|(p, o)| (p, o.as_ref())));
+        g.offsets_after = offsets_map(target.iter().map(|(p, o)| (p, Some(o))));
+    };
+    match phase {
+        GroupPhase::Pending { last_error, .. } => g.message = last_error.clone().unwrap_or_default(),
+        GroupPhase::Inspecting { .. } => {}
+        GroupPhase::Committing { intent, .. } | GroupPhase::Settling { intent, .. } => {
+            g.outcome = "Committing".into();
+            with_intent(&mut g, &intent.before, &intent.target);
+        }
+        GroupPhase::Finished(GroupOutcome::Reset { before, offsets, .. }) => {
+            g.outcome = "Reset".into();
+            g.message = format!("{} partition(s) of '{}' to earliest", offsets.len(), t.topic);
+            with_intent(&mut g, before, offsets);
+        }
+        GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {
+            g.outcome = "Failed".into();
+            g.message = reason.clone();
+        }
+    }
+    g
+}
+
+/// The durable records that a status written by [`ResetMachine::status`] holds: each group with an
+/// intent or an outcome. Used when the ledger lost them (its directory was lost or replaced).
+pub fn records_from_status(status: &ResetStatus) -> Vec<GroupRecord> {
+    status
+        .groups
+        .iter()
+        .filter_map(|g| {
+            let target: BTreeMap<i32, i64> =
+                g.offsets_after.iter().filter_map(|(p, o)| Some((p.parse().ok()?, *o))).collect();
+            let before: Committed =
+                target.keys().map(|p| (*p, g.offsets_before.get(&p.to_string()).copied())).collect();
+            let group = GroupId::from_raw(&g.group);
+            match g.outcome.as_str() {
+                "Committing" => Some(GroupRecord { group, intent: Some(Intent { before, target }), outcome: None }),
+                "Reset" => Some(GroupRecord {
+                    group,
+                    intent: None,
+                    outcome: Some(GroupOutcome::Reset { topic: g.topic.clone(), before, offsets: target }),
+                }),
+                "Failed" => Some(GroupRecord {
+                    group,
+                    intent: None,
+                    outcome: Some(GroupOutcome::Failed { topic: g.topic.clone(), reason: g.message.clone() }),
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Joins the ledger's records and the status's: per group, a record with an outcome wins over one
+/// with only an intent.
+pub fn merge_records(ledger: Vec<GroupRecord>, status: Vec<GroupRecord>) -> Vec<GroupRecord> {
+    let mut by_group: BTreeMap<GroupId, GroupRecord> = BTreeMap::new();
+    for r in ledger.into_iter().chain(status) {
+        match by_group.get(&r.group) {
+            Some(have) if have.outcome.is_some() || r.outcome.is_none() && have.intent.is_some() => {}
+            _ => {
+                by_group.insert(r.group.clone(), r);
+            }
+        }
+    }
+    by_group.into_values().collect()
 }
 
 /// The `ResetRefused` event for a request annotation that does not parse. Keyed by the annotation's

@@ -27,23 +27,9 @@ use serde::{Deserialize, Serialize};
     doc = "A streaming pipeline: streamlets (Deployments) joined by Kafka topics.",
     printcolumn(name = "Pipeline", type_ = "string", json_path = ".spec.pipeline"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(
-        name = "Reset",
-        type_ = "string",
-        json_path = ".status.reset.phase",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "Detail",
-        type_ = "string",
-        json_path = ".status.detail",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
+    printcolumn(name = "Reset", type_ = "string", json_path = ".status.reset.phase", priority = "1"),
+    printcolumn(name = "Detail", type_ = "string", json_path = ".status.detail", priority = "1"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     crates(
         kube_core = "::kube_core",
         k8s_openapi = "::k8s_openapi",
@@ -253,11 +239,17 @@ pub struct GroupStatus {
     pub group: String,
     /// Kafka topic name the group reads.
     pub topic: String,
-    /// `Pending`, `Reset` or `Failed`.
+    /// `Pending`, `Committing` (intent recorded, commit under way), `Reset` or `Failed`.
     pub outcome: String,
     /// The event note of the outcome, or why the group is still pending.
     #[serde(default)]
     pub message: String,
+    /// Committed offsets before the reset, by partition; a partition without one is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub offsets_before: BTreeMap<String, i64>,
+    /// The offsets committed (or being committed): each partition's log start offset.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub offsets_after: BTreeMap<String, i64>,
 }
 
 fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -73,19 +73,13 @@ pub enum RunningProblem {
 /// [`SelectionError::Named`] listing every named streamlet that does not exist or has no inlet.
 pub fn select(spec: &AnkkaFlowSpec, names: &[String]) -> Result<Vec<Target>, SelectionError> {
     let mut chosen: Vec<&str> = if names.is_empty() {
-        spec.streamlets
-            .iter()
-            .filter(|s| !s.inlets.is_empty())
-            .map(|s| s.name.as_str())
-            .collect()
+        spec.streamlets.iter().filter(|s| !s.inlets.is_empty()).map(|s| s.name.as_str()).collect()
     } else {
         let mut problems = Vec::new();
         for name in names {
             match spec.streamlet(name) {
                 None => problems.push(NamedProblem::Unknown(name.clone())),
-                Some(s) if s.inlets.is_empty() => {
-                    problems.push(NamedProblem::NoInlets(name.clone()))
-                }
+                Some(s) if s.inlets.is_empty() => problems.push(NamedProblem::NoInlets(name.clone())),
                 Some(_) => {}
             }
         }
@@ -98,9 +92,7 @@ pub fn select(spec: &AnkkaFlowSpec, names: &[String]) -> Result<Vec<Target>, Sel
     chosen.sort_unstable();
     chosen.dedup();
     if chosen.is_empty() {
-        return Err(SelectionError::NothingToReset {
-            pipeline: spec.pipeline.clone(),
-        });
+        return Err(SelectionError::NothingToReset { pipeline: spec.pipeline.clone() });
     }
     Ok(chosen
         .into_iter()
@@ -115,9 +107,7 @@ pub fn select(spec: &AnkkaFlowSpec, names: &[String]) -> Result<Vec<Target>, Sel
                     streamlet: s.name.clone(),
                     inlet: inlet.clone(),
                     topic_id: topic_id.clone(),
-                    topic: spec
-                        .topic(topic_id)
-                        .map_or_else(|| topic_id.clone(), |t| t.name.clone()),
+                    topic: spec.topic(topic_id).map_or_else(|| topic_id.clone(), |t| t.name.clone()),
                 })
                 .collect(),
         })
@@ -126,17 +116,10 @@ pub fn select(spec: &AnkkaFlowSpec, names: &[String]) -> Result<Vec<Target>, Sel
 
 /// The targets that are not stopped: replicas in the resource other than 0, or pods that can still
 /// run. `pods` counts such pods per streamlet label value.
-pub fn running(
-    spec: &AnkkaFlowSpec,
-    targets: &[Target],
-    pods: &BTreeMap<String, u32>,
-) -> Vec<RunningProblem> {
+pub fn running(spec: &AnkkaFlowSpec, targets: &[Target], pods: &BTreeMap<String, u32>) -> Vec<RunningProblem> {
     let mut problems = Vec::new();
     for t in targets {
-        if spec
-            .streamlet(&t.streamlet)
-            .is_some_and(|s| s.replicas != 0)
-        {
+        if spec.streamlet(&t.streamlet).is_some_and(|s| s.replicas != 0) {
             problems.push(RunningProblem::NotScaledToZero(t.streamlet.clone()));
         }
         if let Some(&n) = pods.get(&t.streamlet).filter(|n| **n > 0) {
@@ -240,21 +223,11 @@ pub fn operator_selection_note(id: &str, err: &SelectionError) -> String {
                 .collect();
             let mut parts = Vec::new();
             if !unknown.is_empty() {
-                parts.push(format!(
-                    "reset {id} names unknown streamlet(s) {}",
-                    unknown.join(", ")
-                ));
+                parts.push(format!("reset {id} names unknown streamlet(s) {}", unknown.join(", ")));
             }
             if !no_inlets.is_empty() {
-                let lead = if parts.is_empty() {
-                    format!("reset {id} names ")
-                } else {
-                    String::new()
-                };
-                parts.push(format!(
-                    "{lead}streamlet(s) without inlets {}",
-                    no_inlets.join(", ")
-                ));
+                let lead = if parts.is_empty() { format!("reset {id} names ") } else { String::new() };
+                parts.push(format!("{lead}streamlet(s) without inlets {}", no_inlets.join(", ")));
             }
             parts.join("; ")
         }
@@ -272,10 +245,7 @@ pub(crate) mod tests {
             image: format!("registry.example.com/{name}:1"),
             replicas,
             config: Default::default(),
-            inlets: inlets
-                .iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect(),
+            inlets: inlets.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
             outlets: Default::default(),
             descriptor: Default::default(),
             builtin: false,
@@ -310,10 +280,7 @@ pub(crate) mod tests {
                 streamlet("router", router_replicas, &[("in", "cart-events")]),
                 streamlet("source", 1, &[]),
             ],
-            topics: vec![
-                topic("cart-events", "shop.cart-events.v1"),
-                topic("valid-carts", "cart.valid-carts"),
-            ],
+            topics: vec![topic("cart-events", "shop.cart-events.v1"), topic("valid-carts", "cart.valid-carts")],
         }
     }
 
@@ -357,10 +324,7 @@ pub(crate) mod tests {
         let problems = running(&spec, &targets, &pods);
         assert_eq!(
             problems,
-            [
-                RunningProblem::NotScaledToZero("router".into()),
-                RunningProblem::HasPods("router".into(), 2)
-            ]
+            [RunningProblem::NotScaledToZero("router".into()), RunningProblem::HasPods("router".into(), 2)]
         );
         assert_eq!(
             cli_running_message(&problems),

@@ -8,8 +8,7 @@ use kube_core::CustomResourceExt;
 fn checked_in_crd_matches_the_types() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crd.yaml");
     let text = std::fs::read_to_string(path).expect("deploy/crd.yaml is readable");
-    let checked_in: serde_json::Value =
-        serde_saphyr::from_str(&text).expect("deploy/crd.yaml is YAML");
+    let checked_in: serde_json::Value = serde_saphyr::from_str(&text).expect("deploy/crd.yaml is YAML");
     let generated = serde_json::to_value(AnkkaFlow::crd()).expect("the CRD serialises");
     assert!(
         checked_in == generated,

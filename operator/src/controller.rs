@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use flow_adapters::kafka::Deadlines;
 use flow_adapters::ledger::{Ledger, LedgerError};
-use flow_core::names::{
-    LABEL_MANAGED_BY, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, OPERATOR_FIELD_MANAGER,
-};
+use flow_core::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, OPERATOR_FIELD_MANAGER};
 use flow_core::render::{self, DeploymentView};
 use flow_core::resource::AnkkaFlow;
 use futures::StreamExt;
@@ -49,9 +47,7 @@ pub struct Context {
 /// # Errors
 /// When no Kubernetes client can be built or the ledger cannot be opened.
 pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
-    let client = Client::try_default()
-        .await
-        .map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
+    let client = Client::try_default().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
     let ledger = Ledger::open(&settings.ledger_dir)?;
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
@@ -63,21 +59,13 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Arc::new(Context {
         client,
         ledger,
-        deadlines: Deadlines {
-            request: Duration::from_secs(settings.kafka_request_timeout_seconds),
-        },
+        deadlines: Deadlines { request: Duration::from_secs(settings.kafka_request_timeout_seconds) },
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
     });
     Controller::new(flows, watcher::Config::default())
-        .owns(
-            deployments,
-            watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")),
-        )
-        .with_config(
-            kube::runtime::controller::Config::default()
-                .concurrency(settings.max_concurrent_reconciles),
-        )
+        .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
+        .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -108,9 +96,7 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
 async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
     let name = flow.name_any();
-    let owner = flow
-        .controller_owner_ref(&())
-        .ok_or(Error::Incomplete("uid"))?;
+    let owner = flow.controller_owner_ref(&()).ok_or(Error::Incomplete("uid"))?;
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let spec = &flow.spec;
 
@@ -120,9 +106,7 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
     let mut views = BTreeMap::new();
     for s in &spec.streamlets {
         let d = render::deployment(spec, s, &ns, owner.clone());
-        let applied = deployments
-            .patch(&d.name_any(), &pp, &Patch::Apply(&d))
-            .await?;
+        let applied = deployments.patch(&d.name_any(), &pp, &Patch::Apply(&d)).await?;
         let st = applied.status.unwrap_or_default();
         views.insert(
             s.name.clone(),
@@ -136,37 +120,29 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
     }
     // Deployments of streamlets no longer in the resource go.
     let owned = deployments
-        .list(&ListParams::default().labels(&format!(
-            "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_PIPELINE}={}",
-            spec.pipeline
-        )))
+        .list(
+            &ListParams::default()
+                .labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_PIPELINE}={}", spec.pipeline)),
+        )
         .await?;
     for d in owned.items {
-        let ours = d
-            .owner_references()
-            .iter()
-            .any(|o| Some(&o.uid) == flow.uid().as_ref());
+        let ours = d.owner_references().iter().any(|o| Some(&o.uid) == flow.uid().as_ref());
         let streamlet = d.labels().get(LABEL_STREAMLET).cloned().unwrap_or_default();
         if ours && spec.streamlet(&streamlet).is_none() {
-            deployments
-                .delete(&d.name_any(), &DeleteParams::background())
-                .await?;
+            deployments.delete(&d.name_any(), &DeleteParams::background()).await?;
             tracing::info!(namespace = %ns, name = %name, streamlet, "removed the Deployment of a streamlet no longer in the pipeline");
         }
     }
 
     let mut status = render::status(spec, flow.metadata.generation, &views);
-    let (reset_status, recheck) = crate::reset::drive(&ctx, &flow).await?;
+    let (reset_status, recheck) = crate::reset::drive(&ctx, &flow, &status).await?;
     status.reset = reset_status;
 
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     if flow.status.as_ref() != Some(&status) {
         flow_adapters::kube::write_status(&api, &name, &status).await?;
     }
-    ctx.failures
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&ObjectRef::from_obj(flow.as_ref()));
+    ctx.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&ObjectRef::from_obj(flow.as_ref()));
     let resync = Duration::from_secs(ctx.settings.resync_seconds);
     Ok(Action::requeue(recheck.map_or(resync, |r| r.min(resync))))
 }

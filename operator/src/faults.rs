@@ -5,12 +5,7 @@
 //! reset machine's durable effects.
 
 /// Named points.
-pub const POINTS: &[&str] = &[
-    "after-intent",
-    "after-commit",
-    "after-outcome",
-    "before-done",
-];
+pub const POINTS: &[&str] = &["after-intent", "after-commit", "after-outcome", "before-done"];
 
 /// Exits with status 86 if `FLOW_FAULT_CRASH_AT` equals `point`.
 pub fn crash_point(point: &str) {

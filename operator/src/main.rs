@@ -17,8 +17,7 @@ use crate::settings::{Cli, Command};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Crd) => match serde_saphyr::to_string(&flow_core::resource::AnkkaFlow::crd())
-        {
+        Some(Command::Crd) => match serde_saphyr::to_string(&flow_core::resource::AnkkaFlow::crd()) {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS

@@ -11,16 +11,14 @@ use flow_core::connection::{self, Cluster, ConnectionError, KafkaConnection};
 use flow_core::events::Event;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{Effect, Input, KafkaFailure, ResetMachine, State, Timestamp, WAIT_RECHECK};
-use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, ResetStatus};
+use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus, ResetStatus};
 use kube::{Api, ResourceExt};
 
 use crate::controller::{Context, Error};
 use crate::faults::crash_point;
 
 fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
@@ -30,9 +28,12 @@ fn now() -> Timestamp {
 ///
 /// # Errors
 /// A Kubernetes or ledger failure; the request is then rebuilt from durable state on the retry.
+/// `base` is the rest of the status this reconcile computed: while a group's intent is persisted, the
+/// status is written with it, so that the cluster holds per-group progress even if the ledger is lost.
 pub async fn drive(
     ctx: &Context,
     cached: &AnkkaFlow,
+    base: &AnkkaFlowStatus,
 ) -> Result<(Option<ResetStatus>, Option<Duration>), Error> {
     let previous = cached.status.as_ref().and_then(|s| s.reset.clone());
     if k::reset_annotations(cached).0.is_none() {
@@ -50,12 +51,8 @@ pub async fn drive(
         Ok(r) => r,
         Err(why) => {
             record(ctx, &flow, &flow_core::reset::malformed_event(raw, &why)).await;
-            let status = ResetStatus {
-                id: String::new(),
-                phase: "Refused".into(),
-                detail: why.to_string(),
-                groups: vec![],
-            };
+            let status =
+                ResetStatus { id: String::new(), phase: "Refused".into(), detail: why.to_string(), groups: vec![] };
             return Ok((Some(status), None));
         }
     };
@@ -64,29 +61,23 @@ pub async fn drive(
         let written = flow.status.as_ref().and_then(|s| s.reset.clone());
         let kept = written.or(previous).filter(|p| p.id == request.id);
         return Ok((
-            Some(kept.unwrap_or(ResetStatus {
-                id: request.id,
-                phase: "Done".into(),
-                ..Default::default()
-            })),
+            Some(kept.unwrap_or(ResetStatus { id: request.id, phase: "Done".into(), ..Default::default() })),
             None,
         ));
     }
 
-    let owner = Owner {
-        namespace: &ns,
-        name: &flow.name_any(),
-    };
-    let records = ctx.ledger.records(owner, &request.id)?;
+    let owner = Owner { namespace: &ns, name: &flow.name_any() };
+    let from_status = flow
+        .status
+        .as_ref()
+        .and_then(|s| s.reset.as_ref())
+        .filter(|r| r.id == request.id)
+        .map(flow_core::reset::records_from_status)
+        .unwrap_or_default();
+    let records = flow_core::reset::merge_records(ctx.ledger.records(owner, &request.id)?, from_status);
     let mut machine = ResetMachine::new(request, done, records);
     let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
-    machine.handle(
-        Input::Observed {
-            spec: flow.spec.clone(),
-            pods,
-        },
-        now(),
-    );
+    machine.handle(Input::Observed { spec: flow.spec.clone(), pods }, now());
 
     let name = flow.name_any();
     let mut connections = Connections::new(ctx);
@@ -99,67 +90,31 @@ pub async fn drive(
                         Ok(conn) => kafka::inspect(conn, target.clone(), ctx.deadlines).await,
                         Err(f) => Err(f),
                     };
-                    machine.handle(
-                        Input::Inspected {
-                            group: target.group,
-                            result,
-                        },
-                        now(),
-                    );
+                    machine.handle(Input::Inspected { group: target.group, result }, now());
                 }
                 Effect::PersistIntent { id, group, intent } => {
-                    ctx.ledger.put_intent(
-                        Owner {
-                            namespace: &ns,
-                            name: &name,
-                        },
-                        &id,
-                        &group,
-                        &intent,
-                    )?;
+                    ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
+                    let status = AnkkaFlowStatus { reset: Some(machine.status()), ..base.clone() };
+                    k::write_status(&api, &name, &status).await?;
                     crash_point("after-intent");
                 }
                 Effect::CommitOffsets { target, offsets } => {
                     let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => {
-                            kafka::commit(conn, target.clone(), offsets, ctx.deadlines).await
-                        }
+                        Ok(conn) => kafka::commit(conn, target.clone(), offsets, ctx.deadlines).await,
                         Err(f) => Err(f),
                     };
                     crash_point("after-commit");
-                    machine.handle(
-                        Input::Committed {
-                            group: target.group,
-                            result,
-                        },
-                        now(),
-                    );
+                    machine.handle(Input::Committed { group: target.group, result }, now());
                 }
                 Effect::ReadCommitted(target) => {
                     let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => {
-                            kafka::read_committed(conn, target.clone(), ctx.deadlines).await
-                        }
+                        Ok(conn) => kafka::read_committed(conn, target.clone(), ctx.deadlines).await,
                         Err(f) => Err(f),
                     };
-                    machine.handle(
-                        Input::Read {
-                            group: target.group,
-                            result,
-                        },
-                        now(),
-                    );
+                    machine.handle(Input::Read { group: target.group, result }, now());
                 }
                 Effect::PersistOutcome { id, group, outcome } => {
-                    ctx.ledger.put_outcome(
-                        Owner {
-                            namespace: &ns,
-                            name: &name,
-                        },
-                        &id,
-                        &group,
-                        &outcome,
-                    )?;
+                    ctx.ledger.put_outcome(Owner { namespace: &ns, name: &name }, &id, &group, &outcome)?;
                     crash_point("after-outcome");
                 }
                 Effect::WriteDone { id } => {
@@ -210,52 +165,30 @@ struct Connections<'a> {
 
 impl<'a> Connections<'a> {
     fn new(ctx: &'a Context) -> Self {
-        Connections {
-            ctx,
-            clusters: None,
-        }
+        Connections { ctx, clusters: None }
     }
 
-    async fn get(
-        &mut self,
-        spec: &AnkkaFlowSpec,
-        topic_id: &str,
-    ) -> Result<KafkaConnection, KafkaFailure> {
-        let final_ = |reason: String| KafkaFailure {
-            transient: false,
-            reason,
-        };
+    async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
+        let final_ = |reason: String| KafkaFailure { transient: false, reason };
         let topic = spec.topic(topic_id).ok_or_else(|| {
-            final_(format!(
-                "the inlet reads topic '{topic_id}', which the resource does not declare"
-            ))
+            final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare"))
         })?;
         let needs_cluster = topic.cluster.is_some() || topic.bootstrap_servers.is_none();
         if needs_cluster && self.clusters.is_none() {
             let ns = &self.ctx.settings.kafka_clusters_namespace;
-            let listed = k::clusters(&self.ctx.client, ns)
-                .await
-                .map_err(|e| KafkaFailure {
-                    transient: true,
-                    reason: format!(
-                        "cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"
-                    ),
-                })?;
+            let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| KafkaFailure {
+                transient: true,
+                reason: format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"),
+            })?;
             self.clusters = Some(listed);
         }
         let mut usable = BTreeMap::new();
         if let Some(all) = &self.clusters {
-            let wanted = topic
-                .cluster
-                .as_deref()
-                .unwrap_or(connection::DEFAULT_CLUSTER);
+            let wanted = topic.cluster.as_deref().unwrap_or(connection::DEFAULT_CLUSTER);
             if let Some(Err(e)) = all.get(wanted) {
                 return Err(final_(e.to_string()));
             }
-            usable = all
-                .iter()
-                .filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone())))
-                .collect();
+            usable = all.iter().filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone()))).collect();
         }
         connection::resolve(topic, &usable).map_err(|e| final_(e.to_string()))
     }

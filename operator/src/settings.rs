@@ -29,28 +29,16 @@ pub enum Command {
 #[derive(clap::Args, Debug, Clone)]
 pub struct Settings {
     /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`).
-    #[arg(
-        long,
-        env = "FLOW_KAFKA_CLUSTERS_NAMESPACE",
-        default_value = "ankka-flow"
-    )]
+    #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE", default_value = "ankka-flow")]
     pub kafka_clusters_namespace: String,
     /// Directory of the reset ledger (sled). Keep it on a volume that outlives the pod.
-    #[arg(
-        long,
-        env = "FLOW_LEDGER_DIR",
-        default_value = "/var/lib/ankka-flow/ledger"
-    )]
+    #[arg(long, env = "FLOW_LEDGER_DIR", default_value = "/var/lib/ankka-flow/ledger")]
     pub ledger_dir: PathBuf,
     /// Seconds between periodic full reconciles of every pipeline.
     #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
     /// Pipelines reconciled in parallel.
-    #[arg(
-        long,
-        env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES",
-        default_value_t = 4
-    )]
+    #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4)]
     pub max_concurrent_reconciles: u16,
     /// Deadline of each Kafka request, in seconds.
     #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
@@ -76,9 +64,7 @@ pub enum LogFormat {
 pub fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -61,11 +61,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// Path of a workspace binary; panics when it was not built.
 pub fn bin(name: &str) -> PathBuf {
     let p = bed().bin_dir.join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first (make test does)",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first (make test does)", p.display());
     p
 }
 
@@ -84,9 +80,7 @@ pub fn kubectl(args: &[&str]) -> Output {
         .args(args)
         .env("KUBECONFIG", &bed().kubeconfig)
         .output()
-        .expect(
-            "kubectl runs (is the test bed's bin directory on PATH? `eval \"$(testbed/tb env)\"`)",
-        )
+        .expect("kubectl runs (is the test bed's bin directory on PATH? `eval \"$(testbed/tb env)\"`)")
 }
 
 /// Runs `kubectl` and returns its stdout; panics on a non-zero exit.
@@ -107,12 +101,7 @@ pub fn kubectl_apply(yaml: &str) -> String {
         .spawn()
         .expect("kubectl runs");
     use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write to kubectl");
+    child.stdin.take().expect("stdin").write_all(yaml.as_bytes()).expect("write to kubectl");
     let o = child.wait_with_output().expect("kubectl finishes");
     assert!(o.status.success(), "kubectl apply failed: {}", show(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -120,11 +109,7 @@ pub fn kubectl_apply(yaml: &str) -> String {
 
 /// Runs the `flow` CLI against the test bed.
 pub fn flow(args: &[&str]) -> Output {
-    Command::new(bin("flow"))
-        .args(args)
-        .env("KUBECONFIG", &bed().kubeconfig)
-        .output()
-        .expect("flow runs")
+    Command::new(bin("flow")).args(args).env("KUBECONFIG", &bed().kubeconfig).output().expect("flow runs")
 }
 
 /// Waits until `f` returns `Some`, polling every 200 ms; panics after `timeout` naming `what`.
@@ -134,40 +119,21 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
         if let Some(v) = f() {
             return v;
         }
-        assert!(
-            Instant::now() < end,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        assert!(Instant::now() < end, "timed out after {timeout:?} waiting for {what}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 /// Deletes `ns` if it exists (waiting until it is gone), then creates it empty.
 pub fn fresh_namespace(ns: &str) {
-    let o = kubectl(&[
-        "delete",
-        "namespace",
-        ns,
-        "--ignore-not-found",
-        "--wait=true",
-        "--timeout=120s",
-    ]);
+    let o = kubectl(&["delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s"]);
     assert!(o.status.success(), "deleting namespace {ns}: {}", show(&o));
     kubectl_ok(&["create", "namespace", ns]);
 }
 
 /// Makes sure the CRD is installed and established.
 pub fn install_crd() {
-    kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        bed()
-            .root
-            .join("deploy/crd.yaml")
-            .to_str()
-            .expect("utf-8 path"),
-    ]);
+    kubectl_ok(&["apply", "--server-side", "-f", bed().root.join("deploy/crd.yaml").to_str().expect("utf-8 path")]);
     kubectl_ok(&[
         "wait",
         "--for=condition=Established",
@@ -203,10 +169,7 @@ impl Operator {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        Operator {
-            child: cmd.spawn().expect("flow-operator starts"),
-            log,
-        }
+        Operator { child: cmd.spawn().expect("flow-operator starts"), log }
     }
 
     /// The operator's log so far.
@@ -216,20 +179,13 @@ impl Operator {
 
     /// Waits for the process to exit by itself (a crash point), returning its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
-        wait_until("the operator to exit", timeout, || {
-            self.child.try_wait().ok().flatten()
-        })
-        .code()
+        wait_until("the operator to exit", timeout, || self.child.try_wait().ok().flatten()).code()
     }
 
     /// Stops it with SIGTERM and waits.
     pub fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = wait_until("the operator to stop", Duration::from_secs(20), || {
-            self.child.try_wait().ok().flatten()
-        });
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = wait_until("the operator to stop", Duration::from_secs(20), || self.child.try_wait().ok().flatten());
     }
 }
 
@@ -251,10 +207,7 @@ pub mod kafka {
     }
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime")
     }
 
     /// Deletes `topic` if it exists, then creates it with `partitions` partitions, and waits until
@@ -268,30 +221,21 @@ pub mod kafka {
                 (!topics().contains(&topic.to_string())).then_some(())
             });
             let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-            let r = admin
-                .create_topics(&[new], &opts)
-                .await
-                .expect("create_topics answers");
+            let r = admin.create_topics(&[new], &opts).await.expect("create_topics answers");
             for x in r {
                 x.expect("topic created");
             }
         });
-        wait_until(
-            "the topic's partitions to have leaders",
-            Duration::from_secs(30),
-            || {
-                let w = watermarks(topic);
-                (w.len() == partitions as usize).then_some(())
-            },
-        );
+        wait_until("the topic's partitions to have leaders", Duration::from_secs(30), || {
+            let w = watermarks(topic);
+            (w.len() == partitions as usize).then_some(())
+        });
     }
 
     /// Names of every topic.
     pub fn topics() -> Vec<String> {
         let c: BaseConsumer = config().create().expect("consumer");
-        let md = c
-            .fetch_metadata(None, Duration::from_secs(10))
-            .expect("metadata");
+        let md = c.fetch_metadata(None, Duration::from_secs(10)).expect("metadata");
         md.topics().iter().map(|t| t.name().to_string()).collect()
     }
 
@@ -303,12 +247,7 @@ pub mod kafka {
                 let payload = format!("{{\"cart\":{i},\"partition\":{part}}}");
                 let key = format!("cart-{i}");
                 loop {
-                    match p.send(
-                        BaseRecord::to(topic)
-                            .partition(part)
-                            .key(&key)
-                            .payload(&payload),
-                    ) {
+                    match p.send(BaseRecord::to(topic).partition(part).key(&key).payload(&payload)) {
                         Ok(()) => break,
                         Err((_, _)) => {
                             p.poll(Duration::from_millis(50));
@@ -317,16 +256,13 @@ pub mod kafka {
                 }
             }
         }
-        p.flush(Duration::from_secs(30))
-            .expect("records acknowledged");
+        p.flush(Duration::from_secs(30)).expect("records acknowledged");
     }
 
     /// Per partition: (log start offset, high watermark).
     pub fn watermarks(topic: &str) -> BTreeMap<i32, (i64, i64)> {
         let c: BaseConsumer = config().create().expect("consumer");
-        let md = c
-            .fetch_metadata(Some(topic), Duration::from_secs(10))
-            .expect("metadata");
+        let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
         let mut out = BTreeMap::new();
         if let Some(t) = md.topics().first() {
             for p in t.partitions() {
@@ -345,9 +281,7 @@ pub mod kafka {
         for p in 0..partitions {
             tpl.add_partition(topic, p);
         }
-        let got = c
-            .committed_offsets(tpl, Duration::from_secs(10))
-            .expect("committed offsets");
+        let got = c.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
         got.elements()
             .iter()
             .map(|e| {
@@ -364,13 +298,9 @@ pub mod kafka {
     pub fn delete_records(topic: &str, partition: i32, offset: i64) {
         let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
-            .expect("offset");
+        tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).expect("offset");
         runtime()
-            .block_on(admin.delete_records(
-                &tpl,
-                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-            ))
+            .block_on(admin.delete_records(&tpl, &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))))
             .expect("delete_records");
     }
 }
@@ -382,14 +312,7 @@ pub mod standin {
     /// Reads `expect` records of `topic` as group `group`, commits and returns the JSON summary.
     pub fn read(group: &str, topic: &str, expect: u64) -> serde_json::Value {
         let o = Command::new(bin("flow-standin"))
-            .args([
-                "--bootstrap-servers",
-                &bed().kafka,
-                "--group",
-                group,
-                "--topic",
-                topic,
-            ])
+            .args(["--bootstrap-servers", &bed().kafka, "--group", group, "--topic", topic])
             .args(["--expect", &expect.to_string(), "--timeout", "60"])
             .output()
             .expect("flow-standin runs");
@@ -400,15 +323,7 @@ pub mod standin {
     /// Starts a stand-in that stays in the group until stopped.
     pub fn hold(group: &str, topic: &str, extra: &[&str]) -> Child {
         Command::new(bin("flow-standin"))
-            .args([
-                "--bootstrap-servers",
-                &bed().kafka,
-                "--group",
-                group,
-                "--topic",
-                topic,
-                "--hold",
-            ])
+            .args(["--bootstrap-servers", &bed().kafka, "--group", group, "--topic", topic, "--hold"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -419,62 +334,39 @@ pub mod standin {
 
 /// The example pipeline `cart` (examples/cart/aflow.yaml) in namespace `ns` with router's replicas.
 pub fn cart_yaml(ns: &str, replicas: i32) -> String {
-    let text = std::fs::read_to_string(bed().root.join("examples/cart/aflow.yaml"))
-        .expect("examples/cart/aflow.yaml");
-    text.replace("namespace: shop", &format!("namespace: {ns}"))
-        .replacen(
-            "      replicas: 1\n",
-            &format!("      replicas: {replicas}\n"),
-            1,
-        )
+    let text = std::fs::read_to_string(bed().root.join("examples/cart/aflow.yaml")).expect("examples/cart/aflow.yaml");
+    text.replace("namespace: shop", &format!("namespace: {ns}")).replacen(
+        "      replicas: 1\n",
+        &format!("      replicas: {replicas}\n"),
+        1,
+    )
 }
 
 /// Applies the cluster Secret `kafka-cluster-shop` (namespace `ankka-flow`) of the example.
 pub fn install_cluster_secret() {
     let o = kubectl(&["create", "namespace", "ankka-flow"]);
-    assert!(
-        o.status.success() || String::from_utf8_lossy(&o.stderr).contains("AlreadyExists"),
-        "{}",
-        show(&o)
-    );
-    let text = std::fs::read_to_string(bed().root.join("examples/cart/kafka-cluster-shop.yaml"))
-        .expect("secret yaml");
+    assert!(o.status.success() || String::from_utf8_lossy(&o.stderr).contains("AlreadyExists"), "{}", show(&o));
+    let text = std::fs::read_to_string(bed().root.join("examples/cart/kafka-cluster-shop.yaml")).expect("secret yaml");
     kubectl_apply(&text.replace("127.0.0.1:19092", &bed().kafka));
 }
 
 /// Names of the pods `kubectl -n <ns> get pods -l flow.ankka.thinkmorestupidless.com/pipeline=<p>` lists.
 pub fn pipeline_pods(ns: &str, pipeline: &str) -> Vec<String> {
     let label = format!("flow.ankka.thinkmorestupidless.com/pipeline={pipeline}");
-    kubectl_ok(&["-n", ns, "get", "pods", "-l", &label, "-o", "name"])
-        .lines()
-        .map(str::to_string)
-        .collect()
+    kubectl_ok(&["-n", ns, "get", "pods", "-l", &label, "-o", "name"]).lines().map(str::to_string).collect()
 }
 
 /// Names of the pods of `pipeline` in phase Running.
 pub fn running_pipeline_pods(ns: &str, pipeline: &str) -> usize {
     let label = format!("flow.ankka.thinkmorestupidless.com/pipeline={pipeline}");
-    kubectl_ok(&[
-        "-n",
-        ns,
-        "get",
-        "pods",
-        "-l",
-        &label,
-        "--field-selector=status.phase=Running",
-        "-o",
-        "name",
-    ])
-    .lines()
-    .count()
+    kubectl_ok(&["-n", ns, "get", "pods", "-l", &label, "--field-selector=status.phase=Running", "-o", "name"])
+        .lines()
+        .count()
 }
 
 /// An annotation of AnkkaFlow `name`, if set.
 pub fn annotation(ns: &str, name: &str, key: &str) -> Option<String> {
-    let path = format!(
-        "jsonpath={{.metadata.annotations.{}}}",
-        key.replace('.', "\\.")
-    );
+    let path = format!("jsonpath={{.metadata.annotations.{}}}", key.replace('.', "\\."));
     let v = kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", &path]);
     (!v.is_empty()).then_some(v)
 }
@@ -499,10 +391,7 @@ pub fn event_notes(ns: &str, reason: &str) -> Vec<String> {
 
 /// A fresh, empty directory under `target/e2e-ledgers/`.
 pub fn fresh_dir(name: &str) -> PathBuf {
-    let d = bed()
-        .root
-        .join("target/e2e-ledgers")
-        .join(format!("{name}-{}", std::process::id()));
+    let d = bed().root.join("target/e2e-ledgers").join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("ledger dir");
     d

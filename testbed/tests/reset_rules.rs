@@ -23,8 +23,7 @@ fn setup(ns: &str, replicas: i32) -> Operator {
     let op = Operator::start(&fresh_dir(ns), &[]);
     kubectl_apply(&cart_yaml(ns, replicas));
     wait_until("the pipeline's pods", Duration::from_secs(60), || {
-        (running_pipeline_pods(ns, "cart") == replicas as usize
-            && pipeline_pods(ns, "cart").len() == replicas as usize)
+        (running_pipeline_pods(ns, "cart") == replicas as usize && pipeline_pods(ns, "cart").len() == replicas as usize)
             .then_some(())
     });
     op
@@ -84,11 +83,9 @@ fn cli_refusals_change_nothing() {
     // A pod left while the resource already says 0: refused too. A bare pod with the streamlet's
     // labels stands in for one that is slow to go.
     kubectl_apply(&cart_yaml(ns, 0));
-    wait_until(
-        "the Deployment's pod to go",
-        Duration::from_secs(60),
-        || pipeline_pods(ns, "cart").is_empty().then_some(()),
-    );
+    wait_until("the Deployment's pod to go", Duration::from_secs(60), || {
+        pipeline_pods(ns, "cart").is_empty().then_some(())
+    });
     kubectl_apply(&straggler_pod(ns));
     wait_until("the straggler to run", Duration::from_secs(60), || {
         (running_pipeline_pods(ns, "cart") == 1).then_some(())
@@ -96,7 +93,9 @@ fn cli_refusals_change_nothing() {
     let o = flow(&["reset", "cart", "-n", ns]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).starts_with("cannot reset offsets while streamlets are running: [router] still has 1 pod(s). Stop them first"),
+        stderr(&o).starts_with(
+            "cannot reset offsets while streamlets are running: [router] still has 1 pod(s). Stop them first"
+        ),
         "{}",
         stderr(&o)
     );
@@ -109,18 +108,11 @@ fn cli_refusals_change_nothing() {
     // An unreachable cluster is a clear refusal.
     let o = std::process::Command::new(bin("flow"))
         .args(["reset", "cart", "-n", ns])
-        .env(
-            "KUBECONFIG",
-            bed().root.join("testbed/tests/unreachable.kubeconfig"),
-        )
+        .env("KUBECONFIG", bed().root.join("testbed/tests/unreachable.kubeconfig"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).starts_with("cannot reach Kubernetes: "),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).starts_with("cannot reach Kubernetes: "), "{}", stderr(&o));
 }
 
 #[test]
@@ -142,33 +134,15 @@ fn operator_waits_while_a_target_runs_then_proceeds() {
         let n = event_notes(ns, "ResetRefused");
         (!n.is_empty()).then_some(n)
     });
-    assert_eq!(
-        waits,
-        [format!(
-            "reset {id} waits: router is not scaled to 0; router still has 1 pod(s)"
-        )]
-    );
+    assert_eq!(waits, [format!("reset {id} waits: router is not scaled to 0; router still has 1 pod(s)")]);
     std::thread::sleep(Duration::from_secs(6)); // more than one recheck
-    assert_eq!(
-        kafka::committed(GROUP, TOPIC, 3),
-        all_at_end(),
-        "nothing moves while router runs"
-    );
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end(), "nothing moves while router runs");
     assert_eq!(annotation(ns, "cart", DONE), None);
-    assert_eq!(
-        event_notes(ns, "ResetRefused").len(),
-        1,
-        "the same wait is recorded once"
-    );
+    assert_eq!(event_notes(ns, "ResetRefused").len(), 1, "the same wait is recorded once");
 
     kubectl_apply(&cart_yaml(ns, 0));
-    wait_until("done", Duration::from_secs(60), || {
-        (annotation(ns, "cart", DONE).as_deref() == Some(id)).then_some(())
-    });
-    assert_eq!(
-        kafka::committed(GROUP, TOPIC, 3),
-        [(0, Some(0)), (1, Some(0)), (2, Some(0))].into()
-    );
+    wait_until("done", Duration::from_secs(60), || (annotation(ns, "cart", DONE).as_deref() == Some(id)).then_some(()));
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(0)), (1, Some(0)), (2, Some(0))].into());
     assert_eq!(
         event_notes(ns, "ResetOffsets"),
         ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
@@ -183,9 +157,7 @@ fn a_restarted_operator_does_not_repeat_a_done_request() {
     let op = setup(ns, 0);
     let o = flow(&["reset", "cart", "-n", ns]);
     assert!(o.status.success(), "{}", stderr(&o));
-    wait_until("done", Duration::from_secs(60), || {
-        annotation(ns, "cart", DONE)
-    });
+    wait_until("done", Duration::from_secs(60), || annotation(ns, "cart", DONE));
     op.stop();
     // The streamlet reads everything again and commits, as it would after a restart.
     standin::read(GROUP, TOPIC, 60);
@@ -194,11 +166,9 @@ fn a_restarted_operator_does_not_repeat_a_done_request() {
     // A new operator with the same ledger, then one with none at all: neither rewinds the group.
     for dir in [ledger, fresh_dir("shop-restart-empty")] {
         let op = Operator::start(&dir, &[]);
-        wait_until(
-            "the operator to reconcile cart",
-            Duration::from_secs(30),
-            || op.log_text().contains("reconciled").then_some(()),
-        );
+        wait_until("the operator to reconcile cart", Duration::from_secs(30), || {
+            op.log_text().contains("reconciled").then_some(())
+        });
         std::thread::sleep(Duration::from_secs(2));
         op.stop();
         assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
@@ -211,27 +181,10 @@ fn scaling_a_streamlet_deployment_by_hand_is_reverted() {
     let _serial = serial();
     let ns = "shop-scale";
     let _op = setup(ns, 1);
-    kubectl_ok(&[
-        "-n",
-        ns,
-        "scale",
-        "deployment",
-        "flow-cart-router",
-        "--replicas=3",
-    ]);
+    kubectl_ok(&["-n", ns, "scale", "deployment", "flow-cart-router", "--replicas=3"]);
     wait_until("replicas back at 1", Duration::from_secs(30), || {
-        let r = kubectl_ok(&[
-            "-n",
-            ns,
-            "get",
-            "deployment",
-            "flow-cart-router",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ]);
+        let r = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"]);
         (r == "1").then_some(())
     });
-    wait_until("one pod", Duration::from_secs(60), || {
-        (pipeline_pods(ns, "cart").len() == 1).then_some(())
-    });
+    wait_until("one pod", Duration::from_secs(60), || (pipeline_pods(ns, "cart").len() == 1).then_some(()));
 }

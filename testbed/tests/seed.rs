@@ -25,20 +25,14 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
     });
     let header = kubectl_ok(&["-n", NS, "get", "aflow"]);
     assert!(
-        header.starts_with("NAME")
-            && header.contains("PIPELINE")
-            && header.contains("PHASE")
-            && header.contains("AGE"),
+        header.starts_with("NAME") && header.contains("PIPELINE") && header.contains("PHASE") && header.contains("AGE"),
         "{header}"
     );
 
     // The streamlet reads its whole input and commits.
     let first = standin::read(GROUP, TOPIC, 300);
     assert_eq!(first["records"], 300);
-    assert_eq!(
-        kafka::committed(GROUP, TOPIC, 3),
-        [(0, Some(100)), (1, Some(100)), (2, Some(100))].into()
-    );
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(100)), (1, Some(100)), (2, Some(100))].into());
 
     // Stop the streamlets through the resource, and wait until their pods are gone.
     kubectl_apply(&cart_yaml(NS, 0));
@@ -49,11 +43,7 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
     // Request the reset.
     let out = flow(&["reset", "cart", "-n", NS]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let id = stdout
         .strip_prefix("reset requested for 'cart': ")
         .and_then(|s| s.strip_suffix('\n'))
@@ -66,10 +56,7 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
         let n = event_notes(NS, "ResetOffsets");
         (!n.is_empty()).then_some(n)
     });
-    assert_eq!(
-        notes,
-        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
-    );
+    assert_eq!(notes, ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
     let table = kubectl_ok(&[
         "-n",
         NS,
@@ -78,44 +65,25 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
         "--field-selector",
         "involvedObject.kind=AnkkaFlow,reason=ResetOffsets",
     ]);
-    assert!(
-        table.contains("ResetOffsets") && table.contains("ankkaflow/cart"),
-        "{table}"
-    );
+    assert!(table.contains("ResetOffsets") && table.contains("ankkaflow/cart"), "{table}");
     wait_until("the done annotation", Duration::from_secs(30), || {
-        (annotation(
-            NS,
-            "cart",
-            "flow.ankka.thinkmorestupidless.com/reset-offsets-done",
-        )
-        .as_deref()
+        (annotation(NS, "cart", "flow.ankka.thinkmorestupidless.com/reset-offsets-done").as_deref()
             == Some(id.as_str()))
         .then_some(())
     });
-    let reset: serde_json::Value =
-        wait_until("status.reset to be Done", Duration::from_secs(30), || {
-            let text = kubectl_ok(&[
-                "-n",
-                NS,
-                "get",
-                "aflow",
-                "cart",
-                "-o",
-                "jsonpath={.status.reset}",
-            ]);
-            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-            (v["phase"] == "Done").then_some(v)
-        });
+    let reset: serde_json::Value = wait_until("status.reset to be Done", Duration::from_secs(30), || {
+        let text = kubectl_ok(&["-n", NS, "get", "aflow", "cart", "-o", "jsonpath={.status.reset}"]);
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        (v["phase"] == "Done").then_some(v)
+    });
     assert_eq!(reset["id"], id.as_str());
     assert_eq!(
         reset["groups"],
         serde_json::json!([{"group": GROUP, "topic": TOPIC, "outcome": "Reset",
             "message": "3 partition(s) of 'shop.cart-events.v1' to earliest"}])
     );
-    let starts: std::collections::BTreeMap<i32, Option<i64>> = kafka::watermarks(TOPIC)
-        .into_iter()
-        .map(|(p, (low, _))| (p, Some(low)))
-        .collect();
+    let starts: std::collections::BTreeMap<i32, Option<i64>> =
+        kafka::watermarks(TOPIC).into_iter().map(|(p, (low, _))| (p, Some(low))).collect();
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), starts);
 
     // Start the streamlets again: they read every record again, from the earliest offsets.
@@ -131,6 +99,5 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
 fn uuid_like(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
-        && s.chars()
-            .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        && s.chars().all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
 }

@@ -37,49 +37,25 @@ fn api_failure(e: kube::Error) -> Failure {
 /// # Errors
 /// Every refusal of reference.md §5.3, with its exact message, as a [`Failure`] with exit code 1.
 pub async fn run(args: Args) -> Result<String, Failure> {
-    let config = Config::infer()
-        .await
-        .map_err(|e| Failure::refused(format!("cannot reach Kubernetes: {e}")))?;
-    let ns = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config)
-        .map_err(|e| Failure::refused(format!("cannot reach Kubernetes: {e}")))?;
+    let config = Config::infer().await.map_err(|e| Failure::refused(format!("cannot reach Kubernetes: {e}")))?;
+    let ns = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+    let client = Client::try_from(config).map_err(|e| Failure::refused(format!("cannot reach Kubernetes: {e}")))?;
     let api: Api<AnkkaFlow> = Api::namespaced(client.clone(), &ns);
     let flow = match api.get_opt(&args.pipeline).await {
         Ok(Some(f)) => f,
         Ok(None) => {
-            return Err(Failure::refused(format!(
-                "no pipeline '{}' in namespace '{ns}'",
-                args.pipeline
-            )));
+            return Err(Failure::refused(format!("no pipeline '{}' in namespace '{ns}'", args.pipeline)));
         }
         Err(e) => return Err(api_failure(e)),
     };
     let selected = targets::select(&flow.spec, &args.streamlets)
         .map_err(|e| Failure::refused(targets::cli_selection_message(&e)))?;
-    let pods = k::running_pods(&client, &ns, &flow.spec.pipeline)
-        .await
-        .map_err(api_failure)?;
+    let pods = k::running_pods(&client, &ns, &flow.spec.pipeline).await.map_err(api_failure)?;
     let running = targets::running(&flow.spec, &selected, &pods);
     if !running.is_empty() {
         return Err(Failure::refused(targets::cli_running_message(&running)));
     }
-    let request = ResetRequest {
-        id: uuid::Uuid::new_v4().to_string(),
-        streamlets: args.streamlets,
-    };
-    k::write_request(
-        &api,
-        &args.pipeline,
-        &request.to_annotation(),
-        CLI_FIELD_MANAGER,
-    )
-    .await
-    .map_err(api_failure)?;
-    Ok(format!(
-        "reset requested for '{}': {}\n",
-        args.pipeline, request.id
-    ))
+    let request = ResetRequest { id: uuid::Uuid::new_v4().to_string(), streamlets: args.streamlets };
+    k::write_request(&api, &args.pipeline, &request.to_annotation(), CLI_FIELD_MANAGER).await.map_err(api_failure)?;
+    Ok(format!("reset requested for '{}': {}\n", args.pipeline, request.id))
 }

@@ -5,10 +5,7 @@ const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
 const T0: Timestamp = Timestamp(1_000_000);
 
 fn request(names: &[&str]) -> ResetRequest {
-    ResetRequest {
-        id: ID.into(),
-        streamlets: names.iter().map(|s| s.to_string()).collect(),
-    }
+    ResetRequest { id: ID.into(), streamlets: names.iter().map(|s| s.to_string()).collect() }
 }
 
 fn drain(m: &mut ResetMachine) -> Vec<Effect> {
@@ -20,10 +17,7 @@ fn router() -> GroupId {
 }
 
 fn stopped_router() -> Input {
-    Input::Observed {
-        spec: cart(0),
-        pods: BTreeMap::new(),
-    }
+    Input::Observed { spec: cart(0), pods: BTreeMap::new() }
 }
 
 fn empty_group() -> Inspection {
@@ -50,17 +44,9 @@ fn happy_path_resets_commits_records_and_writes_done() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     let e = drain(&mut m);
-    assert!(
-        matches!(&e[..], [Effect::InspectGroup(t)] if t.group == router() && t.topic == "shop.cart-events.v1")
-    );
+    assert!(matches!(&e[..], [Effect::InspectGroup(t)] if t.group == router() && t.topic == "shop.cart-events.v1"));
 
-    m.handle(
-        Input::Inspected {
-            group: router(),
-            result: Ok(empty_group()),
-        },
-        T0,
-    );
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
     let e = drain(&mut m);
     let target = BTreeMap::from([(0, 0), (1, 50), (2, 30)]);
     assert!(matches!(&e[0], Effect::PersistIntent { intent, .. } if intent.target == target));
@@ -68,25 +54,10 @@ fn happy_path_resets_commits_records_and_writes_done() {
     assert_eq!(e.len(), 2);
 
     let read = target.iter().map(|(p, o)| (*p, Some(*o))).collect();
-    m.handle(
-        Input::Committed {
-            group: router(),
-            result: Ok(read),
-        },
-        T0,
-    );
+    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
     let e = drain(&mut m);
-    assert_eq!(
-        reasons(&e),
-        ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
-    );
-    assert!(matches!(
-        &e[1],
-        Effect::PersistOutcome {
-            outcome: GroupOutcome::Reset { .. },
-            ..
-        }
-    ));
+    assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert!(matches!(&e[1], Effect::PersistOutcome { outcome: GroupOutcome::Reset { .. }, .. }));
     assert_eq!(e[2], Effect::WriteDone { id: ID.into() });
     assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
     assert_eq!(m.status().phase, "Done");
@@ -104,19 +75,11 @@ fn done_id_means_nothing_happens() {
 #[test]
 fn running_target_waits_and_looks_again_in_five_seconds() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
-    m.handle(
-        Input::Observed {
-            spec: cart(1),
-            pods: BTreeMap::from([("router".into(), 1)]),
-        },
-        T0,
-    );
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
     let e = drain(&mut m);
     assert_eq!(
         reasons(&e),
-        [format!(
-            "ResetRefused: reset {ID} waits: router is not scaled to 0; router still has 1 pod(s)"
-        )]
+        [format!("ResetRefused: reset {ID} waits: router is not scaled to 0; router still has 1 pod(s)")]
     );
     assert_eq!(e.len(), 1, "a waiting request touches no Kafka: {e:?}");
     assert_eq!(m.poll_timeout(), Some(T0.after(WAIT_RECHECK)));
@@ -130,12 +93,7 @@ fn unknown_streamlet_is_refused_and_marked_done() {
     let mut m = ResetMachine::new(request(&["nope", "router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     let e = drain(&mut m);
-    assert_eq!(
-        reasons(&e),
-        [format!(
-            "ResetRefused: reset {ID} names unknown streamlet(s) nope"
-        )]
-    );
+    assert_eq!(reasons(&e), [format!("ResetRefused: reset {ID} names unknown streamlet(s) nope")]);
     assert_eq!(e[1], Effect::WriteDone { id: ID.into() });
     assert_eq!(e.len(), 2);
 }
@@ -145,44 +103,23 @@ fn members_are_retried_with_backoff_then_final() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    let busy = Inspection {
-        state: "Stable".into(),
-        members: 1,
-        ..empty_group()
-    };
+    let busy = Inspection { state: "Stable".into(), members: 1, ..empty_group() };
     let mut now = T0;
     for attempt in 1..MAX_ATTEMPTS {
-        m.handle(
-            Input::Inspected {
-                group: router(),
-                result: Ok(busy.clone()),
-            },
-            now,
-        );
-        assert!(
-            drain(&mut m).is_empty(),
-            "no commit, no event while retrying"
-        );
+        m.handle(Input::Inspected { group: router(), result: Ok(busy.clone()) }, now);
+        assert!(drain(&mut m).is_empty(), "no commit, no event while retrying");
         let due = m.poll_timeout().expect("a retry is scheduled");
         assert_eq!(due, now.after(backoff(attempt)));
         m.handle(Input::Tick, due);
         assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
         now = due;
     }
-    m.handle(
-        Input::Inspected {
-            group: router(),
-            result: Ok(busy),
-        },
-        now,
-    );
+    m.handle(Input::Inspected { group: router(), result: Ok(busy) }, now);
     let e = drain(&mut m);
     assert_eq!(
         reasons(&e),
-        [
-            "ResetOffsetsFailed: cart.router.in: consumer group [cart.router.in] has 1 active member(s) (state Stable); \
-          scale its streamlet to 0 and wait for its pods to stop before resetting it"
-        ]
+        ["ResetOffsetsFailed: cart.router.in: consumer group [cart.router.in] has 1 active member(s) (state Stable); \
+          scale its streamlet to 0 and wait for its pods to stop before resetting it"]
     );
     assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. })));
     assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
@@ -193,22 +130,10 @@ fn final_kafka_failure_is_recorded_once() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    let f = KafkaFailure {
-        transient: false,
-        reason: "topic 'shop.cart-events.v1' does not exist".into(),
-    };
-    m.handle(
-        Input::Inspected {
-            group: router(),
-            result: Err(f),
-        },
-        T0,
-    );
+    let f = KafkaFailure { transient: false, reason: "topic 'shop.cart-events.v1' does not exist".into() };
+    m.handle(Input::Inspected { group: router(), result: Err(f) }, T0);
     let e = drain(&mut m);
-    assert_eq!(
-        reasons(&e),
-        ["ResetOffsetsFailed: cart.router.in: topic 'shop.cart-events.v1' does not exist"]
-    );
+    assert_eq!(reasons(&e), ["ResetOffsetsFailed: cart.router.in: topic 'shop.cart-events.v1' does not exist"]);
 }
 
 #[test]
@@ -216,29 +141,15 @@ fn read_back_mismatch_is_a_failure_naming_partitions() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    m.handle(
-        Input::Inspected {
-            group: router(),
-            result: Ok(empty_group()),
-        },
-        T0,
-    );
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
     drain(&mut m);
     let read = BTreeMap::from([(0, Some(0)), (1, Some(60)), (2, None)]);
-    m.handle(
-        Input::Committed {
-            group: router(),
-            result: Ok(read),
-        },
-        T0,
-    );
+    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
     let r = reasons(&drain(&mut m));
     assert_eq!(
         r,
-        [
-            "ResetOffsetsFailed: cart.router.in: the commit did not hold: partition 1 reads back 60, not 50, \
-          partition 2 reads back no offset, not 30"
-        ]
+        ["ResetOffsetsFailed: cart.router.in: the commit did not hold: partition 1 reads back 60, not 50, \
+          partition 2 reads back no offset, not 30"]
     );
 }
 
@@ -250,17 +161,10 @@ fn intent() -> Intent {
 }
 
 fn resumed() -> ResetMachine {
-    let rec = GroupRecord {
-        group: router(),
-        intent: Some(intent()),
-        outcome: None,
-    };
+    let rec = GroupRecord { group: router(), intent: Some(intent()), outcome: None };
     let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]);
     m.handle(stopped_router(), T0);
-    assert!(
-        matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]),
-        "an intent is settled, never recommitted"
-    );
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]), "an intent is settled, never recommitted");
     m
 }
 
@@ -268,13 +172,7 @@ fn resumed() -> ResetMachine {
 fn settling_an_intent_that_landed_does_not_commit_again() {
     let mut m = resumed();
     let read = BTreeMap::from([(0, Some(0)), (1, Some(50)), (2, Some(30))]);
-    m.handle(
-        Input::Read {
-            group: router(),
-            result: Ok(read),
-        },
-        T0,
-    );
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
     let e = drain(&mut m);
     assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. })));
     assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
@@ -284,31 +182,16 @@ fn settling_an_intent_that_landed_does_not_commit_again() {
 fn settling_after_consumers_moved_on_does_not_rewind() {
     let mut m = resumed();
     let read = BTreeMap::from([(0, Some(400)), (1, Some(400)), (2, Some(400))]);
-    m.handle(
-        Input::Read {
-            group: router(),
-            result: Ok(read),
-        },
-        T0,
-    );
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
     let e = drain(&mut m);
-    assert!(
-        e.iter()
-            .all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::InspectGroup(_)))
-    );
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::InspectGroup(_))));
     assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
 }
 
 #[test]
 fn settling_an_intent_that_never_landed_resets_now() {
     let mut m = resumed();
-    m.handle(
-        Input::Read {
-            group: router(),
-            result: Ok(intent().before),
-        },
-        T0,
-    );
+    m.handle(Input::Read { group: router(), result: Ok(intent().before) }, T0);
     assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
 }
 
@@ -319,6 +202,7 @@ fn finished_groups_are_not_touched_again() {
         intent: Some(intent()),
         outcome: Some(GroupOutcome::Reset {
             topic: "shop.cart-events.v1".into(),
+            before: intent().before,
             offsets: intent().target,
         }),
     };
@@ -333,4 +217,42 @@ fn backoff_doubles_up_to_the_cap() {
     assert_eq!(backoff(2), Duration::from_secs(2));
     assert_eq!(backoff(3), Duration::from_secs(4));
     assert_eq!(backoff(10), MAX_BACKOFF);
+}
+
+#[test]
+fn the_status_stands_in_for_a_lost_ledger() {
+    // Mid-reset: the group's intent is in the status.
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    drain(&mut m);
+    let status = m.status();
+    assert_eq!(status.groups[0].outcome, "Committing");
+    let recovered = records_from_status(&status);
+    assert_eq!(recovered, vec![GroupRecord { group: router(), intent: Some(intent()), outcome: None }]);
+    // Rebuilt from the status alone, the machine settles rather than committing again.
+    let mut again = ResetMachine::new(request(&["router"]), None, merge_records(vec![], recovered));
+    again.handle(stopped_router(), T0);
+    assert!(matches!(&drain(&mut again)[..], [Effect::ReadCommitted(_)]));
+
+    // Done: the outcome round-trips too.
+    let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
+    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
+    drain(&mut m);
+    let done = records_from_status(&m.status());
+    assert!(matches!(&done[0].outcome, Some(GroupOutcome::Reset { before, .. }) if *before == intent().before));
+}
+
+#[test]
+fn merged_records_prefer_outcomes() {
+    let with_intent = GroupRecord { group: router(), intent: Some(intent()), outcome: None };
+    let failed = GroupRecord {
+        group: router(),
+        intent: None,
+        outcome: Some(GroupOutcome::Failed { topic: "t".into(), reason: "r".into() }),
+    };
+    assert_eq!(merge_records(vec![with_intent.clone()], vec![failed.clone()]), vec![failed.clone()]);
+    assert_eq!(merge_records(vec![failed.clone()], vec![with_intent.clone()]), vec![failed]);
+    assert_eq!(merge_records(vec![], vec![with_intent.clone()]), vec![with_intent]);
 }

@@ -19,10 +19,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "flow-standin",
-    about = "Stand-in streamlet consumer for tests and the demo"
-)]
+#[command(name = "flow-standin", about = "Stand-in streamlet consumer for tests and the demo")]
 struct Args {
     /// Kafka brokers.
     #[arg(long, env = "FLOW_TESTBED_KAFKA", default_value = "127.0.0.1:19092")]
@@ -66,8 +63,7 @@ fn main() -> anyhow::Result<()> {
         .set("auto.offset.reset", &args.auto_offset_reset)
         .set("group.protocol", &args.group_protocol);
     if args.group_protocol == "classic" {
-        cfg.set("session.timeout.ms", "6000")
-            .set("heartbeat.interval.ms", "500");
+        cfg.set("session.timeout.ms", "6000").set("heartbeat.interval.ms", "500");
     }
     for p in &args.properties {
         let (k, v) = p.split_once('=').context("--property takes KEY=VALUE")?;
@@ -94,11 +90,7 @@ fn main() -> anyhow::Result<()> {
                 break;
             }
             if Instant::now() > deadline {
-                bail!(
-                    "read {records} of {n} records from '{}' within {} s",
-                    args.topic,
-                    args.timeout
-                );
+                bail!("read {records} of {n} records from '{}' within {} s", args.topic, args.timeout);
             }
         }
         match consumer.poll(Duration::from_millis(100)) {
@@ -122,9 +114,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     if records > 0 {
-        consumer
-            .commit_consumer_state(CommitMode::Sync)
-            .context("committing")?;
+        consumer.commit_consumer_state(CommitMode::Sync).context("committing")?;
     }
     consumer.unsubscribe();
     let summary = serde_json::json!({ "records": records, "first": first, "next": next });
@@ -143,10 +133,7 @@ mod signal_hook_like {
 
     pub fn register(sig: i32, flag: Arc<AtomicBool>) {
         std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                 return;
             };
             rt.block_on(async move {
