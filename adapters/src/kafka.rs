@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flow_core::connection::KafkaConnection;
-use flow_core::reset::{Committed, Inspection, KafkaFailure};
+use flow_core::reset::{Committed, Inspection, KafkaFailure, Position, Positions};
 use flow_core::targets::InletTarget;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -101,7 +101,7 @@ fn partitions(c: &BaseConsumer, topic: &str, d: Deadlines) -> Result<Vec<i32>, K
     Ok(ps)
 }
 
-fn committed(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
+fn positions(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Positions, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for p in ps {
         tpl.add_partition(topic, *p);
@@ -112,9 +112,29 @@ fn committed(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<
         if let Err(err) = e.error() {
             return Err(KafkaFailure { transient: false, reason: format!("partition {}: {err}", e.partition()) });
         }
-        out.insert(e.partition(), absolute(e.offset()));
+        let pos = absolute(e.offset()).map(|offset| Position { offset, metadata: e.metadata().to_string() });
+        out.insert(e.partition(), pos);
     }
     Ok(out)
+}
+
+fn committed(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
+    Ok(positions(c, topic, ps, d)?.into_iter().map(|(p, pos)| (p, pos.map(|x| x.offset))).collect())
+}
+
+fn commit_with(
+    c: &BaseConsumer,
+    topic: &str,
+    offsets: &BTreeMap<i32, i64>,
+    metadata: &str,
+) -> Result<(), KafkaFailure> {
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in offsets {
+        let mut e = tpl.add_partition(topic, *p);
+        e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
+        e.set_metadata(metadata);
+    }
+    c.commit(&tpl, CommitMode::Sync).map_err(|e| classify(&e))
 }
 
 /// An absolute offset, or `None` for "no committed offset". Logical offsets (beginning, end, stored)
@@ -160,7 +180,30 @@ pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -
     .await
 }
 
-/// Commits `offsets` for the group without joining it, then reads the committed offsets back.
+/// Commits the group's own `offsets` again, unchanged, with the fence marker `metadata`, without
+/// joining the group. Nothing to do when the group has no committed offset.
+///
+/// # Errors
+/// The commit's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient.
+pub async fn fence(
+    conn: KafkaConnection,
+    target: InletTarget,
+    offsets: BTreeMap<i32, i64>,
+    metadata: String,
+    _d: Deadlines,
+) -> Result<(), KafkaFailure> {
+    if offsets.is_empty() {
+        return Ok(());
+    }
+    blocking(move || {
+        let c = consumer(&conn, target.group.as_str())?;
+        commit_with(&c, &target.topic, &offsets, &metadata)
+    })
+    .await
+}
+
+/// Commits `offsets` with `metadata` for the group without joining it, then reads the committed
+/// offsets back.
 ///
 /// # Errors
 /// The commit's or the read's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient.
@@ -168,23 +211,19 @@ pub async fn commit(
     conn: KafkaConnection,
     target: InletTarget,
     offsets: BTreeMap<i32, i64>,
+    metadata: String,
     d: Deadlines,
 ) -> Result<Committed, KafkaFailure> {
     blocking(move || {
         let c = consumer(&conn, target.group.as_str())?;
-        let mut tpl = TopicPartitionList::new();
-        for (p, o) in &offsets {
-            tpl.add_partition_offset(&target.topic, *p, Offset::Offset(*o))
-                .map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
-        }
-        c.commit(&tpl, CommitMode::Sync).map_err(|e| classify(&e))?;
+        commit_with(&c, &target.topic, &offsets, &metadata)?;
         let ps: Vec<i32> = offsets.keys().copied().collect();
         committed(&c, &target.topic, &ps, d)
     })
     .await
 }
 
-/// Reads the group's committed offsets on every partition of its topic.
+/// Reads the group's committed offsets, with their commit metadata, on every partition of its topic.
 ///
 /// # Errors
 /// A classified [`KafkaFailure`].
@@ -192,11 +231,11 @@ pub async fn read_committed(
     conn: KafkaConnection,
     target: InletTarget,
     d: Deadlines,
-) -> Result<Committed, KafkaFailure> {
+) -> Result<Positions, KafkaFailure> {
     blocking(move || {
         let c = consumer(&conn, target.group.as_str())?;
         let ps = partitions(&c, &target.topic, d)?;
-        committed(&c, &target.topic, &ps, d)
+        positions(&c, &target.topic, &ps, d)
     })
     .await
 }

@@ -5,6 +5,7 @@
 //! and the operator share every rule here, so the two never disagree about names, targets or guards.
 //! CI checks with `cargo tree` that no I/O or async crate creeps in.
 
+pub mod blueprint;
 pub mod connection;
 pub mod events;
 pub mod names;

@@ -23,11 +23,20 @@
 //! anything (a missing RBAC grant must not block a reset).
 //!
 //! # Why a group is never reset twice
-//! Before committing, the intent (the offsets before, and the log start offsets to commit) is
-//! persisted. A machine rebuilt from a record with an intent and no outcome does not commit again:
-//! it reads the committed offsets ([`Effect::ReadCommitted`]) and settles. Offsets at the intent mean
-//! the commit landed; offsets still at their values before mean it never did, and the group is reset
-//! now; anything else means it landed and consumers have since moved on, so it counts as done.
+//! Offsets alone cannot tell "the reset never landed" from "it landed and the streamlet has since
+//! read everything again" (the group is back where it was). So each commit carries a marker in
+//! Kafka's per-partition commit metadata:
+//! 1. the *fence*: the group's current offsets are committed again, unchanged, with the metadata
+//!    [`fence_marker`] (no position moves);
+//! 2. the intent (offsets before, log start offsets to commit) is persisted (ledger and status);
+//! 3. the log start offsets are committed with the metadata [`reset_marker`], and read back.
+//!
+//! A machine rebuilt from an intent without outcome never commits blindly: it reads the committed
+//! offsets and their metadata ([`Effect::ReadCommitted`]) and settles. The reset marker everywhere
+//! means the reset landed. The fence everywhere (and no offset where there was none) means it never
+//! did, and only then is the group reset. Anything else means a consumer committed after the fence,
+//! which it can only do once the streamlet runs again after the reset: the reset landed, and the
+//! consumer's progress since is kept.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -68,6 +77,28 @@ pub fn backoff(attempt: u32) -> Duration {
 
 /// Committed offsets per partition; `None` where the group has no committed offset.
 pub type Committed = BTreeMap<i32, Option<i64>>;
+
+/// A committed offset with the metadata string committed with it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// Absolute offset.
+    pub offset: i64,
+    /// Commit metadata (consumers usually commit an empty string).
+    pub metadata: String,
+}
+
+/// Committed positions per partition, with their metadata; `None` where the group has none.
+pub type Positions = BTreeMap<i32, Option<Position>>;
+
+/// Commit metadata of the fence of request `id`: the group's own offsets, committed again unchanged.
+pub fn fence_marker(id: &str) -> String {
+    format!("ankka-flow/reset/{id}/fence")
+}
+
+/// Commit metadata of the reset commit of request `id`.
+pub fn reset_marker(id: &str) -> String {
+    format!("ankka-flow/reset/{id}")
+}
 
 /// What was about to be committed for one group: persisted before the commit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +180,13 @@ pub enum Input {
         /// What was seen, or why not.
         result: Result<Inspection, KafkaFailure>,
     },
+    /// Result of [`Effect::Fence`].
+    Fenced {
+        /// The group.
+        group: GroupId,
+        /// `Ok` once every partition's fence was committed.
+        result: Result<(), KafkaFailure>,
+    },
     /// Result of [`Effect::CommitOffsets`]: the offsets read back after the commit.
     Committed {
         /// The group.
@@ -160,8 +198,8 @@ pub enum Input {
     Read {
         /// The group.
         group: GroupId,
-        /// Committed offsets, or why they could not be read.
-        result: Result<Committed, KafkaFailure>,
+        /// Committed positions with their metadata, or why they could not be read.
+        result: Result<Positions, KafkaFailure>,
     },
     /// Time passed; retries that are due start.
     Tick,
@@ -175,6 +213,16 @@ pub enum Effect {
     /// Describe the group (state, members), list the topic's partitions and log start offsets, and
     /// read the group's committed offsets, over the topic's own connection.
     InspectGroup(InletTarget),
+    /// Commit these offsets (the group's own, unchanged) with `metadata` ([`fence_marker`]), without
+    /// joining the group.
+    Fence {
+        /// The group and its topic.
+        target: InletTarget,
+        /// Absolute offsets per partition: only partitions that have a committed offset.
+        offsets: BTreeMap<i32, i64>,
+        /// The fence marker.
+        metadata: String,
+    },
     /// Persist the intent durably before committing.
     PersistIntent {
         /// The request.
@@ -184,14 +232,18 @@ pub enum Effect {
         /// What is about to be committed.
         intent: Intent,
     },
-    /// Commit these offsets for the group (without joining it), then read them back.
+    /// Commit these offsets with `metadata` ([`reset_marker`]) for the group (without joining it),
+    /// then read them back.
     CommitOffsets {
         /// The group and its topic.
         target: InletTarget,
         /// Absolute offsets per partition.
         offsets: BTreeMap<i32, i64>,
+        /// The reset marker.
+        metadata: String,
     },
-    /// Read the group's committed offsets on its topic's partitions.
+    /// Read the group's committed offsets, with their metadata, on the intent's partitions (every
+    /// partition of its topic when there is no intent).
     ReadCommitted(InletTarget),
     /// Persist how the group ended.
     PersistOutcome {
@@ -225,6 +277,13 @@ pub enum GroupPhase {
     Inspecting {
         /// Failed attempts so far.
         attempts: u32,
+    },
+    /// Fence under way; the intent is not persisted yet.
+    Fencing {
+        /// Failed attempts so far.
+        attempts: u32,
+        /// The intent, persisted once the fence holds.
+        intent: Intent,
     },
     /// Intent persisted, commit under way.
     Committing {
@@ -359,6 +418,7 @@ impl ResetMachine {
         match input {
             Input::Observed { spec, pods } => self.observed(&spec, &pods, now),
             Input::Inspected { group, result } => self.inspected(group, result, now),
+            Input::Fenced { group, result } => self.fenced(group, result, now),
             Input::Committed { group, result } => self.committed(group, result, now),
             Input::Read { group, result } => self.read(group, result),
             Input::Tick => self.tick(now),
@@ -437,8 +497,26 @@ impl ResetMachine {
             }
             Ok(seen) => {
                 let intent = Intent { before: seen.committed, target: seen.log_start };
-                self.emit(Effect::PersistIntent { id: self.id(), group: group.clone(), intent: intent.clone() });
-                self.emit(Effect::CommitOffsets { target, offsets: intent.target.clone() });
+                let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
+                self.emit(Effect::Fence { target, offsets, metadata: fence_marker(&self.id()) });
+                self.set_phase(&group, GroupPhase::Fencing { attempts, intent });
+            }
+        }
+    }
+
+    fn fenced(&mut self, group: GroupId, result: Result<(), KafkaFailure>, now: Timestamp) {
+        let Some((target, GroupPhase::Fencing { attempts, intent })) = self.group(&group) else { return };
+        let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
+        match result {
+            Err(f) => self.failed(&target, attempts, f, now),
+            Ok(()) => {
+                let id = self.id();
+                self.emit(Effect::PersistIntent { id: id.clone(), group: group.clone(), intent: intent.clone() });
+                self.emit(Effect::CommitOffsets {
+                    target,
+                    offsets: intent.target.clone(),
+                    metadata: reset_marker(&id),
+                });
                 self.set_phase(&group, GroupPhase::Committing { attempts, intent });
             }
         }
@@ -450,7 +528,13 @@ impl ResetMachine {
         };
         let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
         match result {
-            Err(f) => self.failed(&target, attempts, f, now),
+            // A final answer (authorization, unknown topic) means the commit was refused.
+            Err(f) if !f.transient => self.failed(&target, attempts, f, now),
+            // A timeout may hide a commit that landed: learn from Kafka before anything else.
+            Err(_) => {
+                self.emit(Effect::ReadCommitted(target.clone()));
+                self.set_phase(&group, GroupPhase::Settling { attempts: attempts + 1, intent });
+            }
             Ok(read) => {
                 let wrong: Vec<String> = intent
                     .target
@@ -478,7 +562,7 @@ impl ResetMachine {
         }
     }
 
-    fn read(&mut self, group: GroupId, result: Result<Committed, KafkaFailure>) {
+    fn read(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>) {
         let Some((target, GroupPhase::Settling { attempts, intent })) = self.group(&group) else {
             return;
         };
@@ -494,16 +578,26 @@ impl ResetMachine {
                 self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
             }
             Ok(read) => {
-                let at = |p: &i32| read.get(p).copied().flatten();
-                let at_before = intent.before.iter().all(|(p, o)| at(p) == *o)
-                    && intent.target.keys().all(|p| intent.before.contains_key(p));
-                let at_target = intent.target.iter().all(|(p, o)| at(p) == Some(*o));
-                if at_before && !at_target {
+                let id = self.id();
+                let (fence, reset) = (fence_marker(&id), reset_marker(&id));
+                let at = |p: &i32| read.get(p).cloned().flatten();
+                // Every partition still as the fence left it: the reset commit never landed.
+                let fenced = intent.target.keys().all(|p| match (intent.before.get(p).copied().flatten(), at(p)) {
+                    (Some(o), Some(pos)) => pos.offset == o && pos.metadata == fence,
+                    (None, None) => true,
+                    _ => false,
+                });
+                let landed_untouched = intent
+                    .target
+                    .iter()
+                    .all(|(p, o)| at(p).is_some_and(|pos| pos.offset == *o && pos.metadata == reset));
+                if fenced && !landed_untouched {
                     // The commit never landed: start this group again from inspection.
                     self.emit(Effect::InspectGroup(target.clone()));
                     self.set_phase(&group, GroupPhase::Inspecting { attempts });
                 } else {
-                    // Landed; consumers may have moved on since, which is theirs to do.
+                    // Landed; a consumer may have committed since (it ran after the reset), which is
+                    // its progress to keep.
                     self.finish(
                         &target,
                         GroupOutcome::Reset {
@@ -675,7 +769,7 @@ fn group_status(t: &InletTarget, phase: &GroupPhase) -> GroupStatus {
     };
     match phase {
         GroupPhase::Pending { last_error, .. } => g.message = last_error.clone().unwrap_or_default(),
-        GroupPhase::Inspecting { .. } => {}
+        GroupPhase::Inspecting { .. } | GroupPhase::Fencing { .. } => {}
         GroupPhase::Committing { intent, .. } | GroupPhase::Settling { intent, .. } => {
             g.outcome = "Committing".into();
             with_intent(&mut g, &intent.before, &intent.target);

@@ -98,9 +98,16 @@ pub async fn drive(
                     k::write_status(&api, &name, &status).await?;
                     crash_point("after-intent");
                 }
-                Effect::CommitOffsets { target, offsets } => {
+                Effect::Fence { target, offsets, metadata } => {
                     let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::commit(conn, target.clone(), offsets, ctx.deadlines).await,
+                        Ok(conn) => kafka::fence(conn, target.clone(), offsets, metadata, ctx.deadlines).await,
+                        Err(f) => Err(f),
+                    };
+                    machine.handle(Input::Fenced { group: target.group, result }, now());
+                }
+                Effect::CommitOffsets { target, offsets, metadata } => {
+                    let result = match connections.get(&flow.spec, &target.topic_id).await {
+                        Ok(conn) => kafka::commit(conn, target.clone(), offsets, metadata, ctx.deadlines).await,
                         Err(f) => Err(f),
                     };
                     crash_point("after-commit");

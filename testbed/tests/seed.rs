@@ -80,7 +80,8 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
     assert_eq!(
         reset["groups"],
         serde_json::json!([{"group": GROUP, "topic": TOPIC, "outcome": "Reset",
-            "message": "3 partition(s) of 'shop.cart-events.v1' to earliest"}])
+            "message": "3 partition(s) of 'shop.cart-events.v1' to earliest",
+            "offsetsBefore": {"0": 100, "1": 100, "2": 100}, "offsetsAfter": {"0": 0, "1": 0, "2": 0}}])
     );
     let starts: std::collections::BTreeMap<i32, Option<i64>> =
         kafka::watermarks(TOPIC).into_iter().map(|(p, (low, _))| (p, Some(low))).collect();

@@ -29,6 +29,23 @@ fn empty_group() -> Inspection {
     }
 }
 
+/// Feeds an empty group's inspection and the fence's success; returns the effects after the fence.
+fn inspect_and_fence(m: &mut ResetMachine) -> Vec<Effect> {
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    let e = drain(m);
+    let fence = BTreeMap::from([(0, 10), (1, 60)]);
+    assert!(
+        matches!(&e[..], [Effect::Fence { offsets, metadata, .. }] if *offsets == fence && *metadata == fence_marker(ID)),
+        "the group's own offsets are fenced first: {e:?}"
+    );
+    m.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    drain(m)
+}
+
+fn pos(offset: i64, metadata: &str) -> Option<Position> {
+    Some(Position { offset, metadata: metadata.into() })
+}
+
 fn reasons(effects: &[Effect]) -> Vec<String> {
     effects
         .iter()
@@ -46,11 +63,12 @@ fn happy_path_resets_commits_records_and_writes_done() {
     let e = drain(&mut m);
     assert!(matches!(&e[..], [Effect::InspectGroup(t)] if t.group == router() && t.topic == "shop.cart-events.v1"));
 
-    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
-    let e = drain(&mut m);
+    let e = inspect_and_fence(&mut m);
     let target = BTreeMap::from([(0, 0), (1, 50), (2, 30)]);
     assert!(matches!(&e[0], Effect::PersistIntent { intent, .. } if intent.target == target));
-    assert!(matches!(&e[1], Effect::CommitOffsets { offsets, .. } if *offsets == target));
+    assert!(
+        matches!(&e[1], Effect::CommitOffsets { offsets, metadata, .. } if *offsets == target && *metadata == reset_marker(ID))
+    );
     assert_eq!(e.len(), 2);
 
     let read = target.iter().map(|(p, o)| (*p, Some(*o))).collect();
@@ -141,8 +159,7 @@ fn read_back_mismatch_is_a_failure_naming_partitions() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
-    drain(&mut m);
+    inspect_and_fence(&mut m);
     let read = BTreeMap::from([(0, Some(0)), (1, Some(60)), (2, None)]);
     m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
     let r = reasons(&drain(&mut m));
@@ -171,7 +188,11 @@ fn resumed() -> ResetMachine {
 #[test]
 fn settling_an_intent_that_landed_does_not_commit_again() {
     let mut m = resumed();
-    let read = BTreeMap::from([(0, Some(0)), (1, Some(50)), (2, Some(30))]);
+    let read = BTreeMap::from([
+        (0, pos(0, &reset_marker(ID))),
+        (1, pos(50, &reset_marker(ID))),
+        (2, pos(30, &reset_marker(ID))),
+    ]);
     m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
     let e = drain(&mut m);
     assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. })));
@@ -181,7 +202,7 @@ fn settling_an_intent_that_landed_does_not_commit_again() {
 #[test]
 fn settling_after_consumers_moved_on_does_not_rewind() {
     let mut m = resumed();
-    let read = BTreeMap::from([(0, Some(400)), (1, Some(400)), (2, Some(400))]);
+    let read = BTreeMap::from([(0, pos(400, "")), (1, pos(400, "")), (2, pos(400, ""))]);
     m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
     let e = drain(&mut m);
     assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::InspectGroup(_))));
@@ -189,10 +210,44 @@ fn settling_after_consumers_moved_on_does_not_rewind() {
 }
 
 #[test]
+fn settling_when_consumers_read_back_to_where_they_were_does_not_rewind() {
+    // Case D1: the streamlet re-read everything after the reset and committed the same offsets it
+    // had before. Offsets alone would say "never landed"; the missing fence marker says otherwise.
+    let mut m = resumed();
+    let read = BTreeMap::from([(0, pos(10, "")), (1, pos(60, "")), (2, None)]);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::InspectGroup(_))), "{e:?}");
+    assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
+}
+
+#[test]
 fn settling_an_intent_that_never_landed_resets_now() {
     let mut m = resumed();
-    m.handle(Input::Read { group: router(), result: Ok(intent().before) }, T0);
+    let read = BTreeMap::from([(0, pos(10, &fence_marker(ID))), (1, pos(60, &fence_marker(ID))), (2, None)]);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
     assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
+}
+
+#[test]
+fn a_commit_that_timed_out_is_settled_not_retried_blindly() {
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    inspect_and_fence(&mut m);
+    let timeout = KafkaFailure { transient: true, reason: "Local: Timed out".into() };
+    m.handle(Input::Committed { group: router(), result: Err(timeout) }, T0);
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    // It had landed: done, with no second commit.
+    let read = BTreeMap::from([
+        (0, pos(0, &reset_marker(ID))),
+        (1, pos(50, &reset_marker(ID))),
+        (2, pos(30, &reset_marker(ID))),
+    ]);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. })));
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
 }
 
 #[test]
@@ -225,8 +280,7 @@ fn the_status_stands_in_for_a_lost_ledger() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
-    drain(&mut m);
+    inspect_and_fence(&mut m);
     let status = m.status();
     assert_eq!(status.groups[0].outcome, "Committing");
     let recovered = records_from_status(&status);

@@ -1,0 +1,2 @@
+//! Blueprints: parse, verify, and generate the `AnkkaFlow` resource.
+pub mod tree;
