@@ -93,7 +93,9 @@ fn is_port_name(s: &str) -> bool {
 
 fn is_param_key(s: &str) -> bool {
     let b = s.as_bytes();
-    !b.is_empty() && b[0].is_ascii_lowercase() && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    !b.is_empty()
+        && b[0].is_ascii_lowercase()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 fn is_kafka_topic_name(s: &str) -> bool {

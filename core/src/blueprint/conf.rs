@@ -1,0 +1,254 @@
+//! Deploy-time configuration: `--conf` files laid over a verified blueprint (reference.md §4.1).
+//!
+//! The files are merged first (later wins, objects key by key); then `flow.topics.<id>` is laid
+//! over each topic's settings and `flow.streamlets.<name>` gives each streamlet its replicas and
+//! parameter values.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use super::names::{ClusterName, StreamletName, TopicId};
+use super::problems::{Note, Problem};
+use super::raw::{BLUEPRINT_ONLY, Reason, TopicFields, read_topic_fields, split_topic};
+use super::tree::{self, Node, Object};
+use super::verify::VerifiedBlueprint;
+
+/// One `flow.topics.<id>` section.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TopicOverride {
+    /// The settings it changes (blueprint-only keys removed), to lay over the blueprint's.
+    pub settings: Object,
+    /// Keys of the wrong type or unknown.
+    pub reasons: Vec<Reason>,
+    /// Blueprint-only keys it tried to set.
+    pub ignored: Vec<String>,
+    /// The section was not an object.
+    pub not_object: bool,
+}
+
+/// The `flow` section of the merged `--conf` files.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    /// `flow.topics`, by id.
+    pub topics: BTreeMap<String, TopicOverride>,
+    /// `flow.streamlets`, by name, unread.
+    pub streamlets: BTreeMap<String, Node>,
+    /// Problems of the sections' own shape.
+    pub shape: Vec<Problem>,
+}
+
+/// Reads the `flow` section of merged `--conf` files. Keys outside `flow` are the files' own (for
+/// substitutions, say) and are left alone.
+pub fn read_overrides(merged: &Object) -> Overrides {
+    let mut o = Overrides::default();
+    let flow = match merged.get("flow") {
+        None => return o,
+        Some(n) if n.is_null() => return o,
+        Some(Node::Object(f)) => f,
+        Some(_) => {
+            o.shape.push(Problem::OverridesNotObject("flow".into()));
+            return o;
+        }
+    };
+    for (k, v) in flow {
+        match (k.as_str(), v) {
+            (_, n) if n.is_null() => {}
+            ("topics", Node::Object(topics)) => {
+                for (id, t) in topics {
+                    if t.is_null() {
+                        continue;
+                    }
+                    let Node::Object(t) = t else {
+                        o.topics.insert(id.clone(), TopicOverride { not_object: true, ..TopicOverride::default() });
+                        continue;
+                    };
+                    let split = split_topic(t);
+                    let mut ignored = Vec::new();
+                    for (key, present) in BLUEPRINT_ONLY.iter().zip([
+                        split.producers.is_some(),
+                        split.consumers.is_some(),
+                        split.managed.is_some(),
+                        split.kafka_name.is_some(),
+                    ]) {
+                        if present {
+                            ignored.push((*key).to_string());
+                        }
+                    }
+                    let mut reasons = split.unknown;
+                    reasons.extend(read_topic_fields(&split.settings).1);
+                    o.topics.insert(
+                        id.clone(),
+                        TopicOverride { settings: split.settings, reasons, ignored, not_object: false },
+                    );
+                }
+            }
+            ("streamlets", Node::Object(s)) => {
+                o.streamlets = s.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+            }
+            ("topics" | "streamlets", _) => o.shape.push(Problem::OverridesNotObject(format!("flow.{k}"))),
+            _ => o.shape.push(Problem::UnknownOverrideSection(k.clone())),
+        }
+    }
+    o
+}
+
+/// A topic's settings with its override laid over them, key by key (reference.md §4.1).
+pub fn merged_fields(blueprint: &Object, over: Option<&TopicOverride>) -> (TopicFields, Vec<Reason>) {
+    match over {
+        Some(o) if !o.not_object => {
+            let mut merged = blueprint.clone();
+            tree::merge(&mut merged, &o.settings);
+            read_topic_fields(&merged)
+        }
+        _ => read_topic_fields(blueprint),
+    }
+}
+
+/// What a streamlet is deployed with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamletDeploy {
+    /// Replicas (default 1; 0 stops it).
+    pub replicas: i32,
+    /// Every declared parameter, resolved and typed, by key.
+    pub config: Map<String, Value>,
+}
+
+/// A verified blueprint with its `--conf` files applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deployment {
+    /// Per streamlet.
+    pub streamlets: BTreeMap<StreamletName, StreamletDeploy>,
+    /// Per topic: the merged settings.
+    pub topics: BTreeMap<TopicId, TopicFields>,
+}
+
+/// Applies the overrides to a verified blueprint. `declared_topics` are every topic id of the
+/// blueprint, the ones without ports included: overriding those is not an error.
+///
+/// # Errors
+/// The `--conf` problems of reference.md §4.1, in the order: sections, unknown topics, unknown
+/// streamlets, topic settings, then per streamlet its replicas, undeclared and unresolved parameters.
+pub fn apply(
+    bp: &VerifiedBlueprint,
+    declared_topics: &BTreeSet<String>,
+    ov: &Overrides,
+) -> (Option<Deployment>, Vec<Problem>, Vec<Note>) {
+    let mut problems = ov.shape.clone();
+    let mut notes = Vec::new();
+    for id in ov.topics.keys().filter(|id| !declared_topics.contains(*id)) {
+        problems.push(Problem::UnknownTopicOverride(id.clone()));
+    }
+    let known_streamlet = |n: &str| bp.streamlets.keys().any(|s| s.as_str() == n);
+    for name in ov.streamlets.keys().filter(|n| !known_streamlet(n)) {
+        problems.push(Problem::UnknownStreamletOverride(name.clone()));
+    }
+    for (id, t) in ov.topics.iter().filter(|(id, _)| declared_topics.contains(*id)) {
+        if t.not_object {
+            problems.push(Problem::OverridesNotObject(format!("flow.topics.{id}")));
+            continue;
+        }
+        for r in &t.reasons {
+            problems.push(Problem::TopicOverride { topic: id.clone(), reason: r.to_string() });
+        }
+        if let Some(c) = read_topic_fields(&t.settings).0.cluster
+            && ClusterName::parse(&c).is_none()
+        {
+            problems.push(Problem::InvalidClusterName(c));
+        }
+        for key in &t.ignored {
+            notes.push(Note::OverrideIgnored { topic: id.clone(), key: key.clone() });
+        }
+    }
+
+    let mut topics = BTreeMap::new();
+    for (id, t) in &bp.topics {
+        let over = ov.topics.get(id.as_str());
+        let (fields, reasons) = merged_fields(&t.settings, over);
+        // Both sides were read on their own already, and a merge of two valid trees is valid: a
+        // reason here repeats one reported above.
+        let reported = over.is_some_and(|o| !o.reasons.is_empty());
+        for r in reasons.into_iter().filter(|_| !reported) {
+            problems.push(Problem::TopicOverride { topic: id.to_string(), reason: r.to_string() });
+        }
+        topics.insert(id.clone(), fields);
+    }
+
+    let mut streamlets = BTreeMap::new();
+    for (name, s) in &bp.streamlets {
+        let over = match ov.streamlets.get(name.as_str()) {
+            None => None,
+            Some(Node::Object(o)) => Some(o),
+            Some(_) => {
+                problems.push(Problem::OverridesNotObject(format!("flow.streamlets.{name}")));
+                continue;
+            }
+        };
+        let mut replicas = 1;
+        let mut values = Object::new();
+        for (k, v) in over.into_iter().flatten() {
+            match k.as_str() {
+                _ if v.is_null() => {}
+                "replicas" => match v.as_text().map(|t| t.trim().parse::<i64>()) {
+                    Some(Ok(n)) if n < 0 => problems.push(Problem::ReplicasNegative(name.to_string())),
+                    Some(Ok(n)) => match i32::try_from(n) {
+                        Ok(n) => replicas = n,
+                        Err(_) => problems.push(Problem::ReplicasNotNumber(name.to_string())),
+                    },
+                    _ => problems.push(Problem::ReplicasNotNumber(name.to_string())),
+                },
+                "config" => match v {
+                    Node::Object(c) => values = c.clone(),
+                    _ => problems.push(Problem::OverridesNotObject(format!("flow.streamlets.{name}.config"))),
+                },
+                other => problems.push(Problem::StreamletOverride {
+                    streamlet: name.to_string(),
+                    reason: format!("'{other}' is not a streamlet setting; a --conf file sets replicas and config"),
+                }),
+            }
+        }
+        for key in values.keys().filter(|k| s.descriptor.param(k).is_none()) {
+            problems.push(Problem::ParamNotDeclared { streamlet: name.to_string(), key: key.clone() });
+        }
+        let mut config = Map::new();
+        for p in s.descriptor.params() {
+            let given = values.get(p.key.as_str()).filter(|v| !v.is_null());
+            let text = match (given, p.default.as_ref()) {
+                (Some(v), _) => match v.as_text() {
+                    Some(t) => t.to_string(),
+                    None => {
+                        problems.push(Problem::ParamType {
+                            streamlet: name.to_string(),
+                            key: p.key.to_string(),
+                            value: v.render(),
+                            ty: p.ty,
+                        });
+                        continue;
+                    }
+                },
+                (None, Some(d)) => d.clone(),
+                (None, None) => {
+                    problems.push(Problem::ParamMissing { streamlet: name.to_string(), key: p.key.to_string() });
+                    continue;
+                }
+            };
+            match p.ty.typed(&text) {
+                Some(v) => {
+                    config.insert(p.key.to_string(), v);
+                }
+                None => problems.push(Problem::ParamType {
+                    streamlet: name.to_string(),
+                    key: p.key.to_string(),
+                    value: text,
+                    ty: p.ty,
+                }),
+            }
+        }
+        streamlets.insert(name.clone(), StreamletDeploy { replicas, config });
+    }
+    if problems.is_empty() {
+        (Some(Deployment { streamlets, topics }), problems, notes)
+    } else {
+        (None, problems, notes)
+    }
+}

@@ -1,0 +1,193 @@
+//! `flow generate`: a verified blueprint, its `--conf` files and images become one `AnkkaFlow`
+//! resource (reference.md §5.2, §6).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::descriptor::PROTOCOL_VERSION;
+use super::names::{KafkaTopicName, PipelineId};
+use super::problems::{Note, Problem};
+use super::{CLEANUP_POLICY, Source, VerifyInput, check, images};
+use crate::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, MANAGED_BY, is_dns_label};
+use crate::resource::{AnkkaFlow, AnkkaFlowSpec, Batch, ManagedTopicsPolicy, OnDelete, StreamletSpec, TopicSpec};
+
+/// Default batch limits (reference.md §2.2).
+pub const DEFAULT_MAX_RECORDS: i64 = 100;
+/// 1 MiB.
+pub const DEFAULT_MAX_BYTES: i64 = 1_048_576;
+
+/// The inputs of `flow generate` (reference.md §5.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenerateInput {
+    /// What `verify` reads.
+    pub verify: VerifyInput,
+    /// `--images <file>`.
+    pub images_file: Option<Source>,
+    /// `--image <name>=<ref>` values, as given.
+    pub images: Vec<String>,
+    /// `--pipeline`.
+    pub pipeline: Option<String>,
+    /// `--version`, or what the CLI found (`git describe`, else `unversioned`).
+    pub version: String,
+    /// `-n`.
+    pub namespace: Option<String>,
+    /// `--delete-managed-topics`.
+    pub delete_managed_topics: bool,
+}
+
+/// A generated resource and the notes for stderr.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// The resource.
+    pub resource: AnkkaFlow,
+    /// Notes.
+    pub notes: Vec<Note>,
+}
+
+/// The pipeline id: `--pipeline`, else `blueprint.name`, else the blueprint's file name up to its
+/// first `.` (reference.md §5.2).
+fn pipeline_text(input: &GenerateInput, blueprint_name: Option<&str>) -> String {
+    if let Some(p) = input.pipeline.as_deref().or(blueprint_name) {
+        return p.to_string();
+    }
+    let path = input.verify.blueprint.name.as_str();
+    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    file.split('.').next().unwrap_or(file).to_string()
+}
+
+/// Generates the resource (reference.md §5.2).
+///
+/// # Errors
+/// Every problem of `verify`, then: images, `Streamlet '<name>' has no image.` /
+/// `… is built in and takes no image.`, a bad pipeline id or namespace, and a managed topic whose
+/// Kafka name `<pipeline>.<id>` is longer than Kafka allows.
+pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
+    let c = check(&input.verify);
+    let mut problems = c.problems;
+
+    let (images, file_ok, p) = images::read(input.images_file.as_ref(), &input.images, &input.verify.env);
+    problems.extend(p);
+    if let Some(raw) = &c.raw {
+        for (name, reference) in &raw.streamlets {
+            let builtin = reference.starts_with("builtin/");
+            match (builtin, images.contains_key(name)) {
+                (true, true) => problems.push(Problem::BuiltinImage(name.clone())),
+                (false, false) if file_ok => problems.push(Problem::NoImage(name.clone())),
+                _ => {}
+            }
+        }
+    }
+
+    let pipeline = if input.pipeline.is_some() || c.raw.is_some() {
+        let text = pipeline_text(input, c.raw.as_ref().and_then(|r| r.name.as_deref()));
+        let id = PipelineId::parse(&text);
+        if id.is_none() {
+            problems.push(Problem::PipelineId(text));
+        }
+        id
+    } else {
+        None
+    };
+    if let Some(ns) = input.namespace.as_deref()
+        && !is_dns_label(ns)
+    {
+        problems.push(Problem::Namespace(ns.to_string()));
+    }
+
+    let (Some(v), Some(pipeline)) = (c.verified, pipeline) else { return Err(problems) };
+
+    let mut topics = Vec::new();
+    for (id, t) in &v.blueprint.topics {
+        let name = match (&t.kafka_name, t.managed) {
+            (Some(n), _) => n.to_string(),
+            (None, true) => format!("{pipeline}.{id}"),
+            (None, false) => id.to_string(),
+        };
+        // The blueprint check looks at the id alone (reference.md §14 item 11); Kafka sees this.
+        if KafkaTopicName::parse(&name).is_none() {
+            problems.push(Problem::InvalidTopicName(name.clone()));
+        }
+        let f = v.deployment.topics.get(id).cloned().unwrap_or_default();
+        let mut topic_config = f.topic;
+        if t.managed && t.delta && !topic_config.contains_key(CLEANUP_POLICY) {
+            topic_config.insert(CLEANUP_POLICY.to_string(), "compact".to_string());
+        }
+        topics.push(TopicSpec {
+            id: id.to_string(),
+            name,
+            managed: t.managed,
+            cluster: f.cluster,
+            bootstrap_servers: f.bootstrap_servers,
+            partitions: f.partitions,
+            replicas: f.replicas,
+            connection_config: f.connection,
+            producer_config: f.producer,
+            consumer_config: f.consumer,
+            topic_config,
+            batch: Some(Batch {
+                max_records: f.batch_max_records.unwrap_or(DEFAULT_MAX_RECORDS),
+                max_bytes: f.batch_max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
+            }),
+        });
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+
+    let streamlets = v
+        .blueprint
+        .streamlets
+        .iter()
+        .map(|(name, s)| {
+            let d = v.deployment.streamlets.get(name);
+            StreamletSpec {
+                name: name.to_string(),
+                image: if s.builtin { String::new() } else { images.get(name.as_str()).cloned().unwrap_or_default() },
+                replicas: d.map_or(1, |d| d.replicas),
+                config: d.map(|d| d.config.clone()).unwrap_or_default(),
+                inlets: s.inlets.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect(),
+                outlets: s.outlets.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect(),
+                descriptor: s.descriptor.streamlet_object(),
+                builtin: s.builtin,
+            }
+        })
+        .collect();
+
+    let spec = AnkkaFlowSpec {
+        pipeline: pipeline.to_string(),
+        version: Some(input.version.clone()),
+        protocol_version: Some(PROTOCOL_VERSION.to_string()),
+        on_delete: Some(OnDelete {
+            managed_topics: if input.delete_managed_topics {
+                ManagedTopicsPolicy::Delete
+            } else {
+                ManagedTopicsPolicy::Keep
+            },
+        }),
+        streamlets,
+        topics,
+    };
+    let mut resource = AnkkaFlow::new(pipeline.as_str(), spec);
+    resource.metadata = ObjectMeta {
+        name: Some(pipeline.to_string()),
+        namespace: input.namespace.clone(),
+        labels: Some(BTreeMap::from([
+            (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+            (LABEL_PIPELINE.to_string(), pipeline.to_string()),
+        ])),
+        ..ObjectMeta::default()
+    };
+    Ok(Generated { resource, notes: v.notes })
+}
+
+/// The resource as YAML for `kubectl apply -f -`.
+///
+/// Strings that read as another type in YAML 1.1 or 1.2 (`"1.0"`, `"100"`, `"yes"`, `"on"`) are
+/// quoted, so `protocolVersion` and `default_value` stay strings for every reader.
+///
+/// # Errors
+/// The serializer's reason; it has none for this type in practice.
+pub fn to_yaml(resource: &AnkkaFlow) -> Result<String, String> {
+    serde_saphyr::to_string(resource).map_err(|e| e.to_string())
+}
