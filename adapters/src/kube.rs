@@ -74,11 +74,22 @@ pub async fn clusters(
 }
 
 /// Sets the request annotation of `AnkkaFlow` `name`, touching no other field (JSON merge patch).
+/// With `resource_version`, the write is conditional: the API server answers 409 Conflict when the
+/// resource changed since that version.
 ///
 /// # Errors
 /// The API call's error.
-pub async fn write_request(api: &Api<AnkkaFlow>, name: &str, value: &str, manager: &str) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_RESET: value } } });
+pub async fn write_request(
+    api: &Api<AnkkaFlow>,
+    name: &str,
+    value: &str,
+    resource_version: Option<&str>,
+    manager: &str,
+) -> Result<(), kube::Error> {
+    let mut patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_RESET: value } } });
+    if let Some(v) = resource_version {
+        patch["metadata"]["resourceVersion"] = serde_json::Value::String(v.to_string());
+    }
     api.patch(name, &PatchParams { field_manager: Some(manager.into()), ..Default::default() }, &Patch::Merge(&patch))
         .await?;
     Ok(())

@@ -91,8 +91,8 @@ pub struct DeploymentView {
 
 /// The status of the pipeline from its Deployments (reference.md §8.7, topics left out in this
 /// version): `Ready` when every streamlet rolled out with all replicas ready, `Pending` while one
-/// rolls out, `Degraded` when one has fewer ready replicas than desired. `reset` is left as `None`:
-/// the reset driver fills it.
+/// rolls out, `Degraded` when one has fewer ready replicas than desired. `reset` and `resetHistory`
+/// are left empty: the reset driver fills them.
 pub fn status(
     spec: &AnkkaFlowSpec,
     generation: Option<i64>,
@@ -134,6 +134,7 @@ pub fn status(
         detail: details.join("; "),
         streamlets,
         reset: None,
+        reset_history: Vec::new(),
     }
 }
 

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Event, EventType};
 use crate::names::GroupId;
 use crate::request::ResetRequest;
-use crate::resource::{AnkkaFlowSpec, GroupStatus, ResetStatus};
+use crate::resource::{AnkkaFlowSpec, GroupStatus, ResetHistoryEntry, ResetStatus};
 use crate::targets::{self, InletTarget, RunningProblem};
 
 /// Instant in milliseconds since the Unix epoch, UTC. Wall-clock, so it can be persisted.
@@ -830,6 +830,40 @@ pub fn merge_records(ledger: Vec<GroupRecord>, status: Vec<GroupRecord>) -> Vec<
         }
     }
     by_group.into_values().collect()
+}
+
+/// How many earlier requests `status.resetHistory` keeps.
+pub const HISTORY_LEN: usize = 10;
+
+fn finished(phase: &str) -> bool {
+    matches!(phase, "Done" | "Refused")
+}
+
+/// When the request in the annotation (`current_id`) differs from the one the status last described
+/// (`previous`) and that one had not finished, it was superseded (`flow reset --replace`): the event
+/// that says so.
+pub fn superseded_event(previous: Option<&ResetStatus>, current_id: &str) -> Option<Event> {
+    let p = previous.filter(|p| !p.id.is_empty() && p.id != current_id && !finished(&p.phase))?;
+    Some(Event::new(
+        EventType::Warning,
+        "ResetSuperseded",
+        format!("reset {} was superseded by reset {current_id} before it finished ({})", p.id, p.phase),
+        format!("{}/superseded", p.id),
+    ))
+}
+
+/// The history after the status moves from `previous` to request `current_id`: `previous` is added
+/// first (as `Superseded` when it had not finished), newest first, at most [`HISTORY_LEN`] entries.
+pub fn history(old: &[ResetHistoryEntry], previous: Option<&ResetStatus>, current_id: &str) -> Vec<ResetHistoryEntry> {
+    let mut out = Vec::with_capacity(HISTORY_LEN);
+    if let Some(p) = previous.filter(|p| !p.id.is_empty() && p.id != current_id) {
+        let phase = if finished(&p.phase) { p.phase.clone() } else { "Superseded".to_string() };
+        out.push(ResetHistoryEntry { id: p.id.clone(), phase });
+    }
+    let added = out.first().map(|e| e.id.clone());
+    out.extend(old.iter().filter(|e| e.id != current_id && Some(&e.id) != added.as_ref()).cloned());
+    out.truncate(HISTORY_LEN);
+    out
 }
 
 /// The `ResetRefused` event for a request annotation that does not parse. Keyed by the annotation's

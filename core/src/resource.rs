@@ -198,6 +198,19 @@ pub struct AnkkaFlowStatus {
     /// The latest reset request and where it stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset: Option<ResetStatus>,
+    /// Earlier reset requests, newest first (at most 10).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reset_history: Vec<ResetHistoryEntry>,
+}
+
+/// An earlier reset request: its id and how it ended.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetHistoryEntry {
+    /// The request id.
+    pub id: String,
+    /// `Done`, `Refused`, or `Superseded` (replaced by a newer request before it finished).
+    pub phase: String,
 }
 
 /// Observed state of one streamlet.

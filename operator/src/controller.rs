@@ -52,10 +52,13 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
         clusters_namespace = %settings.kafka_clusters_namespace,
+        watch_namespace = settings.watch_namespace.as_deref().unwrap_or("(all)"),
         "starting"
     );
-    let flows: Api<AnkkaFlow> = Api::all(client.clone());
-    let deployments: Api<Deployment> = Api::all(client.clone());
+    let (flows, deployments): (Api<AnkkaFlow>, Api<Deployment>) = match &settings.watch_namespace {
+        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
     let ctx = Arc::new(Context {
         client,
         ledger,
@@ -135,8 +138,7 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
     }
 
     let mut status = render::status(spec, flow.metadata.generation, &views);
-    let (reset_status, recheck) = crate::reset::drive(&ctx, &flow, &status).await?;
-    status.reset = reset_status;
+    let recheck = crate::reset::drive(&ctx, &flow, &mut status).await?;
 
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     if flow.status.as_ref() != Some(&status) {

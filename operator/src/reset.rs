@@ -24,46 +24,55 @@ fn now() -> Timestamp {
 
 /// Carries the resource's reset request as far as it can go now.
 ///
-/// Returns the request's status for `status.reset`, and when to look again (a waiting request).
+/// `status` holds the rest of the status this reconcile computed; this fills in `reset` and
+/// `resetHistory`. While a group's intent is persisted, the status is written with it, so that the
+/// cluster holds per-group progress even if the ledger is lost. Returns when to look again (a
+/// waiting request).
 ///
 /// # Errors
 /// A Kubernetes or ledger failure; the request is then rebuilt from durable state on the retry.
-/// `base` is the rest of the status this reconcile computed: while a group's intent is persisted, the
-/// status is written with it, so that the cluster holds per-group progress even if the ledger is lost.
-pub async fn drive(
-    ctx: &Context,
-    cached: &AnkkaFlow,
-    base: &AnkkaFlowStatus,
-) -> Result<(Option<ResetStatus>, Option<Duration>), Error> {
-    let previous = cached.status.as_ref().and_then(|s| s.reset.clone());
+pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStatus) -> Result<Option<Duration>, Error> {
+    if let Some(s) = &cached.status {
+        status.reset.clone_from(&s.reset);
+        status.reset_history.clone_from(&s.reset_history);
+    }
     if k::reset_annotations(cached).0.is_none() {
-        return Ok((previous, None));
+        return Ok(None);
     }
     // Act only on a fresh read: the watch cache may predate our own done write (case D2).
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let flow = api.get(&cached.name_any()).await?;
     let (Some(raw), done) = k::reset_annotations(&flow) else {
-        return Ok((previous, None));
+        return Ok(None);
     };
+    let request_text = raw.to_string();
+    let previous = flow.status.as_ref().and_then(|s| s.reset.clone());
+    let old_history = flow.status.as_ref().map(|s| s.reset_history.clone()).unwrap_or_default();
 
     let request = match ResetRequest::parse(raw) {
         Ok(r) => r,
         Err(why) => {
             record(ctx, &flow, &flow_core::reset::malformed_event(raw, &why)).await;
-            let status =
-                ResetStatus { id: String::new(), phase: "Refused".into(), detail: why.to_string(), groups: vec![] };
-            return Ok((Some(status), None));
+            status.reset_history = flow_core::reset::history(&old_history, previous.as_ref(), "");
+            status.reset = Some(ResetStatus {
+                id: String::new(),
+                phase: "Refused".into(),
+                detail: why.to_string(),
+                groups: vec![],
+            });
+            return Ok(None);
         }
     };
+    if let Some(event) = flow_core::reset::superseded_event(previous.as_ref(), &request.id) {
+        record(ctx, &flow, &event).await;
+    }
+    status.reset_history = flow_core::reset::history(&old_history, previous.as_ref(), &request.id);
     if done == Some(request.id.as_str()) {
         // The fresh read holds the status the finishing reconcile wrote (the cache may not yet).
-        let written = flow.status.as_ref().and_then(|s| s.reset.clone());
-        let kept = written.or(previous).filter(|p| p.id == request.id);
-        return Ok((
-            Some(kept.unwrap_or(ResetStatus { id: request.id, phase: "Done".into(), ..Default::default() })),
-            None,
-        ));
+        let kept = previous.filter(|p| p.id == request.id);
+        status.reset = Some(kept.unwrap_or(ResetStatus { id: request.id, phase: "Done".into(), ..Default::default() }));
+        return Ok(None);
     }
 
     let owner = Owner { namespace: &ns, name: &flow.name_any() };
@@ -94,8 +103,8 @@ pub async fn drive(
                 }
                 Effect::PersistIntent { id, group, intent } => {
                     ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
-                    let status = AnkkaFlowStatus { reset: Some(machine.status()), ..base.clone() };
-                    k::write_status(&api, &name, &status).await?;
+                    status.reset = Some(machine.status());
+                    k::write_status(&api, &name, status).await?;
                     crash_point("after-intent");
                 }
                 Effect::Fence { target, offsets, metadata } => {
@@ -136,15 +145,25 @@ pub async fn drive(
                 Some(at) => {
                     let wait = u64::try_from(at.0.saturating_sub(now().0)).unwrap_or(0);
                     tokio::time::sleep(Duration::from_millis(wait)).await;
+                    // A newer request (`flow reset --replace`) supersedes this one: stop here and let
+                    // the next reconcile take the new one.
+                    if k::reset_annotations(&api.get(&name).await?).0 != Some(request_text.as_str()) {
+                        status.reset = Some(machine.status());
+                        return Ok(Some(Duration::ZERO));
+                    }
                     machine.handle(Input::Tick, now());
                 }
                 None => break,
             },
-            State::Waiting(_) => return Ok((Some(machine.status()), Some(WAIT_RECHECK))),
+            State::Waiting(_) => {
+                status.reset = Some(machine.status());
+                return Ok(Some(WAIT_RECHECK));
+            }
             State::Requested(_) | State::Done(_) => break,
         }
     }
-    Ok((Some(machine.status()), None))
+    status.reset = Some(machine.status());
+    Ok(None)
 }
 
 /// Records an event; a failure (for example no RBAC grant for events) is logged, never fatal.

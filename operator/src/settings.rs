@@ -28,6 +28,9 @@ pub enum Command {
 /// How the operator runs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Settings {
+    /// Watch only this namespace (default: every namespace).
+    #[arg(long, env = "FLOW_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
     /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`).
     #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE", default_value = "ankka-flow")]
     pub kafka_clusters_namespace: String,

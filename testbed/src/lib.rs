@@ -396,3 +396,36 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).expect("ledger dir");
     d
 }
+
+/// The example's topic, the consumer group of router's inlet, and the request and done annotations.
+pub mod cart {
+    /// Kafka topic router reads.
+    pub const TOPIC: &str = "shop.cart-events.v1";
+    /// Consumer group of router's inlet `in`.
+    pub const GROUP: &str = "cart.router.in";
+    /// The request annotation.
+    pub const REQUEST: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets";
+    /// The done annotation.
+    pub const DONE: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets-done";
+}
+
+/// A namespace `ns` with the cart pipeline applied at `replicas`, its topic refilled with 3 partitions
+/// of 20 records that group `cart.router.in` has read and committed (offsets 20/20/20), and a running
+/// operator started with the extra environment `env` and a fresh ledger.
+pub fn cart_scenario(ns: &str, replicas: i32, env: &[(&str, &str)]) -> Operator {
+    install_crd();
+    install_cluster_secret();
+    fresh_namespace(ns);
+    kafka::recreate_topic(cart::TOPIC, 3);
+    kafka::produce(cart::TOPIC, 3, 20);
+    standin::read(cart::GROUP, cart::TOPIC, 60);
+    let mut env = env.to_vec();
+    env.push(("FLOW_WATCH_NAMESPACE", ns));
+    let op = Operator::start(&fresh_dir(ns), &env);
+    kubectl_apply(&cart_yaml(ns, replicas));
+    let want = usize::try_from(replicas).unwrap_or(0);
+    wait_until("the pipeline's pods", Duration::from_secs(60), || {
+        (running_pipeline_pods(ns, "cart") == want && pipeline_pods(ns, "cart").len() == want).then_some(())
+    });
+    op
+}

@@ -11,22 +11,8 @@ const GROUP: &str = "cart.router.in";
 const DONE: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets-done";
 const REQUEST: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets";
 
-/// A namespace with the cart pipeline applied at `replicas`, a filled topic whose group committed
-/// everything, and a running operator.
 fn setup(ns: &str, replicas: i32) -> Operator {
-    install_crd();
-    install_cluster_secret();
-    fresh_namespace(ns);
-    kafka::recreate_topic(TOPIC, 3);
-    kafka::produce(TOPIC, 3, 20);
-    standin::read(GROUP, TOPIC, 60);
-    let op = Operator::start(&fresh_dir(ns), &[]);
-    kubectl_apply(&cart_yaml(ns, replicas));
-    wait_until("the pipeline's pods", Duration::from_secs(60), || {
-        (running_pipeline_pods(ns, "cart") == replicas as usize && pipeline_pods(ns, "cart").len() == replicas as usize)
-            .then_some(())
-    });
-    op
+    cart_scenario(ns, replicas, &[])
 }
 
 fn straggler_pod(ns: &str) -> String {
@@ -165,7 +151,7 @@ fn a_restarted_operator_does_not_repeat_a_done_request() {
 
     // A new operator with the same ledger, then one with none at all: neither rewinds the group.
     for dir in [ledger, fresh_dir("shop-restart-empty")] {
-        let op = Operator::start(&dir, &[]);
+        let op = Operator::start(&dir, &[("FLOW_WATCH_NAMESPACE", ns)]);
         wait_until("the operator to reconcile cart", Duration::from_secs(30), || {
             op.log_text().contains("reconciled").then_some(())
         });

@@ -18,7 +18,7 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
     kafka::recreate_topic(TOPIC, 3);
     kafka::produce(TOPIC, 3, 100);
 
-    let _operator = Operator::start(&fresh_dir("seed"), &[]);
+    let _operator = Operator::start(&fresh_dir("seed"), &[("FLOW_WATCH_NAMESPACE", NS)]);
     kubectl_apply(&cart_yaml(NS, 1));
     wait_until("router's pod to run", Duration::from_secs(60), || {
         (running_pipeline_pods(NS, "cart") == 1).then_some(())

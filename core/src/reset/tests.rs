@@ -310,3 +310,25 @@ fn merged_records_prefer_outcomes() {
     assert_eq!(merge_records(vec![failed.clone()], vec![with_intent.clone()]), vec![failed]);
     assert_eq!(merge_records(vec![], vec![with_intent.clone()]), vec![with_intent]);
 }
+
+#[test]
+fn an_unfinished_request_replaced_by_a_new_one_is_superseded_and_kept_in_history() {
+    let waiting = ResetStatus { id: "old".into(), phase: "Waiting".into(), ..Default::default() };
+    let ev = superseded_event(Some(&waiting), ID).expect("an event");
+    assert_eq!(ev.reason, "ResetSuperseded");
+    assert_eq!(ev.note, format!("reset old was superseded by reset {ID} before it finished (Waiting)"));
+    let h = history(&[ResetHistoryEntry { id: "older".into(), phase: "Done".into() }], Some(&waiting), ID);
+    assert_eq!(
+        h.iter().map(|e| (e.id.as_str(), e.phase.as_str())).collect::<Vec<_>>(),
+        [("old", "Superseded"), ("older", "Done")]
+    );
+
+    let done = ResetStatus { id: "old".into(), phase: "Done".into(), ..Default::default() };
+    assert_eq!(superseded_event(Some(&done), ID), None);
+    assert_eq!(history(&[], Some(&done), ID)[0].phase, "Done");
+    // The same request again changes nothing; the history stays bounded.
+    assert_eq!(superseded_event(Some(&waiting), "old"), None);
+    let long: Vec<ResetHistoryEntry> =
+        (0..20).map(|i| ResetHistoryEntry { id: format!("r{i}"), phase: "Done".into() }).collect();
+    assert_eq!(history(&long, Some(&done), ID).len(), HISTORY_LEN);
+}
