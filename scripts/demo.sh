@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
+# Runs a command line (a pipe, say) in the example pipeline's directory, as the seed page does.
+in_cart() { printf '$ %s\n' "$*"; (cd examples/cart && eval "$*"); }
+START="flow generate blueprint.conf --descriptors flow --conf prod.conf \\
+  --image router=registry.example.com/cart-router:1.2 -n shop | kubectl apply -f -"
+STOP="flow generate blueprint.conf --descriptors flow --conf prod.conf --conf stop.conf \\
+  --image router=registry.example.com/cart-router:1.2 -n shop | kubectl apply -f -"
 
 say "Starting the test bed (Kafka and Kubernetes on 127.0.0.1; the first run builds them, which takes a while)"
 testbed/tb up
@@ -31,8 +37,9 @@ FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text RUST_LOG=warn,flow_operator=info fl
 op=$!
 trap 'kill $op 2>/dev/null || true' EXIT
 
-say "Deploying the cart pipeline: streamlet 'router' reads shop.cart-events.v1"
-run kubectl apply -f examples/cart/aflow.yaml
+say "Checking the cart pipeline's blueprint (examples/cart), then deploying it: streamlet 'router' reads shop.cart-events.v1"
+in_cart flow verify blueprint.conf --descriptors flow --conf prod.conf
+in_cart "$START"
 kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
 run kubectl -n shop get aflow,pods
 
@@ -40,7 +47,8 @@ say "The streamlet (a stand-in consumer in group cart.router.in) reads its whole
 run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
 
 say "Stop the streamlets: replicas 0 in the resource, and wait until their pods are gone"
-sed '0,/      replicas: 1$/s//      replicas: 0/' examples/cart/aflow.yaml | kubectl apply -f -
+in_cart cat stop.conf
+in_cart "$STOP"
 until [ -z "$(kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart -o name)" ]; do sleep 1; done
 run kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart
 
@@ -53,7 +61,7 @@ run kubectl -n shop get events --field-selector involvedObject.kind=AnkkaFlow,re
 run kubectl -n shop get aflow cart -o jsonpath='{.metadata.annotations.flow\.ankka\.thinkmorestupidless\.com/reset-offsets-done}{"\n"}'
 
 say "Start the streamlets again: they read every record once more"
-run kubectl apply -f examples/cart/aflow.yaml
+in_cart "$START"
 kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
 run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
 say "Done. The test bed keeps running; stop it with: testbed/tb down"

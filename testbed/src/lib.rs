@@ -332,14 +332,28 @@ pub mod standin {
     }
 }
 
-/// The example pipeline `cart` (examples/cart/aflow.yaml) in namespace `ns` with router's replicas.
+/// The example pipeline `cart` in namespace `ns` with router's replicas, as YAML: the output of the
+/// real `flow generate`, run in `examples/cart` exactly as the seed page writes it
+/// (`--conf prod.conf`, plus `--conf stop.conf` for 0 replicas; another count comes from a conf
+/// file of its own laid over prod.conf).
 pub fn cart_yaml(ns: &str, replicas: i32) -> String {
-    let text = std::fs::read_to_string(bed().root.join("examples/cart/aflow.yaml")).expect("examples/cart/aflow.yaml");
-    text.replace("namespace: shop", &format!("namespace: {ns}")).replacen(
-        "      replicas: 1\n",
-        &format!("      replicas: {replicas}\n"),
-        1,
-    )
+    let dir = bed().root.join("examples/cart");
+    let mut args: Vec<String> =
+        ["generate", "blueprint.conf", "--descriptors", "flow", "--conf", "prod.conf"].map(String::from).to_vec();
+    match replicas {
+        1 => {}
+        0 => args.extend(["--conf", "stop.conf"].map(String::from)),
+        n => {
+            let conf = bed().root.join("target/e2e-ledgers").join(format!("replicas-{n}-{}.conf", std::process::id()));
+            std::fs::create_dir_all(conf.parent().expect("a parent directory")).expect("conf dir");
+            std::fs::write(&conf, format!("flow.streamlets.router {{ replicas = {n} }}\n")).expect("conf file");
+            args.extend(["--conf".to_string(), conf.display().to_string()]);
+        }
+    }
+    args.extend(["--image", "router=registry.example.com/cart-router:1.2", "-n", ns].map(String::from));
+    let o = Command::new(bin("flow")).args(&args).current_dir(&dir).output().expect("flow runs");
+    assert!(o.status.success(), "flow {args:?} failed: {}", show(&o));
+    String::from_utf8(o.stdout).expect("flow generate writes UTF-8")
 }
 
 /// Applies the cluster Secret `kafka-cluster-shop` (namespace `ankka-flow`) of the example.

@@ -23,6 +23,7 @@ pub fn read(
     let mut file_ok = true;
     if let Some(f) = file {
         match &f.text {
+            Err(SourceError::Missing) => problems.push(Problem::ImagesFile(format!("'{}': no such file", f.name))),
             Err(SourceError::NotAFile) => problems.push(Problem::ImagesFile(format!("'{}' is not a file", f.name))),
             Err(SourceError::Unreadable(r)) => {
                 problems.push(Problem::ImagesFile(format!("'{}' cannot be read: {r}", f.name)))

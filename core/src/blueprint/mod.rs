@@ -37,7 +37,9 @@ use verify::{Catalog, VerifiedBlueprint};
 /// Why a file's text is missing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SourceError {
-    /// The path exists but is not a regular file (or does not exist).
+    /// Nothing is at the path.
+    Missing,
+    /// The path is not a regular file (a directory, say).
     NotAFile,
     /// Reading failed; the reader's reason.
     Unreadable(String),
@@ -133,7 +135,7 @@ pub(crate) fn check(input: &VerifyInput) -> Checked {
     let mut notes = Vec::new();
 
     let raw = match &input.blueprint.text {
-        Err(SourceError::NotAFile) => {
+        Err(SourceError::NotAFile | SourceError::Missing) => {
             problems.push(Problem::BlueprintNotAFile(input.blueprint.name.clone()));
             None
         }
@@ -160,7 +162,8 @@ pub(crate) fn check(input: &VerifyInput) -> Checked {
     let mut merged = Object::new();
     for c in &input.confs {
         let parsed = match &c.text {
-            Err(SourceError::NotAFile) => Err("is not a file".to_string()),
+            Err(SourceError::Missing) => Err("no such file".to_string()),
+            Err(SourceError::NotAFile) => Err("not a file".to_string()),
             Err(SourceError::Unreadable(r)) => Err(r.clone()),
             Ok(text) => tree::parse(text, &input.env).map_err(|e| e.to_string()),
         };

@@ -59,7 +59,8 @@ impl Catalog {
                 Ok(t) => t,
                 Err(e) => {
                     let reason = match e {
-                        SourceError::NotAFile => "is not a file".to_string(),
+                        SourceError::Missing => "no such file".to_string(),
+                        SourceError::NotAFile => "not a file".to_string(),
                         SourceError::Unreadable(r) => r.clone(),
                     };
                     problems.push(Problem::Descriptor {

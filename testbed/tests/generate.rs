@@ -1,0 +1,218 @@
+//! `flow generate` output taken by the real kube-apiserver: the seed page's command line piped into
+//! `kubectl apply`, server-side dry runs of the reference fixtures, and values that YAML readers
+//! like to turn into other types coming back as written.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use flow_testbed::*;
+
+const NS: &str = "gen-test";
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Runs `flow` in `dir`; panics unless it succeeds.
+fn flow_in(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new(bin("flow")).args(args).current_dir(dir).output().expect("flow runs");
+    assert!(o.status.success(), "flow {args:?}: {}", show(&o));
+    String::from_utf8(o.stdout).expect("UTF-8")
+}
+
+/// `kubectl <args>` with `stdin` as its input; panics unless it succeeds; returns stdout.
+fn kubectl_with(args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", &bed().kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write to kubectl");
+    let o = child.wait_with_output().expect("kubectl finishes");
+    assert!(o.status.success(), "kubectl {args:?}: {}", show(&o));
+    String::from_utf8(o.stdout).expect("UTF-8")
+}
+
+fn stored(name: &str) -> serde_json::Value {
+    serde_json::from_str(&kubectl_ok(&["-n", NS, "get", "aflow", name, "-o", "json"])).expect("JSON")
+}
+
+fn fixtures() -> PathBuf {
+    bed().root.join("core/tests/fixtures")
+}
+
+#[test]
+fn the_seed_command_line_applies_as_written() {
+    let _serial = serial();
+    install_crd();
+    fresh_namespace(NS);
+    let cart = bed().root.join("examples/cart");
+    let path = format!(
+        "{}:{}",
+        bed().bin_dir.display(),
+        std::env::var("PATH").expect("PATH is set (with the test bed's kubectl)")
+    );
+    let run = |line: &str| {
+        let o = Command::new("sh")
+            .args(["-c", line])
+            .current_dir(&cart)
+            .env("PATH", &path)
+            .env("KUBECONFIG", &bed().kubeconfig)
+            .output()
+            .expect("sh runs");
+        assert!(o.status.success(), "{line}: {}", show(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // The seed page's two command lines, with our namespace.
+    let stop = "flow generate blueprint.conf --descriptors flow --conf prod.conf --conf stop.conf \
+                --image router=registry.example.com/cart-router:1.2 -n gen-test | kubectl apply -f -";
+    let start = "flow generate blueprint.conf --descriptors flow --conf prod.conf \
+                 --image router=registry.example.com/cart-router:1.2 -n gen-test | kubectl apply -f -";
+    assert!(run(start).contains("ankkaflow.flow.ankka.thinkmorestupidless.com/cart"));
+    let r = stored("cart");
+    assert_eq!(r["metadata"]["labels"]["flow.ankka.thinkmorestupidless.com/pipeline"], "cart");
+    assert_eq!(r["metadata"]["labels"]["app.kubernetes.io/managed-by"], "ankka-flow");
+    let spec = &r["spec"];
+    assert_eq!(spec["pipeline"], "cart");
+    assert_eq!(spec["protocolVersion"], "1.0");
+    assert_eq!(spec["onDelete"]["managedTopics"], "Keep");
+    let router = &spec["streamlets"][0];
+    assert_eq!(router["name"], "router");
+    assert_eq!(router["image"], "registry.example.com/cart-router:1.2");
+    assert_eq!(router["replicas"], 1);
+    assert_eq!(router["config"]["review-threshold"], 100);
+    assert_eq!(router["inlets"]["in"], "cart-events");
+    assert_eq!(router["descriptor"]["config_parameters"][0]["default_value"], "100");
+    let topics: Vec<&str> =
+        spec["topics"].as_array().expect("topics").iter().map(|t| t["id"].as_str().unwrap_or("")).collect();
+    assert_eq!(topics, ["cart-events", "review-carts", "valid-carts"]);
+    assert_eq!(spec["topics"][0]["name"], "shop.cart-events.v1");
+    assert_eq!(spec["topics"][0]["cluster"], "shop");
+    assert_eq!(spec["topics"][2]["topicConfig"]["retention.ms"], "86400000");
+    assert_eq!(spec["topics"][2]["batch"], serde_json::json!({"maxRecords": 100, "maxBytes": 1048576}));
+
+    run(stop);
+    assert_eq!(stored("cart")["spec"]["streamlets"][0]["replicas"], 0);
+    run(start);
+    assert_eq!(stored("cart")["spec"]["streamlets"][0]["replicas"], 1);
+    // The helper every end-to-end test uses produces the same resource.
+    assert_eq!(
+        kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &cart_yaml(NS, 0)).trim_end(),
+        "ankkaflow.flow.ankka.thinkmorestupidless.com/cart configured (server dry run)"
+    );
+}
+
+#[test]
+fn reference_fixtures_pass_server_side_validation() {
+    let _serial = serial();
+    install_crd();
+    fresh_namespace(NS);
+    let fx = fixtures();
+    let cart = flow_in(
+        &fx.join("cart"),
+        &[
+            "generate",
+            "blueprint.conf",
+            "--descriptors",
+            "descriptors",
+            "--images",
+            "images.conf",
+            "--conf",
+            "overrides.conf",
+            "--version",
+            "0.3.1",
+            "-n",
+            NS,
+            "--delete-managed-topics",
+        ],
+    );
+    let graph = flow_in(
+        &fx.join("graph"),
+        &[
+            "generate",
+            "blueprint.conf",
+            "--descriptors",
+            "descriptors",
+            "--images",
+            "images.conf",
+            "--conf",
+            "overrides.conf",
+            "--version",
+            "0.1.0",
+            "-n",
+            NS,
+        ],
+    );
+    for yaml in [&cart, &graph] {
+        let out = kubectl_with(&["apply", "--dry-run=server", "-o", "json", "-f", "-"], yaml);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["kind"], "AnkkaFlow");
+    }
+    kubectl_with(&["apply", "-f", "-"], &graph);
+    let g = stored("checkouts");
+    let graph_streamlet =
+        g["spec"]["streamlets"].as_array().expect("streamlets").iter().find(|s| s["name"] == "graph").cloned();
+    let graph_streamlet = graph_streamlet.expect("streamlet graph");
+    assert_eq!(graph_streamlet["builtin"], true);
+    assert_eq!(graph_streamlet["image"], "");
+    assert_eq!(graph_streamlet["config"], serde_json::json!({"secret": "neo4j-shop", "transaction-timeout": "30s"}));
+    let deltas = g["spec"]["topics"].as_array().expect("topics").iter().find(|t| t["id"] == "graph-deltas").cloned();
+    assert_eq!(deltas.expect("graph-deltas")["topicConfig"]["cleanup.policy"], "compact");
+}
+
+#[test]
+fn yaml_lookalike_values_come_back_as_written() {
+    let _serial = serial();
+    install_crd();
+    fresh_namespace(NS);
+    let dir = fresh_dir("gen-tricky");
+    std::fs::create_dir_all(dir.join("flow")).expect("dir");
+    let contract = r#"{"fingerprint": "nXhoFwNZSB7DKScFuZUtZ1gnAYkIxadumsXNHWwbLfM=", "format": "json", "schema_name": "cart-events.v1"}"#;
+    let descriptor = format!(
+        r#"{{"protocol_version": "1.0", "streamlet": {{"name": "tricky",
+            "inlets": [{{"name": "on", "contract": {contract}}}, {{"name": "y", "contract": {contract}}}],
+            "outlets": [{{"name": "null", "contract": {contract}}}],
+            "config_parameters": [
+              {{"key": "a", "default_value": "yes"}}, {{"key": "b", "default_value": "0x1F"}},
+              {{"key": "c", "default_value": "1e3"}}, {{"key": "d", "default_value": "2026-01-01"}},
+              {{"key": "e", "default_value": "~"}}, {{"key": "f", "type": "DOUBLE", "default_value": "2.50"}},
+              {{"key": "g", "type": "BOOLEAN", "default_value": "true"}}, {{"key": "h", "default_value": "12:30"}}]}}}}"#
+    );
+    std::fs::write(dir.join("flow/tricky.json"), descriptor).expect("descriptor");
+    std::fs::write(
+        dir.join("blueprint.conf"),
+        r#"blueprint { name = tricky, streamlets { s = tricky }, topics {
+             in { managed = false, bootstrap.servers = "127.0.0.1:19092", consumers = [s.on, s.y], topic.name = "1e3" }
+             out { producers = ["s.null"], topic { retention.ms = 1_000, x = "0o17", y = off, z = "" } }
+           } }"#,
+    )
+    .expect("blueprint");
+    let yaml = flow_in(
+        &dir,
+        &["generate", "blueprint.conf", "--descriptors", "flow", "--image", "s=img:1", "--version", "1.0", "-n", NS],
+    );
+    kubectl_with(&["apply", "-f", "-"], &yaml);
+    let spec = stored("tricky")["spec"].clone();
+    assert_eq!(spec["version"], "1.0");
+    let s = &spec["streamlets"][0];
+    assert_eq!(s["inlets"], serde_json::json!({"on": "in", "y": "in"}));
+    assert_eq!(s["outlets"], serde_json::json!({"null": "out"}));
+    assert_eq!(
+        s["config"],
+        serde_json::json!({"a": "yes", "b": "0x1F", "c": "1e3", "d": "2026-01-01", "e": "~", "f": 2.5, "g": true, "h": "12:30"})
+    );
+    assert_eq!(spec["topics"][0]["name"], "1e3");
+    assert_eq!(
+        spec["topics"][1]["topicConfig"],
+        serde_json::json!({"retention.ms": "1_000", "x": "0o17", "y": "off", "z": ""})
+    );
+}
