@@ -206,11 +206,48 @@ fn plural_ports(f: &mut fmt::Formatter<'_>, one: &str, many: &str, ports: &[Stri
     }
 }
 
+/// User text (names, keys, values) can hold line breaks; a problem stays on one line of stderr, so
+/// control characters are shown escaped (`\n`, `\u{1}`).
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // The reference writes this one on two lines: the header, then the reason indented.
+            Problem::InvalidFormat(reason) => {
+                write!(f, "The blueprint file has an invalid format:\n {}", one_line(reason))
+            }
+            other => f.write_str(&one_line(&other.raw())),
+        }
+    }
+}
+
+impl Problem {
+    /// The message with user text as it is.
+    fn raw(&self) -> String {
+        RawProblem(self).to_string()
+    }
+}
+
+struct RawProblem<'a>(&'a Problem);
+
+impl fmt::Display for RawProblem<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Problem as P;
         const DNS: &str = "Names must consist of lower case alphanumeric characters and may contain '-' except for at the start or end.";
-        match self {
+        match self.0 {
             P::DescriptorsNotADirectory(d) => write!(f, "descriptors: '{d}' is not a directory"),
             P::DescriptorsEmpty(d) => write!(f, "descriptors: '{d}' holds no *.json files"),
             P::Descriptor { file, problem } => write!(f, "descriptor {file}: {problem}"),
@@ -331,8 +368,15 @@ pub enum Note {
 
 impl fmt::Display for Note {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("note: ")?;
-        match self {
+        write!(f, "note: {}", one_line(&RawNote(self).to_string()))
+    }
+}
+
+struct RawNote<'a>(&'a Note);
+
+impl fmt::Display for RawNote<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
             Note::UnconnectedOutlets(ports) => plural_ports(f, "Outlet", "Outlets", ports),
             Note::DeltaCompacted(t) => {
                 write!(f, "Topic '{t}' carries graph deltas and is compacted (cleanup.policy = compact).")

@@ -748,3 +748,11 @@ fn delete_policy_is_kept_when_set() {
     let r = generated(&g);
     assert_eq!(r.spec.topic("d").unwrap().topic_config, [("cleanup.policy".to_string(), "delete".to_string())].into());
 }
+
+#[test]
+fn user_text_never_breaks_a_problem_over_lines() {
+    let p = problems(&format!("{ROUTER_SINK}blueprint.topics {{ \"a\\nb\" {{ producers = [\"x\\ty.z\"] }} }}"), &[]);
+    assert_eq!(p[0], "'x\\ty.z' does not point to a known streamlet inlet or outlet.");
+    let p = problems(&format!("{ROUTER_SINK}blueprint.topics {{ \"a\\nb\" = 1 }}"), &[]);
+    assert_eq!(p, ["The blueprint file has an invalid format:\n blueprint.topics.a\\nb must be an object"]);
+}
