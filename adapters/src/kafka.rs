@@ -169,13 +169,15 @@ pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -
             .find(|g| g.name() == target.group.as_str())
             .map_or(("Dead".to_string(), 0), |g| (g.state().to_string(), g.members().len()));
         let ps = partitions(&c, &target.topic, d)?;
-        let mut log_start = BTreeMap::new();
+        let (mut log_start, mut high_watermark) = (BTreeMap::new(), BTreeMap::new());
         for p in &ps {
-            let (low, _high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
+            let (low, high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
             log_start.insert(*p, low);
+            high_watermark.insert(*p, high);
         }
         let committed = committed(&c, &target.topic, &ps, d)?;
-        Ok(Inspection { state, members: u32::try_from(members).unwrap_or(u32::MAX), log_start, committed })
+        let members = u32::try_from(members).unwrap_or(u32::MAX);
+        Ok(Inspection { state, members, log_start, committed, high_watermark })
     })
     .await
 }

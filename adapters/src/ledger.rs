@@ -126,7 +126,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let owner = Owner { namespace: "shop", name: "cart" };
         let g = GroupId::new("cart", "router", "in");
-        let intent = Intent { before: BTreeMap::from([(0, Some(5))]), target: BTreeMap::from([(0, 0)]) };
+        let intent = Intent { before: BTreeMap::from([(0, Some(5))]), target: BTreeMap::from([(0, 0)]), records: 5 };
         {
             let l = Ledger::open(&dir).unwrap();
             l.put_intent(owner, "u1", &g, &intent).unwrap();
@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(recs, vec![GroupRecord { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
         assert!(l.records(owner, "u2").unwrap().is_empty());
         let outcome =
-            GroupOutcome::Reset { topic: "t".into(), before: intent.before.clone(), offsets: intent.target.clone() };
+            GroupOutcome::Reset { topic: "t".into(), before: intent.before.clone(), offsets: intent.target.clone(), records: 5 };
         l.put_outcome(owner, "u1", &g, &outcome).unwrap();
         assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));
         let _ = std::fs::remove_dir_all(&dir);

@@ -107,6 +107,10 @@ pub struct Intent {
     pub before: Committed,
     /// The offsets to commit: each partition's log start offset.
     pub target: BTreeMap<i32, i64>,
+    /// Records between the log start offsets and the high watermarks when the intent was taken:
+    /// what the streamlet will read again.
+    #[serde(default)]
+    pub records: i64,
 }
 
 /// How one group ended.
@@ -120,6 +124,9 @@ pub enum GroupOutcome {
         before: Committed,
         /// The offsets committed, per partition.
         offsets: BTreeMap<i32, i64>,
+        /// Records to reprocess (see [`Intent::records`]).
+        #[serde(default)]
+        records: i64,
     },
     /// The group could not be reset; the reason is final.
     Failed {
@@ -161,6 +168,8 @@ pub struct Inspection {
     pub log_start: BTreeMap<i32, i64>,
     /// The group's committed offsets on those partitions.
     pub committed: Committed,
+    /// Each partition's high watermark.
+    pub high_watermark: BTreeMap<i32, i64>,
 }
 
 /// Everything the machine learns from outside.
@@ -365,6 +374,8 @@ pub enum State {
 pub struct ResetMachine {
     state: State,
     records: BTreeMap<GroupId, GroupRecord>,
+    /// The topic of each target group, from the last observation (for the status while waiting).
+    topics: BTreeMap<GroupId, String>,
     effects: VecDeque<Effect>,
 }
 
@@ -380,6 +391,7 @@ impl ResetMachine {
         ResetMachine {
             state,
             records: records.into_iter().map(|r| (r.group.clone(), r)).collect(),
+            topics: BTreeMap::new(),
             effects: VecDeque::new(),
         }
     }
@@ -448,6 +460,8 @@ impl ResetMachine {
                 return;
             }
         };
+        self.topics =
+            selected.iter().flat_map(|t| &t.inlets).map(|i| (i.group.clone(), i.topic.clone())).collect();
         let reasons = targets::running(spec, &selected, pods);
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
@@ -460,7 +474,12 @@ impl ResetMachine {
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let record = self.records.get(&target.group);
             let phase = match (record.and_then(|r| r.outcome.clone()), record.and_then(|r| r.intent.clone())) {
-                (Some(outcome), _) => GroupPhase::Finished(outcome),
+                (Some(outcome), _) => {
+                    // Its event may not have been recorded before the driver stopped: record it again
+                    // (a duplicate is refused by name).
+                    self.emit(Effect::Record(outcome_event(&id, &target, &outcome)));
+                    GroupPhase::Finished(outcome)
+                }
                 (None, Some(intent)) => {
                     self.emit(Effect::ReadCommitted(target.clone()));
                     GroupPhase::Settling { attempts: 0, intent }
@@ -496,7 +515,12 @@ impl ResetMachine {
                 self.failed(&target, attempts, KafkaFailure { transient: false, reason }, now);
             }
             Ok(seen) => {
-                let intent = Intent { before: seen.committed, target: seen.log_start };
+                let records = seen
+                    .log_start
+                    .iter()
+                    .map(|(p, start)| seen.high_watermark.get(p).map_or(0, |high| (high - start).max(0)))
+                    .sum();
+                let intent = Intent { before: seen.committed, target: seen.log_start, records };
                 let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
                 self.emit(Effect::Fence { target, offsets, metadata: fence_marker(&self.id()) });
                 self.set_phase(&group, GroupPhase::Fencing { attempts, intent });
@@ -552,6 +576,7 @@ impl ResetMachine {
                             topic: target.topic.clone(),
                             before: intent.before,
                             offsets: intent.target,
+                            records: intent.records,
                         },
                     );
                 } else {
@@ -604,6 +629,7 @@ impl ResetMachine {
                             topic: target.topic.clone(),
                             before: intent.before,
                             offsets: intent.target,
+                            records: intent.records,
                         },
                     );
                 }
@@ -647,24 +673,14 @@ impl ResetMachine {
 
     fn finish(&mut self, target: &InletTarget, outcome: GroupOutcome) {
         let id = self.id();
-        let event = match &outcome {
-            GroupOutcome::Reset { topic, offsets, .. } => Event::new(
-                EventType::Normal,
-                "ResetOffsets",
-                format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
-                format!("{id}/{}", target.group),
-            ),
-            GroupOutcome::Failed { reason, .. } => Event::new(
-                EventType::Warning,
-                "ResetOffsetsFailed",
-                format!("{}: {reason}", target.group),
-                format!("{id}/{}", target.group),
-            ),
-        };
-        // The event goes first: if the driver stops between the two, the rebuilt machine settles the
-        // group and records the same event again, which the API server refuses as a duplicate.
-        self.emit(Effect::Record(event));
+        let event = outcome_event(&id, target, &outcome);
+        // The outcome is persisted before its event is recorded, so that an outcome with an event is
+        // never decided again: a driver that stops between the two rebuilds the machine from the
+        // persisted outcome, which records the same event again (refused by the API server as a
+        // duplicate). Recording first would let a rebuilt machine retry a group reported failed and
+        // record a second, different outcome for it.
         self.emit(Effect::PersistOutcome { id, group: target.group.clone(), outcome: outcome.clone() });
+        self.emit(Effect::Record(event));
         self.set_phase(&target.group, GroupPhase::Finished(outcome));
         self.maybe_done();
     }
@@ -724,29 +740,70 @@ impl ResetMachine {
         let id = self.id();
         match &self.state {
             State::Requested(_) => ResetStatus { id, phase: "Requested".into(), ..Default::default() },
+            // A waiting request keeps the progress of its groups from an earlier run (an intent whose
+            // commit may have landed, an outcome): written over, the status could no longer stand in
+            // for a lost ledger, and a group whose reset landed would be reset again.
             State::Waiting(w) => ResetStatus {
                 id,
                 phase: "Waiting".into(),
                 detail: w.reasons.iter().map(RunningProblem::operator_text).collect::<Vec<_>>().join("; "),
-                groups: vec![],
+                groups: self.records.values().filter_map(|r| self.record_status(r)).collect(),
+                ..Default::default()
             },
             State::Resetting(r) => ResetStatus {
                 id,
                 phase: "Resetting".into(),
                 detail: String::new(),
-                groups: r.groups.values().map(|(t, p)| group_status(t, p)).collect(),
+                groups: r.groups.values().map(|(t, p)| group_status(&t.group, &t.topic, p)).collect(),
+                ..Default::default()
             },
             State::Done(Done::AlreadyDone { .. }) => ResetStatus { id, phase: "Done".into(), ..Default::default() },
             State::Done(Done::Refused { why, .. }) => {
-                ResetStatus { id, phase: "Refused".into(), detail: why.clone(), groups: vec![] }
+                ResetStatus { id, phase: "Refused".into(), detail: why.clone(), ..Default::default() }
             }
             State::Done(Done::Completed { groups, .. }) => ResetStatus {
                 id,
                 phase: "Done".into(),
                 detail: String::new(),
-                groups: groups.values().map(|(t, o)| group_status(t, &GroupPhase::Finished(o.clone()))).collect(),
+                groups: groups
+                    .values()
+                    .map(|(t, o)| group_status(&t.group, &t.topic, &GroupPhase::Finished(o.clone())))
+                    .collect(),
+                ..Default::default()
             },
         }
+    }
+
+    /// The status of a group known from its durable record alone; `None` when it holds nothing.
+    fn record_status(&self, r: &GroupRecord) -> Option<GroupStatus> {
+        let phase = match (&r.outcome, &r.intent) {
+            (Some(o), _) => GroupPhase::Finished(o.clone()),
+            (None, Some(intent)) => GroupPhase::Committing { attempts: 0, intent: intent.clone() },
+            (None, None) => return None,
+        };
+        let topic = match &r.outcome {
+            Some(GroupOutcome::Reset { topic, .. } | GroupOutcome::Failed { topic, .. }) => topic.clone(),
+            None => self.topics.get(&r.group).cloned().unwrap_or_default(),
+        };
+        Some(group_status(&r.group, &topic, &phase))
+    }
+}
+
+/// The event of a group's outcome, keyed `<request id>/<group>`: one per request and group.
+fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Event {
+    match outcome {
+        GroupOutcome::Reset { topic, offsets, .. } => Event::new(
+            EventType::Normal,
+            "ResetOffsets",
+            format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
+            format!("{id}/{}", target.group),
+        ),
+        GroupOutcome::Failed { reason, .. } => Event::new(
+            EventType::Warning,
+            "ResetOffsetsFailed",
+            format!("{}: {reason}", target.group),
+            format!("{id}/{}", target.group),
+        ),
     }
 }
 
@@ -754,18 +811,21 @@ fn offsets_map<'a>(it: impl IntoIterator<Item = (&'a i32, Option<&'a i64>)>) -> 
     it.into_iter().filter_map(|(p, o)| o.map(|o| (p.to_string(), *o))).collect()
 }
 
-fn group_status(t: &InletTarget, phase: &GroupPhase) -> GroupStatus {
+fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus {
     let mut g = GroupStatus {
-        group: t.group.to_string(),
-        topic: t.topic.clone(),
+        group: group.to_string(),
+        topic: topic.to_string(),
         outcome: "Pending".into(),
         message: String::new(),
         offsets_before: BTreeMap::new(),
         offsets_after: BTreeMap::new(),
+        partitions: 0,
+        records_to_reprocess: 0,
     };
     let with_intent = |g: &mut GroupStatus, before: &Committed, target: &BTreeMap<i32, i64>| {
         g.offsets_before = offsets_map(before.iter().map(|(p, o)| (p, o.as_ref())));
         g.offsets_after = offsets_map(target.iter().map(|(p, o)| (p, Some(o))));
+        g.partitions = u32::try_from(target.len()).unwrap_or(u32::MAX);
     };
     match phase {
         GroupPhase::Pending { last_error, .. } => g.message = last_error.clone().unwrap_or_default(),
@@ -773,11 +833,13 @@ fn group_status(t: &InletTarget, phase: &GroupPhase) -> GroupStatus {
         GroupPhase::Committing { intent, .. } | GroupPhase::Settling { intent, .. } => {
             g.outcome = "Committing".into();
             with_intent(&mut g, &intent.before, &intent.target);
+            g.records_to_reprocess = intent.records;
         }
-        GroupPhase::Finished(GroupOutcome::Reset { before, offsets, .. }) => {
+        GroupPhase::Finished(GroupOutcome::Reset { before, offsets, records, .. }) => {
             g.outcome = "Reset".into();
-            g.message = format!("{} partition(s) of '{}' to earliest", offsets.len(), t.topic);
+            g.message = format!("{} partition(s) of '{topic}' to earliest", offsets.len());
             with_intent(&mut g, before, offsets);
+            g.records_to_reprocess = *records;
         }
         GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {
             g.outcome = "Failed".into();
@@ -800,11 +862,20 @@ pub fn records_from_status(status: &ResetStatus) -> Vec<GroupRecord> {
                 target.keys().map(|p| (*p, g.offsets_before.get(&p.to_string()).copied())).collect();
             let group = GroupId::from_raw(&g.group);
             match g.outcome.as_str() {
-                "Committing" => Some(GroupRecord { group, intent: Some(Intent { before, target }), outcome: None }),
+                "Committing" => Some(GroupRecord {
+                    group,
+                    intent: Some(Intent { before, target, records: g.records_to_reprocess }),
+                    outcome: None,
+                }),
                 "Reset" => Some(GroupRecord {
                     group,
                     intent: None,
-                    outcome: Some(GroupOutcome::Reset { topic: g.topic.clone(), before, offsets: target }),
+                    outcome: Some(GroupOutcome::Reset {
+                        topic: g.topic.clone(),
+                        before,
+                        offsets: target,
+                        records: g.records_to_reprocess,
+                    }),
                 }),
                 "Failed" => Some(GroupRecord {
                     group,

@@ -242,6 +242,12 @@ pub struct ResetStatus {
     /// Per consumer group: its outcome.
     #[serde(default)]
     pub groups: Vec<GroupStatus>,
+    /// When the operator first saw the request (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    /// When the request finished (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
 }
 
 /// Outcome of one consumer group of a reset request.
@@ -263,6 +269,21 @@ pub struct GroupStatus {
     /// The offsets committed (or being committed): each partition's log start offset.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub offsets_after: BTreeMap<String, i64>,
+    /// Partitions of the topic reset.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub partitions: u32,
+    /// Records between the log start offsets and the high watermarks at the reset: what the
+    /// streamlet reads again.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub records_to_reprocess: i64,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_i64(n: &i64) -> bool {
+    *n == 0
 }
 
 fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -17,6 +17,26 @@ use kube::{Api, ResourceExt};
 use crate::controller::{Context, Error};
 use crate::faults::crash_point;
 
+fn rfc3339_now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+/// When the operator first saw a request, and when it finished: kept across reconciles.
+struct Stamps {
+    requested_at: String,
+    finished_at: Option<String>,
+}
+
+impl Stamps {
+    fn apply(&self, mut r: ResetStatus) -> ResetStatus {
+        r.requested_at = Some(self.requested_at.clone());
+        if matches!(r.phase.as_str(), "Done" | "Refused") {
+            r.finished_at = Some(self.finished_at.clone().unwrap_or_else(rfc3339_now));
+        }
+        r
+    }
+}
+
 fn now() -> Timestamp {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
@@ -59,7 +79,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                 id: String::new(),
                 phase: "Refused".into(),
                 detail: why.to_string(),
-                groups: vec![],
+                ..Default::default()
             });
             return Ok(None);
         }
@@ -68,6 +88,11 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         record(ctx, &flow, &event).await;
     }
     status.reset_history = flow_core::reset::history(&old_history, previous.as_ref(), &request.id);
+    let same = previous.as_ref().filter(|p| p.id == request.id);
+    let stamps = Stamps {
+        requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(rfc3339_now),
+        finished_at: same.and_then(|p| p.finished_at.clone()),
+    };
     if done == Some(request.id.as_str()) {
         // The fresh read holds the status the finishing reconcile wrote (the cache may not yet).
         let kept = previous.filter(|p| p.id == request.id);
@@ -103,7 +128,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                 }
                 Effect::PersistIntent { id, group, intent } => {
                     ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
-                    status.reset = Some(machine.status());
+                    status.reset = Some(stamps.apply(machine.status()));
                     k::write_status(&api, &name, status).await?;
                     crash_point("after-intent");
                 }
@@ -148,7 +173,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                     // A newer request (`flow reset --replace`) supersedes this one: stop here and let
                     // the next reconcile take the new one.
                     if k::reset_annotations(&api.get(&name).await?).0 != Some(request_text.as_str()) {
-                        status.reset = Some(machine.status());
+                        status.reset = Some(stamps.apply(machine.status()));
                         return Ok(Some(Duration::ZERO));
                     }
                     machine.handle(Input::Tick, now());
@@ -156,13 +181,13 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                 None => break,
             },
             State::Waiting(_) => {
-                status.reset = Some(machine.status());
+                status.reset = Some(stamps.apply(machine.status()));
                 return Ok(Some(WAIT_RECHECK));
             }
             State::Requested(_) | State::Done(_) => break,
         }
     }
-    status.reset = Some(machine.status());
+    status.reset = Some(stamps.apply(machine.status()));
     Ok(None)
 }
 

@@ -26,6 +26,7 @@ fn empty_group() -> Inspection {
         members: 0,
         log_start: BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
         committed: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
+        high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
     }
 }
 
@@ -75,10 +76,13 @@ fn happy_path_resets_commits_records_and_writes_done() {
     m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
     let e = drain(&mut m);
     assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
-    assert!(matches!(&e[1], Effect::PersistOutcome { outcome: GroupOutcome::Reset { .. }, .. }));
+    assert!(matches!(&e[0], Effect::PersistOutcome { outcome: GroupOutcome::Reset { .. }, .. }));
+    assert!(matches!(&e[1], Effect::Record(_)), "the event follows the persisted outcome: {e:?}");
     assert_eq!(e[2], Effect::WriteDone { id: ID.into() });
     assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
     assert_eq!(m.status().phase, "Done");
+    assert_eq!(m.status().groups[0].records_to_reprocess, 100 + 50 + 70, "high watermark minus log start, summed");
+    assert_eq!(m.status().groups[0].partitions, 3);
     assert_eq!(m.poll_timeout(), None);
 }
 
@@ -174,6 +178,7 @@ fn intent() -> Intent {
     Intent {
         before: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
         target: BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
+        records: 220,
     }
 }
 
@@ -259,11 +264,47 @@ fn finished_groups_are_not_touched_again() {
             topic: "shop.cart-events.v1".into(),
             before: intent().before,
             offsets: intent().target,
+            records: 220,
         }),
     };
     let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]);
     m.handle(stopped_router(), T0);
-    assert_eq!(drain(&mut m), [Effect::WriteDone { id: ID.into() }]);
+    let e = drain(&mut m);
+    // No Kafka effect; its event is recorded again, in case the driver stopped before recording it
+    // (the API server refuses the duplicate by name).
+    assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert_eq!(e[1..], [Effect::WriteDone { id: ID.into() }]);
+}
+
+#[test]
+fn a_failure_reported_is_never_followed_by_another_outcome() {
+    // Found by ledger-tests: the failure event was recorded before the outcome was persisted, so a
+    // driver stopping between the two left a machine that retried the group, reset it, and recorded a
+    // second outcome (ResetOffsets after ResetOffsetsFailed) for the same request and group.
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    let f = KafkaFailure { transient: false, reason: "Broker: Group authorization failed".into() };
+    m.handle(Input::Inspected { group: router(), result: Err(f) }, T0);
+    let e = drain(&mut m);
+    let Some(Effect::PersistOutcome { outcome, .. }) = e.first() else {
+        panic!("the outcome is persisted before anything else: {e:?}")
+    };
+    let Some(Effect::Record(event)) = e.get(1) else { panic!("then its event: {e:?}") };
+    assert_eq!(event.reason, "ResetOffsetsFailed");
+
+    // The driver stops right after persisting: the rebuilt machine records the same event (same
+    // name) and touches no group.
+    let rec = GroupRecord { group: router(), intent: None, outcome: Some(outcome.clone()) };
+    let mut again = ResetMachine::new(request(&["router"]), None, vec![rec]);
+    again.handle(stopped_router(), T0);
+    let e = drain(&mut again);
+    assert_eq!(e, [Effect::Record(event.clone()), Effect::WriteDone { id: ID.into() }]);
+    assert_eq!(event.name_for("cart"), outcome_event(ID, &target_of_router(), outcome).name_for("cart"));
+}
+
+fn target_of_router() -> InletTarget {
+    crate::targets::select(&cart(0), &["router".into()]).unwrap().remove(0).inlets.remove(0)
 }
 
 #[test]
@@ -296,6 +337,29 @@ fn the_status_stands_in_for_a_lost_ledger() {
     drain(&mut m);
     let done = records_from_status(&m.status());
     assert!(matches!(&done[0].outcome, Some(GroupOutcome::Reset { before, .. }) if *before == intent().before));
+}
+
+#[test]
+fn a_waiting_status_keeps_the_progress_that_stands_in_for_a_lost_ledger() {
+    // Found by ledger-tests: a restart that found a target running again wrote a Waiting status without
+    // the groups, so after the ledger was lost too, a group whose reset had landed was reset again.
+    let sink = GroupId::new("cart", "sink", "in");
+    let records = vec![
+        GroupRecord { group: router(), intent: Some(intent()), outcome: None },
+        GroupRecord {
+            group: sink.clone(),
+            intent: None,
+            outcome: Some(GroupOutcome::Failed { topic: "cart.valid-carts".into(), reason: "r".into() }),
+        },
+    ];
+    let mut m = ResetMachine::new(request(&[]), None, records.clone());
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
+    assert!(matches!(m.state(), State::Waiting(_)));
+    let status = m.status();
+    assert_eq!(status.phase, "Waiting");
+    let groups: Vec<_> = status.groups.iter().map(|g| (g.group.as_str(), g.topic.as_str(), g.outcome.as_str())).collect();
+    assert_eq!(groups, [("cart.router.in", "shop.cart-events.v1", "Committing"), ("cart.sink.in", "cart.valid-carts", "Failed")]);
+    assert_eq!(records_from_status(&status), records);
 }
 
 #[test]
