@@ -242,6 +242,32 @@ pub async fn read_committed(
     .await
 }
 
+/// The lag of `group` on `topic`, per partition: high watermark minus the committed offset (minus the
+/// log start offset where the group has none), never below 0.
+///
+/// # Errors
+/// A classified [`KafkaFailure`]; a missing topic is final.
+pub async fn lag(
+    conn: KafkaConnection,
+    group: String,
+    topic: String,
+    d: Deadlines,
+) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
+    blocking(move || {
+        let c = consumer(&conn, &group)?;
+        let ps = partitions(&c, &topic, d)?;
+        let committed = committed(&c, &topic, &ps, d)?;
+        let mut out = BTreeMap::new();
+        for p in ps {
+            let (low, high) = c.fetch_watermarks(&topic, p, d.request).map_err(|e| classify(&e))?;
+            let at = committed.get(&p).copied().flatten().unwrap_or(low);
+            out.insert(p, (high - at).max(0));
+        }
+        Ok(out)
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

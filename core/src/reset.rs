@@ -460,8 +460,7 @@ impl ResetMachine {
                 return;
             }
         };
-        self.topics =
-            selected.iter().flat_map(|t| &t.inlets).map(|i| (i.group.clone(), i.topic.clone())).collect();
+        self.topics = selected.iter().flat_map(|t| &t.inlets).map(|i| (i.group.clone(), i.topic.clone())).collect();
         let reasons = targets::running(spec, &selected, pods);
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
@@ -816,11 +815,7 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
         group: group.to_string(),
         topic: topic.to_string(),
         outcome: "Pending".into(),
-        message: String::new(),
-        offsets_before: BTreeMap::new(),
-        offsets_after: BTreeMap::new(),
-        partitions: 0,
-        records_to_reprocess: 0,
+        ..Default::default()
     };
     let with_intent = |g: &mut GroupStatus, before: &Committed, target: &BTreeMap<i32, i64>| {
         g.offsets_before = offsets_map(before.iter().map(|(p, o)| (p, o.as_ref())));
@@ -901,6 +896,18 @@ pub fn merge_records(ledger: Vec<GroupRecord>, status: Vec<GroupRecord>) -> Vec<
         }
     }
     by_group.into_values().collect()
+}
+
+/// The groups of a finished request whose catch-up is still being followed, as indices into
+/// `status.groups`: reset, and not yet seen with a lag of 0. The operator measures their lag until it
+/// reaches 0.
+pub fn catching_up(status: &ResetStatus) -> Vec<usize> {
+    if status.phase != "Done" {
+        return vec![];
+    }
+    (0..status.groups.len())
+        .filter(|i| status.groups[*i].outcome == "Reset" && status.groups[*i].caught_up_at.is_none())
+        .collect()
 }
 
 /// How many earlier requests `status.resetHistory` keeps.

@@ -276,6 +276,13 @@ pub struct GroupStatus {
     /// streamlet reads again.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub records_to_reprocess: i64,
+    /// Records the group still has to read (high watermark minus committed offset, summed over its
+    /// partitions), measured after the reset until it reaches 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<i64>,
+    /// When the lag was first seen at 0 after the reset (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught_up_at: Option<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {

@@ -17,6 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
+use crate::leader::{Leadership, Stop};
 use crate::settings::Settings;
 
 /// Why a reconcile failed. Each is retried with backoff.
@@ -40,21 +41,40 @@ pub struct Context {
     pub settings: Settings,
     pub deadlines: Deadlines,
     failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
+    pub metrics: crate::metrics::Metrics,
+    /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
+    /// the lag is measured at most once per lag interval whatever triggers them.
+    pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
 }
 
 /// Starts the controller and runs until SIGTERM or Ctrl-C.
 ///
+/// With leader election on (the default), it first waits until this instance holds the Lease
+/// (see [`crate::leader`]), reconciles only while it holds it, ends the process at once if it loses
+/// it, and gives it back when it stops.
+///
 /// # Errors
-/// When no Kubernetes client can be built or the ledger cannot be opened.
+/// When no Kubernetes client can be built, the Lease cannot be used, or the ledger cannot be opened.
 pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let stop = Stop::listen().map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
     let client = Client::try_default().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
-    let ledger = Ledger::open(&settings.ledger_dir)?;
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
         clusters_namespace = %settings.kafka_clusters_namespace,
         watch_namespace = settings.watch_namespace.as_deref().unwrap_or("(all)"),
+        leader_election = settings.leader_election,
         "starting"
     );
+    let leadership = if settings.leader_election {
+        match Leadership::acquire(client.clone(), &settings, stop.clone()).await? {
+            Some(held) => Some(held),
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
+    // Opened only by the Lease holder: a waiting instance touches nothing.
+    let ledger = Ledger::open(&settings.ledger_dir)?;
     let (flows, deployments): (Api<AnkkaFlow>, Api<Deployment>) = match &settings.watch_namespace {
         Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
         None => (Api::all(client.clone()), Api::all(client.clone())),
@@ -65,19 +85,34 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         deadlines: Deadlines { request: Duration::from_secs(settings.kafka_request_timeout_seconds) },
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
+        metrics: crate::metrics::Metrics::default(),
+        lag_measured: Mutex::new(HashMap::new()),
     });
-    Controller::new(flows, watcher::Config::default())
+    crate::metrics::spawn(ctx.clone());
+    let controller = Controller::new(flows, watcher::Config::default())
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stop.requested())
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
                 Err(e) => tracing::warn!(error = %e, "reconcile failed"),
             }
-        })
-        .await;
+        });
+    match leadership {
+        None => controller.await,
+        Some(mut held) => {
+            tokio::select! {
+                () = controller => held.release().await,
+                () = held.lost() => {
+                    // Not a return: the runtime's shutdown would wait for Kafka calls that run on
+                    // blocking threads, and meanwhile another instance may already reconcile.
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -139,6 +174,11 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
 
     let mut status = render::status(spec, flow.metadata.generation, &views);
     let recheck = crate::reset::drive(&ctx, &flow, &mut status).await?;
+    let follow = crate::reset::follow_catch_up(&ctx, &flow, &mut status).await;
+    let recheck = match (recheck, follow) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
 
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     if flow.status.as_ref() != Some(&status) {

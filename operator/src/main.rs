@@ -3,6 +3,8 @@
 
 mod controller;
 mod faults;
+mod leader;
+mod metrics;
 mod reset;
 mod settings;
 

@@ -187,8 +187,76 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
             State::Requested(_) | State::Done(_) => break,
         }
     }
+    count_finished(ctx, &machine, &stamps.requested_at);
     status.reset = Some(stamps.apply(machine.status()));
     Ok(None)
+}
+
+/// Follows the catch-up of a done request's reset groups: measures each one's lag (records left to
+/// read, over its topic's own connection) into the status until it is first seen at 0, which is
+/// stamped as `caughtUpAt`. Returns when to measure again, while some group is still behind.
+pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut AnkkaFlowStatus) -> Option<Duration> {
+    let spec = &flow.spec;
+    let reset = status.reset.as_mut()?;
+    let behind = flow_core::reset::catching_up(reset);
+    if behind.is_empty() {
+        return None;
+    }
+    let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
+    {
+        let key = kube::runtime::reflector::ObjectRef::from_obj(flow);
+        let mut measured = ctx.lag_measured.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if let Some(last) = measured.get(&key).filter(|last| now.duration_since(**last) < interval) {
+            return Some(interval - now.duration_since(*last));
+        }
+        measured.insert(key, now);
+    }
+    let inlets: BTreeMap<String, flow_core::targets::InletTarget> = flow_core::targets::select(spec, &[])
+        .map(|ts| ts.into_iter().flat_map(|t| t.inlets).map(|i| (i.group.to_string(), i)).collect())
+        .unwrap_or_default();
+    let mut connections = Connections::new(ctx);
+    let mut still_behind = false;
+    for i in behind {
+        let g = &mut reset.groups[i];
+        let Some(inlet) = inlets.get(&g.group) else { continue };
+        let lag = match connections.get(spec, &inlet.topic_id).await {
+            Ok(conn) => kafka::lag(conn, g.group.clone(), g.topic.clone(), ctx.deadlines).await,
+            Err(e) => Err(e),
+        };
+        match lag {
+            Ok(parts) => {
+                let total: i64 = parts.values().sum();
+                g.lag = Some(total);
+                if total == 0 {
+                    g.caught_up_at = Some(rfc3339_now());
+                } else {
+                    still_behind = true;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(group = %g.group, reason = %e.reason, "lag not measured");
+                still_behind = true;
+            }
+        }
+    }
+    still_behind.then_some(interval)
+}
+
+/// Counts the groups of a request that just finished, and its duration since it was first seen.
+fn count_finished(ctx: &Context, machine: &ResetMachine, requested_at: &str) {
+    let State::Done(flow_core::reset::Done::Completed { groups, .. }) = machine.state() else { return };
+    for (_, outcome) in groups.values() {
+        let outcome = match outcome {
+            flow_core::reset::GroupOutcome::Reset { .. } => "reset",
+            flow_core::reset::GroupOutcome::Failed { .. } => "failed",
+        };
+        ctx.metrics.reset_groups.get_or_create(&crate::metrics::OutcomeLabels { outcome: outcome.into() }).inc();
+    }
+    if let Ok(t) = requested_at.parse::<k8s_openapi::jiff::Timestamp>() {
+        let secs = k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs_f64();
+        ctx.metrics.reset_duration.observe(secs.max(0.0));
+    }
 }
 
 /// Records an event; a failure (for example no RBAC grant for events) is logged, never fatal.
@@ -209,17 +277,22 @@ async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
 }
 
 /// Kafka connections of a resource's topics, read from the cluster Secrets at most once per drive.
-struct Connections<'a> {
+pub struct Connections<'a> {
     ctx: &'a Context,
     clusters: Option<BTreeMap<String, Result<Cluster, ConnectionError>>>,
 }
 
 impl<'a> Connections<'a> {
-    fn new(ctx: &'a Context) -> Self {
+    /// Connections of `ctx`'s cluster Secrets, read lazily.
+    pub fn new(ctx: &'a Context) -> Self {
         Connections { ctx, clusters: None }
     }
 
-    async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
+    /// The connection of topic `topic_id` of `spec`.
+    ///
+    /// # Errors
+    /// An undeclared topic, a missing or broken cluster Secret, or Secrets that cannot be read.
+    pub async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
         let final_ = |reason: String| KafkaFailure { transient: false, reason };
         let topic = spec.topic(topic_id).ok_or_else(|| {
             final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare"))

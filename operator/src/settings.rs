@@ -25,6 +25,9 @@ pub enum Command {
     Crd,
 }
 
+/// The instance name when `HOSTNAME` is not set.
+pub const DEFAULT_INSTANCE: &str = "ankka-flow-operator";
+
 /// How the operator runs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Settings {
@@ -46,9 +49,46 @@ pub struct Settings {
     /// Deadline of each Kafka request, in seconds.
     #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
     pub kafka_request_timeout_seconds: u64,
-    /// `reportingInstance` of events (the pod name in a cluster).
-    #[arg(long, env = "HOSTNAME", default_value = "ankka-flow-operator")]
+    /// `reportingInstance` of events and, unless `--lease-identity` says otherwise, this instance's
+    /// identity in the leader election (the pod name in a cluster).
+    #[arg(long, env = "HOSTNAME", default_value = DEFAULT_INSTANCE)]
     pub instance: String,
+    /// Take part in leader election: only the holder of the Lease reconciles. Turn it off only when
+    /// exactly one operator can ever run.
+    #[arg(
+        long,
+        env = "FLOW_LEADER_ELECTION",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub leader_election: bool,
+    /// Name of the Lease that elects the leader. Every operator that must not act at the same time
+    /// as this one uses the same name.
+    #[arg(long, env = "FLOW_LEASE_NAME", default_value = "ankka-flow-operator")]
+    pub lease_name: String,
+    /// Namespace of the Lease: the operator's own namespace.
+    #[arg(long, env = "FLOW_OPERATOR_NAMESPACE", default_value = "ankka-flow")]
+    pub lease_namespace: String,
+    /// This instance's name in the Lease (default: `--instance`, that is the pod name; with neither
+    /// set, `ankka-flow-operator` plus a suffix unique to this process).
+    #[arg(long, env = "FLOW_LEASE_IDENTITY")]
+    pub lease_identity: Option<String>,
+    /// Seconds a Lease stays valid after its holder's last renewal; the holder renews a third of
+    /// this before the end. Another instance takes over at most this long after the holder dies.
+    #[arg(
+        long,
+        env = "FLOW_LEASE_DURATION_SECONDS",
+        default_value_t = 15,
+        value_parser = clap::value_parser!(u64).range(3..=3600)
+    )]
+    pub lease_duration_seconds: u64,
+    /// Address of the /metrics and /healthz endpoint (port 0: any free port, logged at start).
+    #[arg(long, env = "FLOW_METRICS_ADDRESS", default_value = "0.0.0.0:9090")]
+    pub metrics_address: std::net::SocketAddr,
+    /// Seconds between lag samples (metrics, and the catch-up of reset groups in the status).
+    #[arg(long, env = "FLOW_LAG_INTERVAL_SECONDS", default_value_t = 10)]
+    pub lag_interval_seconds: u64,
     /// Log format on stderr.
     #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
@@ -67,7 +107,9 @@ pub enum LogFormat {
 pub fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only on a terminal: logs collected from a pod or a file stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

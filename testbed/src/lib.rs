@@ -142,7 +142,8 @@ pub fn install_crd() {
     ]);
 }
 
-/// A running `flow-operator`, stopped (SIGKILL) when dropped. Its log goes to `target/e2e-logs/`.
+/// A running `flow-operator`, stopped when dropped (SIGTERM, so that it gives its Lease back; SIGKILL
+/// if it is still there 10 s later). Its log goes to `target/e2e-logs/`.
 pub struct Operator {
     child: Child,
     /// The log file.
@@ -151,6 +152,13 @@ pub struct Operator {
 
 impl Operator {
     /// Starts the operator with a ledger in `ledger_dir` and extra environment `env`.
+    ///
+    /// `env` overrides every default below, `KUBECONFIG` included (the test bed's admin by default).
+    /// Leader election stays on. Unless `env` names them, the Lease is `ankka-flow-operator-<ns>`
+    /// and the instance (`HOSTNAME`, the identity in the Lease) `flow-operator-<ns>`, where `<ns>` is
+    /// `FLOW_WATCH_NAMESPACE`: each test namespace has a Lease of its own, so an operator a previous
+    /// test left holding one never delays the next test, and an operator restarted within a test
+    /// (after a crash point) takes its own Lease back at once.
     pub fn start(ledger_dir: &Path, env: &[(&str, &str)]) -> Operator {
         let logs = bed().root.join("target/e2e-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
@@ -166,6 +174,13 @@ impl Operator {
             .env("RUST_LOG", "info,flow_operator=debug")
             .stdout(Stdio::null())
             .stderr(file);
+        let given = |k: &str| env.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+        let scope = given("FLOW_WATCH_NAMESPACE").unwrap_or("all");
+        cmd.env("FLOW_LEASE_NAME", format!("ankka-flow-operator-{scope}"))
+            .env("HOSTNAME", format!("flow-operator-{scope}"));
+        if given("FLOW_OPERATOR_NAMESPACE").is_none() {
+            ensure_namespace("ankka-flow");
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -187,13 +202,59 @@ impl Operator {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = wait_until("the operator to stop", Duration::from_secs(20), || self.child.try_wait().ok().flatten());
     }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
 impl Drop for Operator {
     fn drop(&mut self) {
+        if !self.running() {
+            return;
+        }
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if !self.running() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Creates namespace `ns` unless it exists.
+pub fn ensure_namespace(ns: &str) {
+    let o = kubectl(&["create", "namespace", ns]);
+    assert!(o.status.success() || String::from_utf8_lossy(&o.stderr).contains("AlreadyExists"), "{}", show(&o));
+}
+
+/// A kubeconfig like the test bed's admin one (same server, same CA) that logs in with bearer
+/// `token` instead; written under `target/e2e-ledgers/` as `<name>.kubeconfig`.
+pub fn kubeconfig_with_token(name: &str, token: &str) -> PathBuf {
+    let admin = std::fs::read_to_string(&bed().kubeconfig).expect("the admin kubeconfig");
+    let mut replaced = 0;
+    let text: String = admin
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("token: ") {
+            Some(_) => {
+                replaced += 1;
+                let indent = &line[..line.len() - line.trim_start().len()];
+                format!("{indent}token: {token}\n")
+            }
+            None => format!("{line}\n"),
+        })
+        .collect();
+    assert_eq!(replaced, 1, "the admin kubeconfig has one token line");
+    let dir = bed().root.join("target/e2e-ledgers");
+    std::fs::create_dir_all(&dir).expect("kubeconfig dir");
+    let path = dir.join(format!("{name}-{}.kubeconfig", std::process::id()));
+    std::fs::write(&path, text).expect("write the kubeconfig");
+    path
 }
 
 /// Kafka helpers, over rdkafka against the test bed's broker.
@@ -358,8 +419,7 @@ pub fn cart_yaml(ns: &str, replicas: i32) -> String {
 
 /// Applies the cluster Secret `kafka-cluster-shop` (namespace `ankka-flow`) of the example.
 pub fn install_cluster_secret() {
-    let o = kubectl(&["create", "namespace", "ankka-flow"]);
-    assert!(o.status.success() || String::from_utf8_lossy(&o.stderr).contains("AlreadyExists"), "{}", show(&o));
+    ensure_namespace("ankka-flow");
     let text = std::fs::read_to_string(bed().root.join("examples/cart/kafka-cluster-shop.yaml")).expect("secret yaml");
     kubectl_apply(&text.replace("127.0.0.1:19092", &bed().kafka));
 }
@@ -442,4 +502,38 @@ pub fn cart_scenario(ns: &str, replicas: i32, env: &[(&str, &str)]) -> Operator 
         (running_pipeline_pods(ns, "cart") == want && pipeline_pods(ns, "cart").len() == want).then_some(())
     });
     op
+}
+
+/// The address the operator serves `/metrics` and `/healthz` on, from its start-up log line (start it
+/// with `FLOW_METRICS_ADDRESS=127.0.0.1:0` to get a free port).
+pub fn metrics_address(op: &Operator) -> String {
+    wait_until("the operator's metrics address", Duration::from_secs(30), || {
+        let log = op.log_text();
+        let line = log.lines().find(|l| l.contains("serving /metrics and /healthz"))?;
+        let at = line.find("address=")? + "address=".len();
+        Some(line[at..].split_whitespace().next()?.trim_matches('"').to_string())
+    })
+}
+
+/// `GET path` over plain HTTP/1.0 from `addr`: the status code and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the operator's endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("response");
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+/// Sum of `ankka_flow_consumer_group_lag` series of `client_id` in a Prometheus text body, with
+/// the number of series.
+pub fn lag_in_metrics(body: &str, client_id: &str) -> (i64, usize) {
+    let needle = format!("client_id=\"{client_id}\"");
+    body.lines()
+        .filter(|l| l.starts_with("ankka_flow_consumer_group_lag{") && l.contains(&needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        .fold((0, 0), |(sum, n), v| (sum + v, n + 1))
 }

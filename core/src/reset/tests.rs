@@ -1,4 +1,5 @@
 use super::*;
+use crate::resource::GroupStatus;
 use crate::targets::tests::cart;
 
 const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
@@ -357,8 +358,12 @@ fn a_waiting_status_keeps_the_progress_that_stands_in_for_a_lost_ledger() {
     assert!(matches!(m.state(), State::Waiting(_)));
     let status = m.status();
     assert_eq!(status.phase, "Waiting");
-    let groups: Vec<_> = status.groups.iter().map(|g| (g.group.as_str(), g.topic.as_str(), g.outcome.as_str())).collect();
-    assert_eq!(groups, [("cart.router.in", "shop.cart-events.v1", "Committing"), ("cart.sink.in", "cart.valid-carts", "Failed")]);
+    let groups: Vec<_> =
+        status.groups.iter().map(|g| (g.group.as_str(), g.topic.as_str(), g.outcome.as_str())).collect();
+    assert_eq!(
+        groups,
+        [("cart.router.in", "shop.cart-events.v1", "Committing"), ("cart.sink.in", "cart.valid-carts", "Failed")]
+    );
     assert_eq!(records_from_status(&status), records);
 }
 
@@ -395,4 +400,23 @@ fn an_unfinished_request_replaced_by_a_new_one_is_superseded_and_kept_in_history
     let long: Vec<ResetHistoryEntry> =
         (0..20).map(|i| ResetHistoryEntry { id: format!("r{i}"), phase: "Done".into() }).collect();
     assert_eq!(history(&long, Some(&done), ID).len(), HISTORY_LEN);
+}
+
+#[test]
+fn only_reset_groups_of_a_done_request_are_followed_until_caught_up() {
+    let g = |outcome: &str, caught_up: Option<&str>| GroupStatus {
+        group: "g".into(),
+        outcome: outcome.into(),
+        caught_up_at: caught_up.map(str::to_string),
+        ..Default::default()
+    };
+    let mut st = ResetStatus {
+        id: ID.into(),
+        phase: "Done".into(),
+        groups: vec![g("Reset", None), g("Failed", None), g("Reset", Some("2026-11-29T16:00:00Z"))],
+        ..Default::default()
+    };
+    assert_eq!(catching_up(&st), [0]);
+    st.phase = "Resetting".into();
+    assert!(catching_up(&st).is_empty());
 }

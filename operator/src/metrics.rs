@@ -1,0 +1,227 @@
+//! Prometheus metrics of the operator, served with `/healthz` on `--metrics-address`.
+//!
+//! Series and their labels (cardinality is bounded by what the cluster holds, never by requests):
+//! - `ankka_flow_consumer_group_lag{client_id, topic, partition}`: records an inlet's consumer group
+//!   has still to read, for every inlet of every pipeline the operator watches; `client_id` is the
+//!   group `<pipeline>.<streamlet>.<inlet>`, `topic` the Kafka topic name. One series per inlet
+//!   partition; series of inlets that went away are dropped at the next sample.
+//! - `ankka_flow_reset_groups_total{outcome}`: consumer groups finished by reset requests, `outcome`
+//!   is `reset` or `failed` (two series).
+//! - `ankka_flow_reset_duration_seconds`: histogram, from when the operator first saw a request to
+//!   when it finished.
+//! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow_adapters::kafka;
+use flow_core::request::ResetRequest;
+use flow_core::resource::AnkkaFlow;
+use flow_core::targets;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use kube::Api;
+use kube::api::ListParams;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::controller::Context;
+use crate::reset::Connections;
+
+/// Labels of a lag series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct LagLabels {
+    /// `<pipeline>.<streamlet>.<inlet>`.
+    pub client_id: String,
+    /// Kafka topic name.
+    pub topic: String,
+    /// Partition number.
+    pub partition: String,
+}
+
+/// Label of the reset outcome counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `reset` or `failed`.
+    pub outcome: String,
+}
+
+/// The operator's metrics.
+pub struct Metrics {
+    registry: Registry,
+    /// Lag per inlet partition.
+    pub lag: Family<LagLabels, Gauge>,
+    /// Groups finished by reset requests.
+    pub reset_groups: Family<OutcomeLabels, Counter>,
+    /// Request durations in seconds.
+    pub reset_duration: Histogram,
+    /// Requests not yet done.
+    pub pending: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let lag = Family::<LagLabels, Gauge>::default();
+        let reset_groups = Family::<OutcomeLabels, Counter>::default();
+        let reset_duration = Histogram::new(exponential_buckets(0.1, 2.0, 14));
+        let pending = Gauge::default();
+        registry.register(
+            "ankka_flow_consumer_group_lag",
+            "Records an inlet's consumer group has still to read, per partition",
+            lag.clone(),
+        );
+        registry.register(
+            "ankka_flow_reset_groups",
+            "Consumer groups finished by reset requests",
+            reset_groups.clone(),
+        );
+        registry.register(
+            "ankka_flow_reset_duration_seconds",
+            "Time from when the operator first saw a reset request to when it finished",
+            reset_duration.clone(),
+        );
+        registry.register(
+            "ankka_flow_reset_requests_pending",
+            "Reset requests written and not yet done",
+            pending.clone(),
+        );
+        Metrics { registry, lag, reset_groups, reset_duration, pending }
+    }
+}
+
+impl Metrics {
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Starts the endpoint and the lag sampler in the background. A failure to bind is logged: metrics
+/// are not worth stopping reconciles for.
+pub fn spawn(ctx: Arc<Context>) {
+    let addr = ctx.settings.metrics_address;
+    let serving = ctx.clone();
+    tokio::spawn(async move {
+        if let Err(e) = serve(addr, serving).await {
+            tracing::error!(%addr, error = %e, "cannot serve /metrics and /healthz");
+        }
+    });
+    tokio::spawn(sample_forever(ctx));
+}
+
+/// Samples every inlet group's lag and the pending requests every lag interval, forever.
+async fn sample_forever(ctx: Arc<Context>) {
+    let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
+    let api: Api<AnkkaFlow> = match &ctx.settings.watch_namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => sample(&ctx, list.items).await,
+            Err(e) => tracing::debug!(error = %e, "no lag sample: cannot list AnkkaFlows"),
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
+    let pending = flows
+        .iter()
+        .filter(|f| {
+            let (raw, done) = flow_adapters::kube::reset_annotations(f);
+            raw.and_then(|r| ResetRequest::parse(r).ok()).is_some_and(|r| done != Some(r.id.as_str()))
+        })
+        .count();
+    ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
+
+    let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
+    let mut connections = Connections::new(ctx);
+    for flow in &flows {
+        let Ok(selected) = targets::select(&flow.spec, &[]) else { continue };
+        for inlet in selected.into_iter().flat_map(|t| t.inlets) {
+            let conn = match connections.get(&flow.spec, &inlet.topic_id).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag: no connection");
+                    continue;
+                }
+            };
+            match kafka::lag(conn, inlet.group.to_string(), inlet.topic.clone(), ctx.deadlines).await {
+                Ok(parts) => {
+                    for (p, lag) in parts {
+                        let labels = LagLabels {
+                            client_id: inlet.group.to_string(),
+                            topic: inlet.topic.clone(),
+                            partition: p.to_string(),
+                        };
+                        seen.insert(labels, lag);
+                    }
+                }
+                Err(e) => tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag"),
+            }
+        }
+    }
+    ctx.metrics.lag.clear();
+    for (labels, lag) in seen {
+        ctx.metrics.lag.get_or_create(&labels).set(lag);
+    }
+}
+
+/// Serves `/metrics` and `/healthz` on `addr` until the process ends. Logs the address it bound,
+/// which tests read when they ask for port 0.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn serve(addr: SocketAddr, ctx: Arc<Context>) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(address = %listener.local_addr()?, "serving /metrics and /healthz");
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics connection failed");
+                continue;
+            }
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let ctx = ctx.clone();
+                async move { Ok::<_, Infallible>(respond(&req, &ctx)) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+                tracing::debug!(error = %e, "metrics connection closed");
+            }
+        });
+    }
+}
+
+fn respond(req: &Request<hyper::body::Incoming>, ctx: &Context) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match req.uri().path() {
+        "/metrics" => {
+            (StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", ctx.metrics.encode())
+        }
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_string()),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    resp
+}

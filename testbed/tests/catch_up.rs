@@ -1,0 +1,66 @@
+//! After the seed's restart, the lag of the reset group starts at the size of its input and falls to
+//! zero; the test watches it in the resource's status and on the operator's `/metrics`.
+
+use std::time::Duration;
+
+use flow_testbed::cart::{GROUP, TOPIC};
+use flow_testbed::*;
+
+fn status_lag(ns: &str) -> (Option<i64>, Option<String>) {
+    let text = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.status.reset.groups[0]}"]);
+    let g: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    (g["lag"].as_i64(), g["caughtUpAt"].as_str().map(str::to_string))
+}
+
+#[test]
+fn lag_starts_at_the_input_size_and_falls_to_zero() {
+    let _serial = serial();
+    let ns = "shop-catch-up";
+    let op = cart_scenario(ns, 0, &[("FLOW_METRICS_ADDRESS", "127.0.0.1:0"), ("FLOW_LAG_INTERVAL_SECONDS", "1")]);
+    let addr = metrics_address(&op);
+    assert_eq!(http_get(&addr, "/healthz"), (200, "ok\n".to_string()));
+    // Before the reset the group has read everything.
+    wait_until("lag 0 on /metrics", Duration::from_secs(30), || {
+        (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (0, 3)).then_some(())
+    });
+
+    let o = flow(&["reset", "cart", "-n", ns, "--wait"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Stopped and reset: the whole input is left to read.
+    wait_until("lag 60 in the status", Duration::from_secs(30), || (status_lag(ns).0 == Some(60)).then_some(()));
+    wait_until("lag 60 on /metrics", Duration::from_secs(30), || {
+        (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (60, 3)).then_some(())
+    });
+    let body = http_get(&addr, "/metrics").1;
+    assert!(body.contains("ankka_flow_reset_groups_total{outcome=\"reset\"} 1"), "{body}");
+    assert!(body.contains("ankka_flow_reset_requests_pending 0"), "{body}");
+
+    // Start again; the stand-in reads at 10 records a second, so the catch-up takes a few seconds.
+    kubectl_apply(&cart_yaml(ns, 1));
+    let reader = std::process::Command::new(bin("flow-standin"))
+        .args(["--bootstrap-servers", &bed().kafka, "--group", GROUP, "--topic", TOPIC])
+        .args(["--expect", "60", "--rate", "10", "--timeout", "60"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("flow-standin starts");
+    let mut seen = vec![];
+    let caught_up = wait_until("the status to say caught up", Duration::from_secs(60), || {
+        let (lag, at) = status_lag(ns);
+        if let Some(l) = lag
+            && seen.last() != Some(&l)
+        {
+            seen.push(l);
+        }
+        at
+    });
+    let mut reader = reader;
+    assert!(reader.wait().expect("stand-in ends").success());
+    assert_eq!(seen.first(), Some(&60), "{seen:?}");
+    assert_eq!(seen.last(), Some(&0), "{seen:?}");
+    assert!(seen.len() >= 3, "the lag was seen falling, not only before and after: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[1] <= w[0]), "the lag only falls: {seen:?}");
+    assert!(caught_up.ends_with('Z'));
+    wait_until("lag 0 on /metrics", Duration::from_secs(30), || {
+        (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (0, 3)).then_some(())
+    });
+}
