@@ -51,11 +51,29 @@ pub fn bed() -> &'static Bed {
     })
 }
 
-/// Serialises the end-to-end tests of one test binary: they share one cluster and one broker, and
-/// each starts its own operator, which watches every namespace.
-pub fn serial() -> MutexGuard<'static, ()> {
+/// Serialises the end-to-end tests: they share one cluster and one broker, and reuse the example's
+/// fixed topic and consumer group. Within a test binary by a mutex; across test binaries and `cargo
+/// test` runs (several people on one test bed, several worktrees) by an exclusive lock on
+/// `e2e.lock` in the test bed's run directory, which the OS drops when the process ends.
+pub fn serial() -> Serial {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+    let in_process = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let run = std::env::var_os("FLOW_TESTBED_RUN").map_or_else(|| bed().root.join("target/testbed"), PathBuf::from);
+    let path = run.join("e2e.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+    file.lock().unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
+    Serial { _across_processes: file, _in_process: in_process }
+}
+
+/// Held while a test runs; see [`serial`].
+pub struct Serial {
+    _across_processes: std::fs::File,
+    _in_process: MutexGuard<'static, ()>,
 }
 
 /// Path of a workspace binary; panics when it was not built.

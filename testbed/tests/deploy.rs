@@ -1,0 +1,341 @@
+//! The install manifests (deploy/) on the real test bed: the operator runs with exactly the rights
+//! deploy/operator.yaml grants (least privilege), with those rights minus events (case E2), and
+//! twice at once under leader election (case D3).
+//!
+//! The operator runs as a local process that logs in as the user the API server maps to its
+//! ServiceAccount: `testbed/tb` puts fixed bearer tokens for
+//! `system:serviceaccount:ankka-flow:ankka-flow-operator` (and `...-noevents`) in the test bed's
+//! token file, so RBAC treats the process exactly as it would treat the operator's pod.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use flow_testbed::*;
+
+/// The fixed test token of the operator's ServiceAccount user (testbed/tb, `test_token_lines`).
+const OPERATOR_TOKEN: &str = "ankka-flow-operator-test-token";
+const OPERATOR_USER: &str = "system:serviceaccount:ankka-flow:ankka-flow-operator";
+/// The same for the ServiceAccount of case E2, which gets no rights on events.
+const NOEVENTS_TOKEN: &str = "ankka-flow-operator-noevents-test-token";
+const NOEVENTS_SA: &str = "ankka-flow-operator-noevents";
+const EVENT_FAILED: &str = "could not record the event";
+
+/// The YAML documents of deploy/operator.yaml whose kind is in `kinds`.
+fn manifests(kinds: &[&str]) -> String {
+    let text = std::fs::read_to_string(bed().root.join("deploy/operator.yaml")).expect("deploy/operator.yaml");
+    text.split("\n---\n")
+        .filter(|doc| doc.lines().any(|l| kinds.iter().any(|k| l == format!("kind: {k}"))))
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// Installs the CRD, the cluster Secret, and deploy/operator.yaml's identity and rights (not its
+/// Deployment: the test runs the operator binary itself). The whole file, Deployment included, and
+/// the kustomization are first checked by the API server (dry run).
+fn install_operator_rights() {
+    install_crd();
+    install_cluster_secret();
+    kubectl_ok(&["apply", "--dry-run=server", "-k", bed().root.join("deploy").to_str().expect("utf-8 path")]);
+    kubectl_apply(&manifests(&["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]));
+}
+
+fn restricted_kubeconfig() -> PathBuf {
+    kubeconfig_with_token("ankka-flow-operator", OPERATOR_TOKEN)
+}
+
+/// `kubectl auth can-i VERB RESOURCE [--subresource SUB] [-n NS]` as `user`; `resource` may end in
+/// `/<subresource>`.
+fn can(user: &str, verb: &str, resource: &str, ns: Option<&str>) -> bool {
+    let (resource, sub) = resource.split_once('/').map_or((resource, None), |(r, s)| (r, Some(s)));
+    let mut args = vec!["auth", "can-i", verb, resource, "--as", user];
+    if let Some(sub) = sub {
+        args.extend(["--subresource", sub]);
+    }
+    if let Some(ns) = ns {
+        args.extend(["-n", ns]);
+    }
+    let o = kubectl(&args);
+    let answer = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(answer == "yes" || answer == "no", "kubectl {args:?}: {answer:?} {}", String::from_utf8_lossy(&o.stderr));
+    answer == "yes"
+}
+
+/// Writes a reset request with the CLI and returns its id.
+fn request_reset(ns: &str) -> String {
+    let out = flow(&["reset", "cart", "-n", ns]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+        .strip_prefix("reset requested for 'cart': ")
+        .and_then(|s| s.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("unexpected output: {stdout:?}"))
+        .to_string()
+}
+
+fn wait_done(ns: &str, id: &str, timeout: Duration) {
+    wait_until(&format!("the done annotation {id}"), timeout, || {
+        (annotation(ns, "cart", cart::DONE).as_deref() == Some(id)).then_some(())
+    });
+}
+
+fn reset_status(ns: &str) -> serde_json::Value {
+    let text = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.status.reset}"]);
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+}
+
+/// The group's committed offsets equal the log start of every partition.
+fn assert_offsets_at_log_start() {
+    let starts: std::collections::BTreeMap<i32, Option<i64>> =
+        kafka::watermarks(cart::TOPIC).into_iter().map(|(p, (low, _))| (p, Some(low))).collect();
+    assert_eq!(kafka::committed(cart::GROUP, cart::TOPIC, 3), starts);
+}
+
+fn count(text: &str, needle: &str) -> usize {
+    text.lines().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
+    let _serial = serial();
+    let ns = "shop-rbac";
+    install_operator_rights();
+    let kubeconfig = restricted_kubeconfig();
+    let kc = kubeconfig.to_str().expect("utf-8 path");
+
+    // The pipeline at 1 replica: the restricted operator creates its Deployment (server-side apply).
+    let op = cart_scenario(ns, 1, &[("KUBECONFIG", kc)]);
+    let managed =
+        kubectl_ok(&["-n", ns, "get", "deployments", "-l", "app.kubernetes.io/managed-by=ankka-flow", "-o", "name"]);
+    assert_eq!(managed.lines().count(), 1, "{managed}");
+    // Stop it through the resource, then request the reset.
+    kubectl_apply(&cart_yaml(ns, 0));
+    wait_until("the pipeline's pods to go", Duration::from_secs(60), || {
+        pipeline_pods(ns, "cart").is_empty().then_some(())
+    });
+    let id = request_reset(ns);
+
+    let notes = wait_until("the ResetOffsets event", Duration::from_secs(60), || {
+        let n = event_notes(ns, "ResetOffsets");
+        (!n.is_empty()).then_some(n)
+    });
+    assert_eq!(notes, ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    wait_done(ns, &id, Duration::from_secs(30));
+    let reset = wait_until("status.reset to be Done", Duration::from_secs(30), || {
+        let v = reset_status(ns);
+        (v["phase"] == "Done").then_some(v)
+    });
+    assert_eq!(reset["id"], id.as_str());
+    assert_offsets_at_log_start();
+
+    // It held its Lease and was never refused anything.
+    let log = op.log_text();
+    assert!(log.contains("holding the lease"), "{log}");
+    let refused = count(&log.to_lowercase(), "forbidden");
+    assert_eq!(refused, 0, "the operator was refused something:\n{log}");
+    drop(op);
+
+    // What the shipped rights allow, and what they do not.
+    let yes = [
+        ("create", "deployments.apps", Some(ns)),
+        ("patch", "ankkaflows.flow.ankka.thinkmorestupidless.com", Some("elsewhere")),
+        ("patch", "ankkaflows.flow.ankka.thinkmorestupidless.com/status", Some(ns)),
+        ("list", "pods", Some(ns)),
+        ("create", "events.events.k8s.io", Some(ns)),
+        ("list", "secrets", Some("ankka-flow")),
+        ("patch", "leases.coordination.k8s.io", Some("ankka-flow")),
+    ];
+    for (verb, resource, in_ns) in yes {
+        assert!(
+            can(OPERATOR_USER, verb, resource, in_ns),
+            "the operator must be able to {verb} {resource} in {in_ns:?}"
+        );
+    }
+    let no = [
+        ("delete", "namespaces", None),
+        ("list", "secrets", Some(ns)),
+        ("get", "secrets", Some("ankka-flow")),
+        ("list", "secrets", Some("default")),
+        ("update", "pods", Some(ns)),
+        ("create", "pods", Some(ns)),
+        ("delete", "pods", Some(ns)),
+        ("update", "deployments.apps", Some(ns)),
+        ("delete", "ankkaflows.flow.ankka.thinkmorestupidless.com", Some(ns)),
+        ("create", "ankkaflows.flow.ankka.thinkmorestupidless.com", Some(ns)),
+        ("update", "ankkaflows.flow.ankka.thinkmorestupidless.com/status", Some(ns)),
+        ("patch", "leases.coordination.k8s.io", Some(ns)),
+        ("create", "events", Some(ns)),
+        ("create", "clusterroles.rbac.authorization.k8s.io", None),
+        ("create", "rolebindings.rbac.authorization.k8s.io", Some(ns)),
+        ("patch", "customresourcedefinitions.apiextensions.k8s.io", None),
+    ];
+    for (verb, resource, in_ns) in no {
+        assert!(
+            !can(OPERATOR_USER, verb, resource, in_ns),
+            "the operator must not be able to {verb} {resource} in {in_ns:?}"
+        );
+    }
+}
+
+/// Case E2: the shipped ClusterRole minus its events rule, bound to another ServiceAccount user.
+fn install_noevents_rights() {
+    let role = kubectl_ok(&["get", "clusterrole", "ankka-flow-operator", "-o", "json"]);
+    let mut role: serde_json::Value = serde_json::from_str(&role).expect("the ClusterRole as JSON");
+    let rules = role["rules"].as_array().expect("rules").clone();
+    let kept: Vec<serde_json::Value> = rules
+        .iter()
+        .filter(|r| !r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == "events.k8s.io")))
+        .cloned()
+        .collect();
+    assert_eq!(kept.len() + 1, rules.len(), "the shipped ClusterRole has one events rule");
+    role["rules"] = serde_json::Value::Array(kept);
+    role["metadata"] = serde_json::json!({ "name": NOEVENTS_SA });
+    kubectl_apply(&role.to_string());
+    kubectl_apply(&format!(
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {NOEVENTS_SA}, namespace: ankka-flow}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {NOEVENTS_SA}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {NOEVENTS_SA}}}
+subjects: [{{kind: ServiceAccount, name: {NOEVENTS_SA}, namespace: ankka-flow}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {NOEVENTS_SA}, namespace: ankka-flow}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: ankka-flow-operator}}
+subjects: [{{kind: ServiceAccount, name: {NOEVENTS_SA}, namespace: ankka-flow}}]
+"#
+    ));
+}
+
+#[test]
+fn without_rights_on_events_the_reset_still_happens_once() {
+    let _serial = serial();
+    let ns = "shop-noevents";
+    install_operator_rights();
+    install_noevents_rights();
+    let user = format!("system:serviceaccount:ankka-flow:{NOEVENTS_SA}");
+    assert!(!can(&user, "create", "events.events.k8s.io", Some(ns)));
+    assert!(can(&user, "create", "deployments.apps", Some(ns)));
+    let kubeconfig = kubeconfig_with_token(NOEVENTS_SA, NOEVENTS_TOKEN);
+
+    let mut op = cart_scenario(ns, 0, &[("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path"))]);
+    let id = request_reset(ns);
+    wait_done(ns, &id, Duration::from_secs(60));
+    let reset = wait_until("status.reset to be Done", Duration::from_secs(30), || {
+        let v = reset_status(ns);
+        (v["phase"] == "Done").then_some(v)
+    });
+    assert_eq!(reset["groups"][0]["outcome"], "Reset", "{reset}");
+    assert_eq!(reset["groups"].as_array().map(Vec::len), Some(1), "{reset}");
+    assert_offsets_at_log_start();
+    assert!(event_notes(ns, "ResetOffsets").is_empty());
+
+    // The failure is logged, the operator goes on, and it does not loop on it: a few resyncs later
+    // the count has not grown.
+    let log = op.log_text();
+    let failed = count(&log, EVENT_FAILED);
+    assert!((1..=3).contains(&failed), "{failed} lines about events that could not be recorded:\n{log}");
+    assert_eq!(count(&log, "reset request done"), 1, "{log}");
+    kubectl_ok(&["-n", ns, "annotate", "aflow", "cart", "--overwrite", "touch=1"]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(op.running(), "the operator must not stop:\n{}", op.log_text());
+    let later = op.log_text();
+    assert_eq!(count(&later, EVENT_FAILED), failed, "{later}");
+    assert_eq!(count(&later, "reset request done"), 1, "{later}");
+}
+
+#[test]
+fn two_operators_one_leader_and_a_quick_hand_over() {
+    let _serial = serial();
+    let ns = "shop-leader";
+    install_operator_rights();
+    let kubeconfig = restricted_kubeconfig();
+    let kc = kubeconfig.to_str().expect("utf-8 path");
+    // Both in the same Lease, as two pods of one Deployment are; a short term keeps the test quick.
+    let lease = "ankka-flow-operator-d3";
+    let _ = kubectl(&["-n", "ankka-flow", "delete", "lease", lease, "--ignore-not-found"]);
+    let common = [("KUBECONFIG", kc), ("FLOW_LEASE_NAME", lease), ("FLOW_LEASE_DURATION_SECONDS", "6")];
+    let env_a: Vec<(&str, &str)> = common.iter().copied().chain([("HOSTNAME", "operator-a")]).collect();
+    let env_b: Vec<(&str, &str)> =
+        common.iter().copied().chain([("HOSTNAME", "operator-b"), ("FLOW_WATCH_NAMESPACE", ns)]).collect();
+
+    let a = cart_scenario(ns, 0, &env_a);
+    let b = Operator::start(&fresh_dir("shop-leader-b"), &env_b);
+    let holding = "holding the lease";
+    wait_until("one operator to hold the lease", Duration::from_secs(30), || {
+        (a.log_text().contains(holding) || b.log_text().contains(holding)).then_some(())
+    });
+    wait_until("both operators to have started", Duration::from_secs(30), || {
+        (a.log_text().contains("waiting to hold the lease") && b.log_text().contains("waiting to hold the lease"))
+            .then_some(())
+    });
+    let (leader, mut follower, leader_name, follower_name) = if a.log_text().contains(holding) {
+        (a, b, "operator-a", "operator-b")
+    } else {
+        (b, a, "operator-b", "operator-a")
+    };
+    assert!(!follower.log_text().contains(holding), "both hold the lease:\n{}", follower.log_text());
+    let holder = || kubectl_ok(&["-n", "ankka-flow", "get", "lease", lease, "-o", "jsonpath={.spec.holderIdentity}"]);
+    assert_eq!(holder(), leader_name);
+
+    // A request: exactly one operator carries it out, once.
+    let first = request_reset(ns);
+    wait_done(ns, &first, Duration::from_secs(60));
+    assert_eq!(
+        event_notes(ns, "ResetOffsets"),
+        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
+    );
+    assert_offsets_at_log_start();
+    assert_eq!(count(&leader.log_text(), "reset request done"), 1, "{}", leader.log_text());
+    assert_eq!(count(&follower.log_text(), "reset request done"), 0, "{}", follower.log_text());
+    assert_eq!(count(&follower.log_text(), "ResetOffsets"), 0, "{}", follower.log_text());
+
+    // The group reads again, so the next reset has something to do.
+    standin::read(cart::GROUP, cart::TOPIC, 60);
+    assert_eq!(kafka::committed(cart::GROUP, cart::TOPIC, 3), [(0, Some(20)), (1, Some(20)), (2, Some(20))].into());
+
+    // SIGTERM to the leader: it gives the Lease back, and the other one takes over within a term.
+    let leader_log = leader.log.clone();
+    let stopped = Instant::now();
+    leader.stop();
+    let gone = std::fs::read_to_string(&leader_log).unwrap_or_default();
+    assert!(gone.contains("released the lease"), "{gone}");
+    wait_until("the other operator to hold the lease", Duration::from_secs(6 + 4), || {
+        follower.log_text().contains(holding).then_some(())
+    });
+    let took = stopped.elapsed();
+    assert!(took <= Duration::from_secs(6 + 2), "hand-over took {took:?}");
+    assert_eq!(holder(), follower_name);
+
+    // The next request is carried out by the new leader.
+    let second = request_reset(ns);
+    wait_done(ns, &second, Duration::from_secs(60));
+    assert_offsets_at_log_start();
+    let log = follower.log_text();
+    assert_eq!(count(&log, "reset request done"), 1, "{log}");
+    assert!(log.lines().any(|l| l.contains("reset request done") && l.contains(&second)), "{log}");
+    assert_eq!(count(&log, "lost the lease"), 0, "{log}");
+    eprintln!("deploy: hand-over after SIGTERM took {took:?}");
+
+    // Someone else takes the Lease (as after a partition that outlasted a term): the holder notices
+    // on its next reading and stops at once rather than reconcile alongside.
+    let taken = Instant::now();
+    kubectl_ok(&[
+        "-n",
+        "ankka-flow",
+        "patch",
+        "lease",
+        lease,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"holderIdentity":"intruder"}}"#,
+    ]);
+    let code = follower.wait_exit(Duration::from_secs(6));
+    let noticed = taken.elapsed();
+    assert_eq!(code, Some(1), "{}", follower.log_text());
+    assert_eq!(count(&follower.log_text(), "lost the lease"), 1, "{}", follower.log_text());
+    eprintln!("deploy: the holder stopped {noticed:?} after its Lease was taken");
+}
