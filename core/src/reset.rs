@@ -756,7 +756,13 @@ impl ResetMachine {
                 groups: r.groups.values().map(|(t, p)| group_status(&t.group, &t.topic, p)).collect(),
                 ..Default::default()
             },
-            State::Done(Done::AlreadyDone { .. }) => ResetStatus { id, phase: "Done".into(), ..Default::default() },
+            // What the records say: a status whose final write was lost is rebuilt from them.
+            State::Done(Done::AlreadyDone { .. }) => ResetStatus {
+                id,
+                phase: "Done".into(),
+                groups: self.records.values().filter_map(|r| self.record_status(r)).collect(),
+                ..Default::default()
+            },
             State::Done(Done::Refused { why, .. }) => {
                 ResetStatus { id, phase: "Refused".into(), detail: why.clone(), ..Default::default() }
             }

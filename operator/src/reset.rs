@@ -93,10 +93,12 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(rfc3339_now),
         finished_at: same.and_then(|p| p.finished_at.clone()),
     };
-    if done == Some(request.id.as_str()) {
-        // The fresh read holds the status the finishing reconcile wrote (the cache may not yet).
-        let kept = previous.filter(|p| p.id == request.id);
-        status.reset = Some(kept.unwrap_or(ResetStatus { id: request.id, phase: "Done".into(), ..Default::default() }));
+    // The fresh read holds the status the finishing reconcile wrote (the cache may not yet).
+    if done == Some(request.id.as_str())
+        && let Some(kept) =
+            previous.as_ref().filter(|p| p.id == request.id && matches!(p.phase.as_str(), "Done" | "Refused"))
+    {
+        status.reset = Some(kept.clone());
         return Ok(None);
     }
 
@@ -110,6 +112,12 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         .unwrap_or_default();
     let records = flow_core::reset::merge_records(ctx.ledger.records(owner, &request.id)?, from_status);
     let mut machine = ResetMachine::new(request, done, records);
+    if matches!(machine.state(), State::Done(_)) {
+        // Done, but the status missed the final write (it failed, or the operator stopped just
+        // before): rebuilt from the recorded outcomes, with nothing redone.
+        status.reset = Some(stamps.apply(machine.status()));
+        return Ok(None);
+    }
     let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
     machine.handle(Input::Observed { spec: flow.spec.clone(), pods }, now());
 

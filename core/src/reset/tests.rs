@@ -420,3 +420,23 @@ fn only_reset_groups_of_a_done_request_are_followed_until_caught_up() {
     st.phase = "Resetting".into();
     assert!(catching_up(&st).is_empty());
 }
+
+#[test]
+fn an_already_done_request_reports_its_recorded_groups() {
+    let rec = GroupRecord {
+        group: router(),
+        intent: None,
+        outcome: Some(GroupOutcome::Reset {
+            topic: "shop.cart-events.v1".into(),
+            before: intent().before,
+            offsets: intent().target,
+            records: 220,
+        }),
+    };
+    let m = ResetMachine::new(request(&["router"]), Some(ID), vec![rec]);
+    let st = m.status();
+    assert_eq!(st.phase, "Done");
+    assert_eq!(st.groups.len(), 1);
+    assert_eq!(st.groups[0].outcome, "Reset");
+    assert_eq!(st.groups[0].records_to_reprocess, 220);
+}
