@@ -64,7 +64,9 @@ pub fn classify(e: &KafkaError) -> KafkaFailure {
     KafkaFailure { transient, reason }
 }
 
-fn consumer(conn: &KafkaConnection, group: &str) -> Result<BaseConsumer, KafkaFailure> {
+/// A consumer with `group.id` = `group` that never subscribes. Its socket timeout is the request
+/// deadline, which bounds calls that take no timeout of their own (the synchronous commit).
+fn consumer(conn: &KafkaConnection, group: &str, d: Deadlines) -> Result<BaseConsumer, KafkaFailure> {
     let mut cfg = ClientConfig::new();
     for (k, v) in &conn.properties {
         cfg.set(k, v);
@@ -75,7 +77,7 @@ fn consumer(conn: &KafkaConnection, group: &str) -> Result<BaseConsumer, KafkaFa
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("allow.auto.create.topics", "false")
-        .set("socket.timeout.ms", "10000");
+        .set("socket.timeout.ms", d.request.as_millis().to_string());
     cfg.create().map_err(|e| KafkaFailure {
         transient: false,
         reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
@@ -161,7 +163,7 @@ async fn blocking<T: Send + 'static>(
 /// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
 pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Inspection, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str())?;
+        let c = consumer(&conn, target.group.as_str(), d)?;
         let groups = c.fetch_group_list(Some(target.group.as_str()), d.request).map_err(|e| classify(&e))?;
         let (state, members) = groups
             .groups()
@@ -192,13 +194,13 @@ pub async fn fence(
     target: InletTarget,
     offsets: BTreeMap<i32, i64>,
     metadata: String,
-    _d: Deadlines,
+    d: Deadlines,
 ) -> Result<(), KafkaFailure> {
     if offsets.is_empty() {
         return Ok(());
     }
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str())?;
+        let c = consumer(&conn, target.group.as_str(), d)?;
         commit_with(&c, &target.topic, &offsets, &metadata)
     })
     .await
@@ -217,7 +219,7 @@ pub async fn commit(
     d: Deadlines,
 ) -> Result<Committed, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str())?;
+        let c = consumer(&conn, target.group.as_str(), d)?;
         commit_with(&c, &target.topic, &offsets, &metadata)?;
         let ps: Vec<i32> = offsets.keys().copied().collect();
         committed(&c, &target.topic, &ps, d)
@@ -235,7 +237,7 @@ pub async fn read_committed(
     d: Deadlines,
 ) -> Result<Positions, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str())?;
+        let c = consumer(&conn, target.group.as_str(), d)?;
         let ps = partitions(&c, &target.topic, d)?;
         positions(&c, &target.topic, &ps, d)
     })
@@ -254,7 +256,7 @@ pub async fn lag(
     d: Deadlines,
 ) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, &group)?;
+        let c = consumer(&conn, &group, d)?;
         let ps = partitions(&c, &topic, d)?;
         let committed = committed(&c, &topic, &ps, d)?;
         let mut out = BTreeMap::new();

@@ -113,6 +113,18 @@ pub struct Intent {
     pub records: i64,
 }
 
+impl Intent {
+    /// The outcome of this intent once its commit is known to have landed.
+    pub fn into_reset(self, topic: &str) -> GroupOutcome {
+        GroupOutcome::Reset {
+            topic: topic.to_string(),
+            before: self.before,
+            offsets: self.target,
+            records: self.records,
+        }
+    }
+}
+
 /// How one group ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupOutcome {
@@ -569,15 +581,7 @@ impl ResetMachine {
                     })
                     .collect();
                 if wrong.is_empty() {
-                    self.finish(
-                        &target,
-                        GroupOutcome::Reset {
-                            topic: target.topic.clone(),
-                            before: intent.before,
-                            offsets: intent.target,
-                            records: intent.records,
-                        },
-                    );
+                    self.finish(&target, intent.into_reset(&target.topic));
                 } else {
                     let reason = format!("the commit did not hold: {}", wrong.join(", "));
                     self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
@@ -622,15 +626,7 @@ impl ResetMachine {
                 } else {
                     // Landed; a consumer may have committed since (it ran after the reset), which is
                     // its progress to keep.
-                    self.finish(
-                        &target,
-                        GroupOutcome::Reset {
-                            topic: target.topic.clone(),
-                            before: intent.before,
-                            offsets: intent.target,
-                            records: intent.records,
-                        },
-                    );
+                    self.finish(&target, intent.into_reset(&target.topic));
                 }
             }
         }

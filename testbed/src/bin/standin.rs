@@ -73,8 +73,8 @@ fn main() -> anyhow::Result<()> {
     consumer.subscribe(&[&args.topic]).context("subscribing")?;
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook_like::SIGTERM, signal_hook_like::SIGINT] {
-        signal_hook_like::register(sig, stop.clone());
+    for sig in [stop_signals::SIGTERM, stop_signals::SIGINT] {
+        stop_signals::register(sig, stop.clone());
     }
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut records = 0u64;
@@ -126,9 +126,9 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Minimal signal flagging through tokio's signal support (already a dependency), run on a helper
-/// thread so the consumer loop stays synchronous.
-mod signal_hook_like {
+/// SIGTERM and SIGINT set a flag, through tokio's signal support (already a dependency) on a helper
+/// thread, so the consumer loop stays synchronous and commits before it leaves.
+mod stop_signals {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
