@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use flow_testbed::*;
 
@@ -54,7 +55,14 @@ fn fixtures() -> PathBuf {
 fn the_seed_command_line_applies_as_written() {
     let _serial = serial();
     install_crd();
+    install_cluster_secret();
     fresh_namespace(NS);
+    let _operator = Operator::start(&fresh_dir(NS), &[("FLOW_WATCH_NAMESPACE", NS)]);
+    let pods = |want: usize, what: &str| {
+        wait_until(what, Duration::from_secs(60), || {
+            (running_pipeline_pods(NS, "cart") == want && pipeline_pods(NS, "cart").len() == want).then_some(())
+        })
+    };
     let cart = bed().root.join("examples/cart");
     let path = format!(
         "{}:{}",
@@ -100,10 +108,14 @@ fn the_seed_command_line_applies_as_written() {
     assert_eq!(spec["topics"][2]["topicConfig"]["retention.ms"], "86400000");
     assert_eq!(spec["topics"][2]["batch"], serde_json::json!({"maxRecords": 100, "maxBytes": 1048576}));
 
+    // The operator runs what was generated: one router pod, none once stopped, one again after.
+    pods(1, "router's pod to run");
     run(stop);
     assert_eq!(stored("cart")["spec"]["streamlets"][0]["replicas"], 0);
+    pods(0, "the pipeline's pods to go");
     run(start);
     assert_eq!(stored("cart")["spec"]["streamlets"][0]["replicas"], 1);
+    pods(1, "router's pod to run again");
     // The helper every end-to-end test uses produces the same resource.
     assert_eq!(
         kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &cart_yaml(NS, 0)).trim_end(),
