@@ -33,7 +33,8 @@ seq 1 3000 | sed 's/.*/{"cart":&}/' | testbed/kafka-tool console-producer --boot
 
 say "Starting the operator"
 ledger=$(mktemp -d)
-FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text RUST_LOG=warn,flow_operator=info flow-operator 2> target/demo-operator.log &
+FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text FLOW_LAG_INTERVAL_SECONDS=1 FLOW_METRICS_ADDRESS=127.0.0.1:19090 \
+  RUST_LOG=warn,flow_operator=info flow-operator 2> target/demo-operator.log &
 op=$!
 trap 'kill $op 2>/dev/null || true' EXIT
 
@@ -53,15 +54,25 @@ until [ -z "$(kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pip
 run kubectl -n shop get pods -l flow.ankka.thinkmorestupidless.com/pipeline=cart
 
 say "Request the reset"
-run flow reset cart -n shop
+printf '$ %s\n' "flow reset cart -n shop"
+out=$(flow reset cart -n shop)
+echo "$out"
+id=${out##*: }
 
 say "Check that it happened"
 until kubectl -n shop get aflow cart -o jsonpath='{.metadata.annotations}' | grep -q reset-offsets-done; do sleep 1; done
 run kubectl -n shop get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsets
 run kubectl -n shop get aflow cart -o jsonpath='{.metadata.annotations.flow\.ankka\.thinkmorestupidless\.com/reset-offsets-done}{"\n"}'
+run flow reset status "$id"
 
 say "Start the streamlets again: they read every record once more"
 in_cart "$START"
 kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
-run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
+run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000 --rate 1000
+
+say "The lag after the reset fell to zero: in the status, and on the operator's /metrics"
+sleep 2
+run kubectl -n shop get aflow cart -o jsonpath='{.status.reset.groups[0].lag} records left, caught up at {.status.reset.groups[0].caughtUpAt}{"\n"}'
+printf '$ %s\n' "curl -s 127.0.0.1:19090/metrics | grep cart.router.in"
+curl -s 127.0.0.1:19090/metrics | grep 'client_id="cart.router.in"' || true
 say "Done. The test bed keeps running; stop it with: testbed/tb down"

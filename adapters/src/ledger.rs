@@ -135,8 +135,12 @@ mod tests {
         let recs = l.records(owner, "u1").unwrap();
         assert_eq!(recs, vec![GroupRecord { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
         assert!(l.records(owner, "u2").unwrap().is_empty());
-        let outcome =
-            GroupOutcome::Reset { topic: "t".into(), before: intent.before.clone(), offsets: intent.target.clone(), records: 5 };
+        let outcome = GroupOutcome::Reset {
+            topic: "t".into(),
+            before: intent.before.clone(),
+            offsets: intent.target.clone(),
+            records: 5,
+        };
         l.put_outcome(owner, "u1", &g, &outcome).unwrap();
         assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));
         let _ = std::fs::remove_dir_all(&dir);
