@@ -173,10 +173,11 @@ impl Operator {
     ///
     /// `env` overrides every default below, `KUBECONFIG` included (the test bed's admin by default).
     /// Leader election stays on. Unless `env` names them, the Lease is `ankka-flow-operator-<ns>`
-    /// and the instance (`HOSTNAME`, the identity in the Lease) `flow-operator-<ns>`, where `<ns>` is
-    /// `FLOW_WATCH_NAMESPACE`: each test namespace has a Lease of its own, so an operator a previous
-    /// test left holding one never delays the next test, and an operator restarted within a test
-    /// (after a crash point) takes its own Lease back at once.
+    /// and the instance (`HOSTNAME`, the identity in the Lease) `flow-operator-<ns>-<test pid>`, where
+    /// `<ns>` is `FLOW_WATCH_NAMESPACE`: each test namespace has a Lease of its own, so an operator a
+    /// previous test left holding one never delays the next test; an operator restarted within a
+    /// test (after a crash point) takes its own Lease back at once; and operators of two test runs
+    /// never share an identity.
     pub fn start(ledger_dir: &Path, env: &[(&str, &str)]) -> Operator {
         let logs = bed().root.join("target/e2e-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
@@ -195,7 +196,7 @@ impl Operator {
         let given = |k: &str| env.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
         let scope = given("FLOW_WATCH_NAMESPACE").unwrap_or("all");
         cmd.env("FLOW_LEASE_NAME", format!("ankka-flow-operator-{scope}"))
-            .env("HOSTNAME", format!("flow-operator-{scope}"));
+            .env("HOSTNAME", format!("flow-operator-{scope}-{}", std::process::id()));
         if given("FLOW_OPERATOR_NAMESPACE").is_none() {
             ensure_namespace("ankka-flow");
         }
