@@ -1,1 +1,20 @@
+//! A deterministic simulation of the world `flow_core::reset::ResetMachine` runs in, for the
+//! model-based tests in `tests/`.
+//!
+//! - [`world`]: a simulated clock; Kafka per group and topic (log start offsets, high watermarks,
+//!   committed offsets with their commit metadata, members, and a queue of faults); Kubernetes (the
+//!   `cart` resource's replicas and pods, the request and done annotations, `status.reset`, and the
+//!   events by name, refusing duplicates as the API server does); and a ledger that can be lost.
+//! - [`driver`]: the operator's reconcile, step for step as `operator/src/reset.rs` drives the
+//!   machine, with a crash after any effect.
+//! - [`invariants`]: product.md §4, read off the log of everything that happened.
+//!
+//! Nothing here reads a clock or a random source: a history of transitions replays exactly.
 
+pub mod driver;
+pub mod invariants;
+pub mod world;
+
+pub use driver::Reconciled;
+pub use invariants::KnownIssue;
+pub use world::{Ask, Fault, Init, Streamlet, TopicInit, World};
