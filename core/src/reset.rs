@@ -35,8 +35,10 @@
 //! offsets and their metadata ([`Effect::ReadCommitted`]) and settles. The reset marker everywhere
 //! means the reset landed. The fence everywhere (and no offset where there was none) means it never
 //! did, and only then is the group reset. Anything else means a consumer committed after the fence,
-//! which it can only do once the streamlet runs again after the reset: the reset landed, and the
-//! consumer's progress since is kept.
+//! so the streamlet ran: if some partition is now behind where the group was before, the consumer
+//! started from the reset, which landed. Otherwise Kafka cannot tell whether the consumer started from
+//! the reset or from where it was; the group is reported failed with that reason (never reset again,
+//! which could rewind a finished rebuild, and never reported as a success it may not be).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -516,7 +518,8 @@ impl ResetMachine {
             Err(f) => self.failed(&target, attempts, f, now),
             Ok(seen) if seen.members > 0 => {
                 let reason = format!(
-                    "consumer group [{group}] has {} active member(s) (state {}); scale its streamlet to 0 and wait for its pods to stop before resetting it",
+                    "consumer group [{group}] has {} active member(s) (state {}): a consumer still reads it; stop it \
+                     (its streamlet is stopped, so it runs elsewhere, or its pods are still stopping) and request again",
                     seen.members, seen.state
                 );
                 self.failed(&target, attempts, KafkaFailure { transient: true, reason }, now);
@@ -619,14 +622,27 @@ impl ResetMachine {
                     .target
                     .iter()
                     .all(|(p, o)| at(p).is_some_and(|pos| pos.offset == *o && pos.metadata == reset));
+                // A consumer behind where the group was before can only have started from the reset.
+                let behind_before = intent.target.keys().any(|p| {
+                    matches!((intent.before.get(p).copied().flatten(), at(p)), (Some(b), Some(pos)) if pos.offset < b)
+                });
                 if fenced && !landed_untouched {
                     // The commit never landed: start this group again from inspection.
                     self.emit(Effect::InspectGroup(target.clone()));
                     self.set_phase(&group, GroupPhase::Inspecting { attempts });
-                } else {
+                } else if landed_untouched || behind_before {
                     // Landed; a consumer may have committed since (it ran after the reset), which is
                     // its progress to keep.
                     self.finish(&target, intent.into_reset(&target.topic));
+                } else {
+                    // A consumer committed after the fence, at or beyond where the group was: the
+                    // streamlet ran, but from the reset or from where it was, Kafka cannot tell. Never
+                    // reset again (that could rewind a finished rebuild), never claim success.
+                    let reason = "cannot tell whether the reset landed: the operator stopped during the reset, and a \
+                                  consumer has committed since at or beyond the offsets the group had before; if the \
+                                  streamlet did not read its input again, request a new reset"
+                        .to_string();
+                    self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
                 }
             }
         }

@@ -442,7 +442,7 @@ impl World {
             ledger: Ledger::default(),
             requests: BTreeMap::new(),
             facts: vec![],
-            outcome_in_status: false,
+            outcome_in_status: true,
         }
     }
 

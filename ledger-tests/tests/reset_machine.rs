@@ -20,28 +20,9 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state
 prop_state_machine! {
     #![proptest_config(config("reset_machine"))]
 
-    /// Every invariant, accepting only the histories of the known issues (`KnownIssue`).
+    /// Every invariant, without exception (the issues the model found are fixed; docs/ledger-tests.md).
     #[test]
-    fn reset_machine_keeps_its_invariants(sequential 1..=40 => ResetTest<false, false>);
-}
-
-prop_state_machine! {
-    #![proptest_config(config("reset_machine_strict"))]
-
-    /// Every invariant without exception: fails while the known issues are open.
-    #[test]
-    #[ignore = "fails on the known issues (docs/ledger-tests.md)"]
-    fn reset_machine_keeps_its_invariants_strictly(sequential 1..=40 => ResetTest<true, false>);
-}
-
-prop_state_machine! {
-    #![proptest_config(config("reset_machine_outcome_in_status"))]
-
-    /// The driver with the operator change proposed for `KnownIssue::OutcomeOnlyInLedger`: every
-    /// invariant, accepting only the other known issue.
-    #[test]
-    #[ignore = "runs a proposed operator change, not the operator as it is"]
-    fn proposed_outcome_in_status_closes_its_issue(sequential 1..=40 => ResetTest<false, true>);
+    fn reset_machine_keeps_its_invariants(sequential 1..=40 => ResetTest<true, true>);
 }
 
 /// Cases by default, unless `PROPTEST_CASES` says otherwise.

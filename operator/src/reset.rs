@@ -164,6 +164,9 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                 }
                 Effect::PersistOutcome { id, group, outcome } => {
                     ctx.ledger.put_outcome(Owner { namespace: &ns, name: &name }, &id, &group, &outcome)?;
+                    // The status carries the outcome too, so a lost ledger never decides the group again.
+                    status.reset = Some(stamps.apply(machine.status()));
+                    k::write_status(&api, &name, status).await?;
                     crash_point("after-outcome");
                 }
                 Effect::WriteDone { id } => {
@@ -176,6 +179,12 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         match machine.state() {
             State::Resetting(_) => match machine.poll_timeout() {
                 Some(at) => {
+                    // Show why a group waits for its next attempt while the driver sleeps.
+                    let shown = Some(stamps.apply(machine.status()));
+                    if status.reset != shown {
+                        status.reset = shown;
+                        k::write_status(&api, &name, status).await?;
+                    }
                     let wait = u64::try_from(at.0.saturating_sub(now().0)).unwrap_or(0);
                     tokio::time::sleep(Duration::from_millis(wait)).await;
                     // A newer request (`flow reset --replace`) supersedes this one: stop here and let

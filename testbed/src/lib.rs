@@ -374,6 +374,13 @@ pub mod kafka {
             .collect()
     }
 
+    /// Members of `group`, as the classic group description lists them.
+    pub fn members(group: &str) -> usize {
+        let c: BaseConsumer = config().create().expect("consumer");
+        let list = c.fetch_group_list(Some(group), Duration::from_secs(10)).expect("group list");
+        list.groups().iter().filter(|g| g.name() == group).map(|g| g.members().len()).sum()
+    }
+
     /// Deletes records below `offset` in `partition` of `topic` (DeleteRecords), moving its log start.
     pub fn delete_records(topic: &str, partition: i32, offset: i64) {
         let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
