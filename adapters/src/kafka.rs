@@ -164,12 +164,7 @@ async fn blocking<T: Send + 'static>(
 pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Inspection, KafkaFailure> {
     blocking(move || {
         let c = consumer(&conn, target.group.as_str(), d)?;
-        let groups = c.fetch_group_list(Some(target.group.as_str()), d.request).map_err(|e| classify(&e))?;
-        let (state, members) = groups
-            .groups()
-            .iter()
-            .find(|g| g.name() == target.group.as_str())
-            .map_or(("Dead".to_string(), 0), |g| (g.state().to_string(), g.members().len()));
+        let (state, members) = describe::group(&c, target.group.as_str(), d)?;
         let ps = partitions(&c, &target.topic, d)?;
         let (mut log_start, mut high_watermark) = (BTreeMap::new(), BTreeMap::new());
         for p in &ps {
@@ -178,7 +173,6 @@ pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -
             high_watermark.insert(*p, high);
         }
         let committed = committed(&c, &target.topic, &ps, d)?;
-        let members = u32::try_from(members).unwrap_or(u32::MAX);
         Ok(Inspection { state, members, log_start, committed, high_watermark })
     })
     .await
@@ -268,6 +262,123 @@ pub async fn lag(
         Ok(out)
     })
     .await
+}
+
+/// Describing a consumer group through librdkafka's DescribeConsumerGroups, which the safe rdkafka
+/// API lacks (its `fetch_group_list` uses the classic DescribeGroups, which does not list the members
+/// of a KIP-848 `consumer` protocol group: such a live group would describe as `Dead` with no member).
+/// librdkafka asks ConsumerGroupDescribe (KIP-848) and DescribeGroups as the group needs, so both
+/// protocols report their members. This module is the only unsafe code of the project; each pointer
+/// it holds is freed by a guard, whatever path is taken.
+mod describe {
+    use std::ffi::{CStr, CString, c_char};
+    use std::ptr;
+
+    use rdkafka::bindings as rd;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::types::RDKafkaErrorCode;
+
+    use super::{Deadlines, KafkaFailure};
+
+    /// Frees what librdkafka allocated for one describe call.
+    struct Guard {
+        queue: *mut rd::rd_kafka_queue_t,
+        options: *mut rd::rd_kafka_AdminOptions_t,
+        event: *mut rd::rd_kafka_event_t,
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            // SAFETY: each pointer is null or was returned by the matching librdkafka constructor
+            // and is freed exactly once, here.
+            unsafe {
+                if !self.event.is_null() {
+                    rd::rd_kafka_event_destroy(self.event);
+                }
+                if !self.options.is_null() {
+                    rd::rd_kafka_AdminOptions_destroy(self.options);
+                }
+                if !self.queue.is_null() {
+                    rd::rd_kafka_queue_destroy(self.queue);
+                }
+            }
+        }
+    }
+
+    fn text(p: *const c_char) -> String {
+        if p.is_null() {
+            return String::new();
+        }
+        // SAFETY: librdkafka returns NUL-terminated strings that live as long as their event.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+
+    fn failure(code: rd::rd_kafka_resp_err_t, reason: String) -> KafkaFailure {
+        let code = RDKafkaErrorCode::from(code);
+        let transient = matches!(
+            code,
+            RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::OperationTimedOut
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::NetworkException
+                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::NotCoordinator
+        );
+        KafkaFailure { transient, reason: format!("describing the consumer group: {reason}") }
+    }
+
+    /// The group's state (`Empty`, `Stable`, `Dead`, ...) and its number of members, classic and
+    /// consumer protocol alike. A group that does not exist is `Dead` with no member.
+    ///
+    /// # Errors
+    /// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
+    pub fn group(c: &BaseConsumer, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
+        let rk = c.client().native_ptr();
+        let name = CString::new(group).map_err(|_| {
+            failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__INVALID_ARG, "NUL in the group id".into())
+        })?;
+        let ms = i32::try_from(d.request.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `rk` is the live handle of `c`, borrowed for this call; every object created here
+        // is owned by `guard` and freed when it drops; `name` outlives the call that reads it.
+        unsafe {
+            let mut guard =
+                Guard { queue: rd::rd_kafka_queue_new(rk), options: ptr::null_mut(), event: ptr::null_mut() };
+            guard.options =
+                rd::rd_kafka_AdminOptions_new(rk, rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
+            let mut errstr = [0 as c_char; 256];
+            rd::rd_kafka_AdminOptions_set_request_timeout(guard.options, ms, errstr.as_mut_ptr(), errstr.len());
+            let mut groups = [name.as_ptr()];
+            rd::rd_kafka_DescribeConsumerGroups(rk, groups.as_mut_ptr(), 1, guard.options, guard.queue);
+            guard.event = rd::rd_kafka_queue_poll(guard.queue, ms.saturating_add(1000));
+            if guard.event.is_null() {
+                return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, "no answer in time".into()));
+            }
+            let err = rd::rd_kafka_event_error(guard.event);
+            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(failure(err, text(rd::rd_kafka_event_error_string(guard.event))));
+            }
+            let result = rd::rd_kafka_event_DescribeConsumerGroups_result(guard.event);
+            let mut n = 0usize;
+            let descs = rd::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut n);
+            if descs.is_null() || n == 0 {
+                return Ok(("Dead".into(), 0));
+            }
+            let desc = *descs;
+            let error = rd::rd_kafka_ConsumerGroupDescription_error(desc);
+            if !error.is_null() {
+                let code = rd::rd_kafka_error_code(error);
+                if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
+                    return Ok(("Dead".into(), 0));
+                }
+                return Err(failure(code, text(rd::rd_kafka_error_string(error))));
+            }
+            let state = text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(desc)));
+            let members = u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(desc)).unwrap_or(u32::MAX);
+            Ok((state, members))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,13 +12,9 @@
 //! Covered here: A1, A2, A3, A4, A5, B1 (with B2's read-back), B3, B4, C1 (without the auto-create
 //! broker), C2, C3, E1, F1 (first half), F3.
 //!
-//! Known product bug, test marked `#[ignore]`:
-//! - A3: the inspection uses the classic DescribeGroups, which answers `Dead` with 0 members for a
-//!   consumer-protocol (KIP-848) group with a live member; the operator takes that as inactive and
-//!   goes on to the fence commit. Only the broker's UNKNOWN_MEMBER_ID stops it, so the outcome is
-//!   still a failure and nothing moves ([`a3_a_consumer_protocol_member_is_never_taken_for_an_inactive_group`]
-//!   passes), but the group is not refused as having a member
-//!   ([`a3_a_consumer_protocol_member_is_refused_as_a_member_before_any_commit`] is ignored).
+//! A3 found that the classic DescribeGroups answers `Dead` with 0 members for a consumer-protocol
+//! (KIP-848) group with a live member; the operator now describes groups with DescribeConsumerGroups,
+//! and [`a3_a_consumer_protocol_member_is_refused_as_a_member_before_any_commit`] checks it.
 //!
 //! Not covered, and why:
 //! - C1 as reported needs a broker with `auto.create.topics.enable=true`; the test bed's has `false`
@@ -841,7 +837,6 @@ fn f3_failed_and_succeeded_pods_do_not_block_a_reset_running_ones_do() {
 /// refused for having one active member, without any commit being tried (the classic describe's
 /// `Dead` with 0 members is not taken as proof of inactivity).
 #[test]
-#[ignore = "bug: a KIP-848 group's classic describe (Dead, 0 members) is taken as inactive; only the broker's UNKNOWN_MEMBER_ID to the fence commit stops the reset"]
 fn a3_a_consumer_protocol_member_is_refused_as_a_member_before_any_commit() {
     let _serial = serial();
     let (ns, p, topic) = ("case-a3b", "case-a3b", "case.a3b-events");
