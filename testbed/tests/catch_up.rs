@@ -26,6 +26,8 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
 
     let o = flow(&["reset", "cart", "-n", ns, "--wait"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let id = out.lines().next().and_then(|l| l.rsplit(' ').next()).expect("the request line").to_string();
     // Stopped and reset: the whole input is left to read.
     wait_until("lag 60 in the status", Duration::from_secs(30), || (status_lag(ns).0 == Some(60)).then_some(()));
     wait_until("lag 60 on /metrics", Duration::from_secs(30), || {
@@ -43,6 +45,13 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("flow-standin starts");
+    // `flow reset status --watch` follows the catch-up until the group has caught up.
+    let watch = std::process::Command::new(bin("flow"))
+        .args(["reset", "status", &id, "-n", ns, "--watch"])
+        .env("KUBECONFIG", &bed().kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("flow reset status --watch starts");
     let mut seen = vec![];
     let caught_up = wait_until("the status to say caught up", Duration::from_secs(60), || {
         let (lag, at) = status_lag(ns);
@@ -60,6 +69,11 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
     assert!(seen.len() >= 3, "the lag was seen falling, not only before and after: {seen:?}");
     assert!(seen.windows(2).all(|w| w[1] <= w[0]), "the lag only falls: {seen:?}");
     assert!(caught_up.ends_with('Z'));
+    let watched = watch.wait_with_output().expect("the watch ends by itself once caught up");
+    let text = String::from_utf8_lossy(&watched.stdout);
+    assert!(watched.status.success(), "{text}");
+    assert!(text.contains("catch-up: cart.router.in ") && text.contains(" of 60 records left ("), "{text}");
+    assert!(text.trim_end().ends_with(&format!("catch-up: cart.router.in caught up at {caught_up}")), "{text}");
     wait_until("lag 0 on /metrics", Duration::from_secs(30), || {
         (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (0, 3)).then_some(())
     });

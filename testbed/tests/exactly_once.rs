@@ -150,3 +150,42 @@ fn a_pending_request_is_refused_unless_replaced_and_the_replaced_one_is_recorded
     assert_eq!(history[0], serde_json::json!({"id": first, "phase": "Superseded"}));
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(0));
 }
+
+#[test]
+fn a_request_written_while_another_finishes_survives_and_runs_next() {
+    // Case D4: the operator is stopped right before it writes u4's done annotation; meanwhile the user
+    // writes u5. The done write touches only its own key, so u5 survives and is carried out next.
+    let _serial = serial();
+    let ns = "shop-next";
+    let mut op = cart_scenario(ns, 0, &[("FLOW_FAULT_CRASH_AT", "before-done")]);
+    let u4 = request_id(&flow(&["reset", "cart", "-n", ns]));
+    assert_eq!(op.wait_exit(Duration::from_secs(60)), Some(86), "the operator stops before the done write");
+    let u5 = "5a5a5a5a-0000-4000-8000-000000000005";
+    kubectl_ok(&["-n", ns, "annotate", "--overwrite", "aflow", "cart", &format!("{REQUEST}={{\"id\":\"{u5}\"}}")]);
+
+    let _op = Operator::start(&fresh_dir(&format!("{ns}-restarted")), &[("FLOW_WATCH_NAMESPACE", ns)]);
+    wait_until("u5 done", Duration::from_secs(60), || {
+        (annotation(ns, "cart", DONE).as_deref() == Some(u5)).then_some(())
+    });
+    assert_eq!(annotation(ns, "cart", REQUEST), Some(format!("{{\"id\":\"{u5}\"}}")), "u5's request is untouched");
+    let superseded = event_notes(ns, "ResetSuperseded");
+    assert!(
+        superseded.iter().any(|n| n.starts_with(&format!("reset {u4} was superseded by reset {u5}"))),
+        "{superseded:?}"
+    );
+    // Who owns what: the operator's field manager holds the done annotation only, never the request.
+    let managed = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "--show-managed-fields", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&managed).expect("JSON");
+    let operator_fields: Vec<String> = v["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == "ankka-flow-operator" && m["subresource"].is_null())
+        .map(|m| m["fieldsV1"].to_string())
+        .collect();
+    assert!(
+        operator_fields.iter().all(|f| !f.contains("reset-offsets\\\"") && !f.contains("f:spec")),
+        "{operator_fields:?}"
+    );
+    assert!(operator_fields.iter().any(|f| f.contains("reset-offsets-done")), "{operator_fields:?}");
+}

@@ -1,7 +1,9 @@
 //! `flow reset status <id>`: where a reset request stands, group by group, read from the resource's
 //! status (written by the operator) and its annotations.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use flow_adapters::kube as k;
 use flow_core::request::ResetRequest;
@@ -73,7 +75,15 @@ impl Report {
     fn finished(&self) -> bool {
         matches!(self.phase.as_str(), "Done" | "Refused" | "Superseded")
     }
+
+    /// Finished, and every group it reset has caught up (its lag was seen at 0).
+    fn caught_up(&self) -> bool {
+        self.finished() && self.groups.iter().filter(|g| g.outcome == "Reset").all(|g| g.caught_up_at.is_some())
+    }
 }
+
+/// Records per second each group's lag fell by, between two looks (`--watch`).
+type Rates = BTreeMap<String, f64>;
 
 /// What one resource says about request `id`, if anything.
 fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
@@ -139,11 +149,32 @@ pub fn render(r: &Report, format: Format) -> Result<String, Failure> {
             .map(|s| s + "\n")
             .map_err(|e| Failure::refused(format!("cannot render JSON: {e}"))),
         Format::Yaml => serde_saphyr::to_string(r).map_err(|e| Failure::refused(format!("cannot render YAML: {e}"))),
-        Format::Table => Ok(table(r)),
+        Format::Table => Ok(table(r, &Rates::new())),
     }
 }
 
-fn table(r: &Report) -> String {
+/// One line per group whose lag is measured: records left of those to reprocess, percent done and,
+/// with a rate from `--watch`, the time to zero.
+fn catch_up_lines(r: &Report, rates: &Rates) -> String {
+    let mut out = String::new();
+    for g in r.groups.iter().filter(|g| g.outcome == "Reset") {
+        let Some(left) = g.lag else { continue };
+        if let Some(at) = &g.caught_up_at {
+            out.push_str(&format!("catch-up: {} caught up at {at}\n", g.group));
+            continue;
+        }
+        let total = g.records_to_reprocess.max(left).max(1);
+        let done = 100 * (total - left) / total;
+        out.push_str(&format!("catch-up: {} {left} of {total} records left ({done}% done)", g.group));
+        if let Some(rate) = rates.get(&g.group).filter(|r| **r > 0.0) {
+            out.push_str(&format!(", {rate:.1} records/s, about {:.0} s to zero", left as f64 / rate));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn table(r: &Report, rates: &Rates) -> String {
     let mut out = format!("reset {} of {}/{}: {}", r.id, r.namespace, r.pipeline, r.phase);
     if !r.detail.is_empty() {
         out.push_str(&format!(" ({})", r.detail));
@@ -181,10 +212,12 @@ fn table(r: &Report) -> String {
         out.push_str(cells.join("   ").trim_end());
         out.push('\n');
     }
+    out.push_str(&catch_up_lines(r, rates));
     out
 }
 
-/// Runs `flow reset status`.
+/// Runs `flow reset status`. With `--watch` it prints each change (redrawn in place on a terminal)
+/// until the request has finished and every group it reset has caught up.
 ///
 /// # Errors
 /// No such request; the cluster cannot be reached or read.
@@ -192,16 +225,34 @@ pub async fn run(client: Client, args: Args) -> Result<String, Failure> {
     if !args.watch {
         return render(&find(&client, &args).await?, args.output);
     }
-    let mut last: Option<Report> = None;
+    let redraw = args.output == Format::Table && std::io::stdout().is_terminal();
+    let mut last: Option<(Report, Instant)> = None;
+    let mut rates = Rates::new();
     loop {
         let r = find(&client, &args).await?;
-        if last.as_ref() != Some(&r) {
-            let text = render(&r, args.output)?;
+        let now = Instant::now();
+        if last.as_ref().map(|(l, _)| l) != Some(&r) {
+            if let Some((prev, at)) = &last {
+                let secs = now.duration_since(*at).as_secs_f64().max(0.001);
+                for g in &r.groups {
+                    let before = prev.groups.iter().find(|p| p.group == g.group).and_then(|p| p.lag);
+                    if let (Some(b), Some(l)) = (before, g.lag) {
+                        rates.insert(g.group.clone(), (b - l) as f64 / secs);
+                    }
+                }
+            }
+            let text = match args.output {
+                Format::Table => table(&r, &rates),
+                other => render(&r, other)?,
+            };
+            if redraw {
+                print!("\x1b[2J\x1b[H");
+            }
             print!("{text}");
-            if r.finished() {
+            if r.caught_up() || matches!(r.phase.as_str(), "Refused" | "Superseded") {
                 return Ok(String::new());
             }
-            last = Some(r);
+            last = Some((r, now));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -252,7 +303,7 @@ mod tests {
                 ..Default::default()
             }],
         };
-        let t = table(&r);
+        let t = table(&r, &Rates::new());
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0], "reset u1 of shop/cart: Done");
         assert_eq!(lines[1], "requested: 2026-11-29T16:00:00Z  finished: 2026-11-29T16:00:01Z");
@@ -260,5 +311,36 @@ mod tests {
         assert!(lines[3].starts_with("cart.router.in   shop.cart-events.v1   3            300"), "{}", lines[3]);
         let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
         assert_eq!(json["groups"][0]["recordsToReprocess"], 300);
+    }
+
+    #[test]
+    fn catch_up_shows_records_left_percent_and_time_to_zero() {
+        let mut g = GroupStatus {
+            group: "cart.router.in".into(),
+            outcome: "Reset".into(),
+            records_to_reprocess: 300,
+            lag: Some(120),
+            ..Default::default()
+        };
+        let r = |g: GroupStatus| Report {
+            id: "u1".into(),
+            namespace: "shop".into(),
+            pipeline: "cart".into(),
+            phase: "Done".into(),
+            detail: String::new(),
+            requested_at: None,
+            finished_at: None,
+            groups: vec![g],
+        };
+        let rates = Rates::from([("cart.router.in".to_string(), 40.0)]);
+        assert_eq!(
+            catch_up_lines(&r(g.clone()), &rates),
+            "catch-up: cart.router.in 120 of 300 records left (60% done), 40.0 records/s, about 3 s to zero\n"
+        );
+        assert!(!r(g.clone()).caught_up());
+        g.lag = Some(0);
+        g.caught_up_at = Some("2026-11-29T16:00:09Z".into());
+        assert_eq!(catch_up_lines(&r(g.clone()), &Rates::new()), "catch-up: cart.router.in caught up at 2026-11-29T16:00:09Z\n");
+        assert!(r(g).caught_up());
     }
 }
