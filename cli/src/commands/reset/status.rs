@@ -340,7 +340,10 @@ mod tests {
         assert!(!r(g.clone()).caught_up());
         g.lag = Some(0);
         g.caught_up_at = Some("2026-11-29T16:00:09Z".into());
-        assert_eq!(catch_up_lines(&r(g.clone()), &Rates::new()), "catch-up: cart.router.in caught up at 2026-11-29T16:00:09Z\n");
+        assert_eq!(
+            catch_up_lines(&r(g.clone()), &Rates::new()),
+            "catch-up: cart.router.in caught up at 2026-11-29T16:00:09Z\n"
+        );
         assert!(r(g).caught_up());
     }
 }
