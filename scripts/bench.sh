@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Benchmarks the reset against Kafka's own tool, the operator's memory and restart time, and the CLI's
+# wall time, on the test bed (see docs/performance.md). Run on demand; not part of CI or `make test`.
+# Starts the test bed if needed, builds the release binaries, then runs flow-bench, which prints a
+# markdown table and writes it to target/bench/results.md.
+# Usage: scripts/bench.sh [flow-bench args, e.g. --reps 5 --partitions 3,100,500]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+testbed/tb up
+eval "$(testbed/tb env)"
+
+cargo build --release -p flow-operator -p flow-cli
+cargo build --release -p flow-testbed --bin flow-bench
+exec target/release/flow-bench "$@"
