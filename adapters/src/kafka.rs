@@ -12,8 +12,9 @@ use std::time::Duration;
 use flow_core::connection::KafkaConnection;
 use flow_core::reset::{Committed, Inspection, KafkaFailure, Position, Positions};
 use flow_core::targets::InletTarget;
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -64,9 +65,83 @@ pub fn classify(e: &KafkaError) -> KafkaFailure {
     KafkaFailure { transient, reason }
 }
 
+/// The client context of the operator's consumers: it keeps librdkafka's last authentication error.
+/// librdkafka reports a SASL failure only through this callback; the calls themselves just time out,
+/// which would otherwise read as a transient failure.
+#[derive(Default)]
+pub struct Watch {
+    auth: std::sync::Mutex<Option<String>>,
+}
+
+impl Watch {
+    fn remember_auth(&self, reason: &str) {
+        *self.auth.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
+    }
+}
+
+impl ClientContext for Watch {
+    /// librdkafka logs a failed SASL handshake (facility `FAIL`) from its broker thread, at once,
+    /// while the call that needed the connection goes on until its deadline.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if let Some(at) = log_message.find("SASL authentication error: ") {
+            let reason = &log_message[at + "SASL authentication error: ".len()..];
+            self.remember_auth(reason.split(" (after ").next().unwrap_or(reason));
+        }
+        match level {
+            rdkafka::config::RDKafkaLogLevel::Debug | rdkafka::config::RDKafkaLogLevel::Info => {
+                tracing::debug!(target: "librdkafka", "{fac} {log_message}")
+            }
+            rdkafka::config::RDKafkaLogLevel::Notice => tracing::info!(target: "librdkafka", "{fac} {log_message}"),
+            rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
+            _ => tracing::error!(target: "librdkafka", "{fac} {log_message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let auth = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        ) || reason.contains("SASL authentication");
+        if auth {
+            self.remember_auth(reason);
+        }
+        tracing::debug!(%error, reason, "librdkafka");
+    }
+}
+
+impl ConsumerContext for Watch {}
+
+/// The operator's Kafka client.
+type Client = BaseConsumer<Watch>;
+
+/// Builds the group's client, runs `f` with it, and turns a failure into an authentication failure
+/// (final) when librdkafka reported one meanwhile.
+fn run<T>(
+    conn: &KafkaConnection,
+    group: &str,
+    d: Deadlines,
+    f: impl FnOnce(&Client) -> Result<T, KafkaFailure>,
+) -> Result<T, KafkaFailure> {
+    let c = consumer(conn, group, d)?;
+    f(&c)
+        .map_err(|failure| {
+            // Errors reach the context only when the client's queue is served. The client never
+            // subscribes, so this poll only delivers pending events; it joins no group.
+            let _ = c.poll(std::time::Duration::ZERO);
+            failure
+        })
+        .map_err(|failure| match c.context().auth.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            Some(reason) => KafkaFailure {
+                transient: false,
+                reason: format!("authentication with the Kafka cluster at {} failed: {reason}", conn.bootstrap_servers),
+            },
+            None => failure,
+        })
+}
+
 /// A consumer with `group.id` = `group` that never subscribes. Its socket timeout is the request
 /// deadline, which bounds calls that take no timeout of their own (the synchronous commit).
-fn consumer(conn: &KafkaConnection, group: &str, d: Deadlines) -> Result<BaseConsumer, KafkaFailure> {
+fn consumer(conn: &KafkaConnection, group: &str, d: Deadlines) -> Result<Client, KafkaFailure> {
     let mut cfg = ClientConfig::new();
     for (k, v) in &conn.properties {
         cfg.set(k, v);
@@ -78,7 +153,7 @@ fn consumer(conn: &KafkaConnection, group: &str, d: Deadlines) -> Result<BaseCon
         .set("enable.auto.offset.store", "false")
         .set("allow.auto.create.topics", "false")
         .set("socket.timeout.ms", d.request.as_millis().to_string());
-    cfg.create().map_err(|e| KafkaFailure {
+    cfg.create_with_context(Watch::default()).map_err(|e| KafkaFailure {
         transient: false,
         reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
     })
@@ -86,7 +161,7 @@ fn consumer(conn: &KafkaConnection, group: &str, d: Deadlines) -> Result<BaseCon
 
 /// The partitions of `topic`, from cluster metadata. Asks for every topic's metadata rather than the
 /// one topic, so that a broker with `auto.create.topics.enable=true` never creates a missing one.
-fn partitions(c: &BaseConsumer, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFailure> {
+fn partitions(c: &Client, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFailure> {
     let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
     let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
         return Err(KafkaFailure { transient: false, reason: format!("topic '{topic}' does not exist") });
@@ -103,7 +178,7 @@ fn partitions(c: &BaseConsumer, topic: &str, d: Deadlines) -> Result<Vec<i32>, K
     Ok(ps)
 }
 
-fn positions(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Positions, KafkaFailure> {
+fn positions(c: &Client, topic: &str, ps: &[i32], d: Deadlines) -> Result<Positions, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for p in ps {
         tpl.add_partition(topic, *p);
@@ -120,16 +195,11 @@ fn positions(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<
     Ok(out)
 }
 
-fn committed(c: &BaseConsumer, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
+fn committed(c: &Client, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
     Ok(positions(c, topic, ps, d)?.into_iter().map(|(p, pos)| (p, pos.map(|x| x.offset))).collect())
 }
 
-fn commit_with(
-    c: &BaseConsumer,
-    topic: &str,
-    offsets: &BTreeMap<i32, i64>,
-    metadata: &str,
-) -> Result<(), KafkaFailure> {
+fn commit_with(c: &Client, topic: &str, offsets: &BTreeMap<i32, i64>, metadata: &str) -> Result<(), KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for (p, o) in offsets {
         let mut e = tpl.add_partition(topic, *p);
@@ -163,17 +233,18 @@ async fn blocking<T: Send + 'static>(
 /// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
 pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Inspection, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str(), d)?;
-        let (state, members) = describe::group(&c, target.group.as_str(), d)?;
-        let ps = partitions(&c, &target.topic, d)?;
-        let (mut log_start, mut high_watermark) = (BTreeMap::new(), BTreeMap::new());
-        for p in &ps {
-            let (low, high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
-            log_start.insert(*p, low);
-            high_watermark.insert(*p, high);
-        }
-        let committed = committed(&c, &target.topic, &ps, d)?;
-        Ok(Inspection { state, members, log_start, committed, high_watermark })
+        run(&conn, target.group.as_str(), d, |c| {
+            let (state, members) = describe::group(c, target.group.as_str(), d)?;
+            let ps = partitions(c, &target.topic, d)?;
+            let (mut log_start, mut high_watermark) = (BTreeMap::new(), BTreeMap::new());
+            for p in &ps {
+                let (low, high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
+                log_start.insert(*p, low);
+                high_watermark.insert(*p, high);
+            }
+            let committed = committed(c, &target.topic, &ps, d)?;
+            Ok(Inspection { state, members, log_start, committed, high_watermark })
+        })
     })
     .await
 }
@@ -193,11 +264,7 @@ pub async fn fence(
     if offsets.is_empty() {
         return Ok(());
     }
-    blocking(move || {
-        let c = consumer(&conn, target.group.as_str(), d)?;
-        commit_with(&c, &target.topic, &offsets, &metadata)
-    })
-    .await
+    blocking(move || run(&conn, target.group.as_str(), d, |c| commit_with(c, &target.topic, &offsets, &metadata))).await
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it, then reads the committed
@@ -213,10 +280,11 @@ pub async fn commit(
     d: Deadlines,
 ) -> Result<Committed, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str(), d)?;
-        commit_with(&c, &target.topic, &offsets, &metadata)?;
-        let ps: Vec<i32> = offsets.keys().copied().collect();
-        committed(&c, &target.topic, &ps, d)
+        run(&conn, target.group.as_str(), d, |c| {
+            commit_with(c, &target.topic, &offsets, &metadata)?;
+            let ps: Vec<i32> = offsets.keys().copied().collect();
+            committed(c, &target.topic, &ps, d)
+        })
     })
     .await
 }
@@ -231,9 +299,10 @@ pub async fn read_committed(
     d: Deadlines,
 ) -> Result<Positions, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, target.group.as_str(), d)?;
-        let ps = partitions(&c, &target.topic, d)?;
-        positions(&c, &target.topic, &ps, d)
+        run(&conn, target.group.as_str(), d, |c| {
+            let ps = partitions(c, &target.topic, d)?;
+            positions(c, &target.topic, &ps, d)
+        })
     })
     .await
 }
@@ -250,16 +319,17 @@ pub async fn lag(
     d: Deadlines,
 ) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
     blocking(move || {
-        let c = consumer(&conn, &group, d)?;
-        let ps = partitions(&c, &topic, d)?;
-        let committed = committed(&c, &topic, &ps, d)?;
-        let mut out = BTreeMap::new();
-        for p in ps {
-            let (low, high) = c.fetch_watermarks(&topic, p, d.request).map_err(|e| classify(&e))?;
-            let at = committed.get(&p).copied().flatten().unwrap_or(low);
-            out.insert(p, (high - at).max(0));
-        }
-        Ok(out)
+        run(&conn, &group, d, |c| {
+            let ps = partitions(c, &topic, d)?;
+            let committed = committed(c, &topic, &ps, d)?;
+            let mut out = BTreeMap::new();
+            for p in ps {
+                let (low, high) = c.fetch_watermarks(&topic, p, d.request).map_err(|e| classify(&e))?;
+                let at = committed.get(&p).copied().flatten().unwrap_or(low);
+                out.insert(p, (high - at).max(0));
+            }
+            Ok(out)
+        })
     })
     .await
 }
@@ -275,10 +345,10 @@ mod describe {
     use std::ptr;
 
     use rdkafka::bindings as rd;
-    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::consumer::Consumer;
     use rdkafka::types::RDKafkaErrorCode;
 
-    use super::{Deadlines, KafkaFailure};
+    use super::{Client, Deadlines, KafkaFailure};
 
     /// Frees what librdkafka allocated for one describe call.
     struct Guard {
@@ -334,7 +404,7 @@ mod describe {
     ///
     /// # Errors
     /// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
-    pub fn group(c: &BaseConsumer, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
+    pub fn group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
         let rk = c.client().native_ptr();
         let name = CString::new(group).map_err(|_| {
             failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__INVALID_ARG, "NUL in the group id".into())

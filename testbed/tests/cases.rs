@@ -20,7 +20,7 @@
 //! - C1 as reported needs a broker with `auto.create.topics.enable=true`; the test bed's has `false`
 //!   (a test-bed change). [`c1_a_missing_topic_is_a_failure_naming_it_and_creates_nothing`] covers
 //!   the rest of it on this broker.
-//! - C5 (SASL/PLAIN) needs a SASL listener on the broker: a test-bed change.
+//! - C5 (SASL/PLAIN) is in `security.rs`, on the test bed broker's SASL listener.
 //! - B5 (a partition added between reading metadata and committing) and C4 (one partition's commit
 //!   failing: ACLs need an authorizer the test bed's broker lacks, and a topic deleted mid-flight
 //!   needs a pause point between the operator's steps) cannot be placed deterministically without a

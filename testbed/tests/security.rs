@@ -6,18 +6,8 @@
 //! password fails and commits nothing; and neither password shows in the operator's log, the
 //! Events, or the AnkkaFlow's status.
 //!
-//! Known gap, kept as an ignored test ([`c5_a_wrong_password_is_reported_as_an_authentication_failure`]):
-//! the failure note of a wrong password should say authentication failed. It says
-//! `describing the consumer group: Local: Timed out`, after 5 attempts (about a minute): librdkafka
-//! reports the SASL failure only through the client's error callback (the operator logs it, `SASL
-//! authentication error: Authentication failed: Invalid username or password`), while the describe
-//! call itself just times out, and `adapters/src/kafka.rs` classifies that as transient. Fixing it
-//! needs the adapter to keep the client's last authentication error and report it, as final.
-//!
-//! Own namespaces (`case-c5`, `case-c5-bad`), pipelines, groups and topics (`case.c5-…`), and own
-//! cluster Secrets (`kafka-cluster-sasl-good`, `kafka-cluster-sasl-bad` in `ankka-flow`), deleted at
-//! the end. The topics are made and checked over the PLAINTEXT listener; only the operator, and one
-//! check of the Secret's credentials, use the SASL one.
+//! A wrong password is reported as an authentication failure, from the error librdkafka gives the
+//! client's error callback ([`c5_a_wrong_password_is_reported_as_an_authentication_failure`]).
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -242,10 +232,9 @@ fn c5_sasl_plain_reset_a_wrong_password_fails_and_no_secret_leaks() {
     bad_op.stop();
 }
 
-/// The note of a wrong password names the authentication failure. Ignored: the product does not do
-/// it yet (see the module's known gap); run it with `--ignored` once the adapter reports the error.
+/// The note of a wrong password names the authentication failure (librdkafka reports it only to the
+/// client's error callback, which the adapter keeps), and it is final: not retried for a minute.
 #[test]
-#[ignore = "product gap: the note says 'describing the consumer group: Local: Timed out', not the SASL authentication failure"]
 fn c5_a_wrong_password_is_reported_as_an_authentication_failure() {
     let _serial = serial();
     let (ns, p, topic) = ("case-c5-bad", "case-c5-bad", "case.c5-bad-events");
