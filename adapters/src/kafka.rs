@@ -124,11 +124,10 @@ fn run<T>(
 ) -> Result<T, KafkaFailure> {
     let c = consumer(conn, group, d)?;
     f(&c)
-        .map_err(|failure| {
-            // Errors reach the context only when the client's queue is served. The client never
-            // subscribes, so this poll only delivers pending events; it joins no group.
+        .inspect_err(|_| {
+            // Error events reach the context only when the client's queue is served. The client
+            // never subscribes, so this poll only delivers pending events; it joins no group.
             let _ = c.poll(std::time::Duration::ZERO);
-            failure
         })
         .map_err(|failure| match c.context().auth.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             Some(reason) => KafkaFailure {
