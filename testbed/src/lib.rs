@@ -42,13 +42,26 @@ pub fn bed() -> &'static Bed {
         };
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
-        Bed {
-            kafka: need("FLOW_TESTBED_KAFKA"),
-            kubeconfig: PathBuf::from(need("KUBECONFIG")),
-            bin_dir: target.join("debug"),
-            root,
-        }
+        let kafka = need("FLOW_TESTBED_KAFKA");
+        group_coordinator_ready(&kafka);
+        Bed { kafka, kubeconfig: PathBuf::from(need("KUBECONFIG")), bin_dir: target.join("debug"), root }
     })
+}
+
+/// Waits until the broker's group coordinator answers. On a fresh broker the first group request
+/// creates and loads `__consumer_offsets`, and until then group calls answer "coordinator load in
+/// progress"; tests must not mistake that for a result.
+fn group_coordinator_ready(kafka: &str) {
+    let group = "flow-testbed-warm-up";
+    let c: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", kafka).set("group.id", group).create().expect("consumer");
+    wait_until("the broker's group coordinator", Duration::from_secs(120), || {
+        // An offset fetch goes through the coordinator, which creates and loads __consumer_offsets.
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(group, 0);
+        c.committed_offsets(tpl, Duration::from_secs(5)).ok()?;
+        c.fetch_group_list(Some(group), Duration::from_secs(5)).ok().map(|_| ())
+    });
 }
 
 /// Serialises the end-to-end tests: they share one cluster and one broker, and reuse the example's
