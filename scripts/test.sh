@@ -18,4 +18,4 @@ if [ -n "$bad" ]; then
 fi
 
 cargo build --workspace --bins
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
