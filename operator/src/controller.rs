@@ -60,7 +60,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::try_default().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
-        clusters_namespace = %settings.kafka_clusters_namespace,
+        clusters_namespace = %settings.clusters_namespace(),
         watch_namespace = settings.watch_namespace.as_deref().unwrap_or("(all)"),
         leader_election = settings.leader_election,
         "starting"

@@ -316,7 +316,7 @@ impl<'a> Connections<'a> {
         })?;
         let needs_cluster = topic.cluster.is_some() || topic.bootstrap_servers.is_none();
         if needs_cluster && self.clusters.is_none() {
-            let ns = &self.ctx.settings.kafka_clusters_namespace;
+            let ns = self.ctx.settings.clusters_namespace();
             let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| KafkaFailure {
                 transient: true,
                 reason: format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"),

@@ -34,9 +34,10 @@ pub struct Settings {
     /// Watch only this namespace (default: every namespace).
     #[arg(long, env = "FLOW_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
-    /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`).
-    #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE", default_value = "ankka-flow")]
-    pub kafka_clusters_namespace: String,
+    /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`). Default: the operator's own
+    /// namespace (`FLOW_OPERATOR_NAMESPACE`, else `ankka-flow`), as reference.md §8.2 orders it.
+    #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE")]
+    pub kafka_clusters_namespace: Option<String>,
     /// Directory of the reset ledger (sled). Keep it on a volume that outlives the pod.
     #[arg(long, env = "FLOW_LEDGER_DIR", default_value = "/var/lib/ankka-flow/ledger")]
     pub ledger_dir: PathBuf,
@@ -94,6 +95,14 @@ pub struct Settings {
     pub log_format: LogFormat,
 }
 
+impl Settings {
+    /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own
+    /// namespace.
+    pub fn clusters_namespace(&self) -> &str {
+        self.kafka_clusters_namespace.as_deref().unwrap_or(&self.lease_namespace)
+    }
+}
+
 /// Log line format.
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum LogFormat {
@@ -113,5 +122,20 @@ pub fn init_tracing(format: LogFormat) {
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn clusters_namespace_defaults_to_the_operators_own() {
+        let cli = Cli::parse_from(["flow-operator", "--lease-namespace", "flow-system"]);
+        assert_eq!(cli.settings.clusters_namespace(), "flow-system");
+        let cli = Cli::parse_from(["flow-operator", "--kafka-clusters-namespace", "kafka"]);
+        assert_eq!(cli.settings.clusters_namespace(), "kafka");
     }
 }
