@@ -96,7 +96,8 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
-fn show(o: &Output) -> String {
+/// A finished command's exit code, stdout and stderr, for assertion messages.
+pub fn show(o: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}--- stderr\n{}",
         o.status.code(),
@@ -121,10 +122,10 @@ pub fn kubectl_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// `kubectl apply -f -` of `yaml`.
-pub fn kubectl_apply(yaml: &str) -> String {
+/// `kubectl <args>` with `stdin` as its input; panics unless it succeeds; returns stdout.
+pub fn kubectl_stdin(args: &[&str], stdin: &str) -> String {
     let mut child = Command::new("kubectl")
-        .args(["apply", "-f", "-"])
+        .args(args)
         .env("KUBECONFIG", &bed().kubeconfig)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -132,10 +133,15 @@ pub fn kubectl_apply(yaml: &str) -> String {
         .spawn()
         .expect("kubectl runs");
     use std::io::Write;
-    child.stdin.take().expect("stdin").write_all(yaml.as_bytes()).expect("write to kubectl");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write to kubectl");
     let o = child.wait_with_output().expect("kubectl finishes");
-    assert!(o.status.success(), "kubectl apply failed: {}", show(&o));
+    assert!(o.status.success(), "kubectl {args:?} failed: {}", show(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `kubectl apply -f -` of `yaml`.
+pub fn kubectl_apply(yaml: &str) -> String {
+    kubectl_stdin(&["apply", "-f", "-"], yaml)
 }
 
 /// Runs the `flow` CLI against the test bed.

@@ -2,44 +2,18 @@
 //! `kubectl apply`, server-side dry runs of the reference fixtures, and values that YAML readers
 //! like to turn into other types coming back as written.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use flow_testbed::*;
 
 const NS: &str = "gen-test";
 
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// Runs `flow` in `dir`; panics unless it succeeds.
 fn flow_in(dir: &Path, args: &[&str]) -> String {
     let o = Command::new(bin("flow")).args(args).current_dir(dir).output().expect("flow runs");
     assert!(o.status.success(), "flow {args:?}: {}", show(&o));
-    String::from_utf8(o.stdout).expect("UTF-8")
-}
-
-/// `kubectl <args>` with `stdin` as its input; panics unless it succeeds; returns stdout.
-fn kubectl_with(args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", &bed().kubeconfig)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write to kubectl");
-    let o = child.wait_with_output().expect("kubectl finishes");
-    assert!(o.status.success(), "kubectl {args:?}: {}", show(&o));
     String::from_utf8(o.stdout).expect("UTF-8")
 }
 
@@ -118,7 +92,7 @@ fn the_seed_command_line_applies_as_written() {
     pods(1, "router's pod to run again");
     // The helper every end-to-end test uses produces the same resource.
     assert_eq!(
-        kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &cart_yaml(NS, 0)).trim_end(),
+        kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &cart_yaml(NS, 0)).trim_end(),
         "ankkaflow.flow.ankka.thinkmorestupidless.com/cart configured (server dry run)"
     );
 }
@@ -165,11 +139,11 @@ fn reference_fixtures_pass_server_side_validation() {
         ],
     );
     for yaml in [&cart, &graph] {
-        let out = kubectl_with(&["apply", "--dry-run=server", "-o", "json", "-f", "-"], yaml);
+        let out = kubectl_stdin(&["apply", "--dry-run=server", "-o", "json", "-f", "-"], yaml);
         let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
         assert_eq!(v["kind"], "AnkkaFlow");
     }
-    kubectl_with(&["apply", "-f", "-"], &graph);
+    kubectl_stdin(&["apply", "-f", "-"], &graph);
     let g = stored("checkouts");
     let graph_streamlet =
         g["spec"]["streamlets"].as_array().expect("streamlets").iter().find(|s| s["name"] == "graph").cloned();
@@ -212,7 +186,7 @@ fn yaml_lookalike_values_come_back_as_written() {
         &dir,
         &["generate", "blueprint.conf", "--descriptors", "flow", "--image", "s=img:1", "--version", "1.0", "-n", NS],
     );
-    kubectl_with(&["apply", "-f", "-"], &yaml);
+    kubectl_stdin(&["apply", "-f", "-"], &yaml);
     let spec = stored("tricky")["spec"].clone();
     assert_eq!(spec["version"], "1.0");
     let s = &spec["streamlets"][0];
