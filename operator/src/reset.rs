@@ -15,7 +15,7 @@ use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus, ResetStatus
 use kube::{Api, ResourceExt};
 
 use crate::controller::{Context, Error};
-use crate::faults::crash_point;
+use crate::faults;
 
 fn rfc3339_now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
@@ -138,7 +138,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                     ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
                     status.reset = Some(stamps.apply(machine.status()));
                     k::write_status(&api, &name, status).await?;
-                    crash_point("after-intent");
+                    faults::point("after-intent").await;
                 }
                 Effect::Fence { target, offsets, metadata } => {
                     let result = match connections.get(&flow.spec, &target.topic_id).await {
@@ -152,7 +152,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                         Ok(conn) => kafka::commit(conn, target.clone(), offsets, metadata, ctx.deadlines).await,
                         Err(f) => Err(f),
                     };
-                    crash_point("after-commit");
+                    faults::point("after-commit").await;
                     machine.handle(Input::Committed { group: target.group, result }, now());
                 }
                 Effect::ReadCommitted(target) => {
@@ -167,10 +167,10 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                     // The status carries the outcome too, so a lost ledger never decides the group again.
                     status.reset = Some(stamps.apply(machine.status()));
                     k::write_status(&api, &name, status).await?;
-                    crash_point("after-outcome");
+                    faults::point("after-outcome").await;
                 }
                 Effect::WriteDone { id } => {
-                    crash_point("before-done");
+                    faults::point("before-done").await;
                     k::write_done(&api, &name, &id).await?;
                     tracing::info!(namespace = %ns, name = %name, request = %id, "reset request done");
                 }
