@@ -582,3 +582,255 @@ pub fn lag_in_metrics(body: &str, client_id: &str) -> (i64, usize) {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
         .fold((0, 0), |(sum, n), v| (sum + v, n + 1))
 }
+
+/// A stand-in process playing a pod's container (cases F1, F2): `flow-standin` with its stdout and
+/// stderr captured line by line, so a test can wait for its progress lines (`flow-standin: ...`,
+/// docs/testbed.md) and send it the signal the kubelet would. SIGTERM, then SIGKILL after 15 s, when
+/// dropped.
+pub struct Container {
+    child: Child,
+    err: std::sync::Arc<Mutex<Vec<String>>>,
+    out: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+impl Container {
+    /// Starts `flow-standin --group <group> --topic <topic> <extra...>` against the test bed.
+    pub fn start(group: &str, topic: &str, extra: &[&str]) -> Container {
+        let mut child = Command::new(bin("flow-standin"))
+            .args(["--bootstrap-servers", &bed().kafka, "--group", group, "--topic", topic])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("flow-standin starts");
+        let collect = |r: Box<dyn std::io::Read + Send>| {
+            let lines = std::sync::Arc::new(Mutex::new(Vec::new()));
+            let into = lines.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                    into.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                }
+            });
+            lines
+        };
+        let err = collect(Box::new(child.stderr.take().expect("stderr")));
+        let out = collect(Box::new(child.stdout.take().expect("stdout")));
+        Container { child, err, out }
+    }
+
+    /// Its stderr so far.
+    pub fn log(&self) -> Vec<String> {
+        self.err.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits for a stderr line starting with `flow-standin: <prefix>` and returns the rest of it.
+    pub fn wait_line(&self, prefix: &str, timeout: Duration) -> String {
+        let want = format!("flow-standin: {prefix}");
+        wait_until(&format!("the stand-in to print '{want}'"), timeout, || {
+            self.log().iter().find_map(|l| l.strip_prefix(&want).map(str::to_string))
+        })
+    }
+
+    /// Sends it SIGTERM, as the kubelet does to a pod's container when the pod is deleted.
+    pub fn terminate(&self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+    }
+
+    /// Waits until it exits; returns whether it succeeded and its JSON summary (`Null` if none).
+    pub fn wait_exit(&mut self, timeout: Duration) -> (bool, serde_json::Value) {
+        let status = wait_until("the stand-in to exit", timeout, || self.child.try_wait().ok().flatten());
+        // The reader threads may still be draining the pipes.
+        let summary = wait_until("the stand-in's summary", Duration::from_secs(5), || {
+            let out = self.out.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            out.iter()
+                .find_map(|l| serde_json::from_str(l).ok())
+                .or_else(|| (!status.success()).then_some(serde_json::Value::Null))
+        });
+        (status.success(), summary)
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        self.terminate();
+        let end = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < end {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Consumer-group helpers beyond [`kafka`]: offsets with their commit metadata, commits by hand,
+/// deleting a group, deleting a topic.
+pub mod groups {
+    use super::*;
+
+    fn client(group: Option<&str>) -> BaseConsumer {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &bed().kafka).set("enable.auto.commit", "false");
+        if let Some(g) = group {
+            c.set("group.id", g);
+        }
+        c.create().expect("consumer")
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime")
+    }
+
+    /// The group's committed offsets on `partitions` partitions of `topic`, each with the metadata
+    /// string it was committed with (`None`: no offset).
+    pub fn positions(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<(i64, String)>> {
+        let c = client(Some(group));
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(topic, p);
+        }
+        let got = c.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
+        got.elements()
+            .iter()
+            .map(|e| {
+                let o = match e.offset() {
+                    Offset::Offset(n) if n >= 0 => Some((n, e.metadata().to_string())),
+                    _ => None,
+                };
+                (e.partition(), o)
+            })
+            .collect()
+    }
+
+    /// Commits `offsets` of `topic` for `group` without joining it (as the admin client does).
+    pub fn commit(group: &str, topic: &str, offsets: &[(i32, i64)]) {
+        let c = client(Some(group));
+        let mut tpl = TopicPartitionList::new();
+        for (p, o) in offsets {
+            tpl.add_partition_offset(topic, *p, Offset::Offset(*o)).expect("offset");
+        }
+        c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).expect("commit by hand");
+    }
+
+    /// Deletes `group` with everything it committed; no error when it does not exist.
+    pub fn forget(group: &str) {
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", &bed().kafka).create().expect("admin client");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let _ = runtime().block_on(admin.delete_groups(&[group], &opts));
+        wait_until("the group to be gone", Duration::from_secs(30), || {
+            let list = client(None).fetch_group_list(Some(group), Duration::from_secs(10)).ok()?;
+            list.groups().iter().all(|g| g.name() != group || g.state() == "Dead").then_some(())
+        });
+    }
+
+    /// Deletes `topic` and waits until the broker's metadata no longer lists it.
+    pub fn delete_topic(topic: &str) {
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", &bed().kafka).create().expect("admin client");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let r = runtime().block_on(admin.delete_topics(&[topic], &opts)).expect("delete_topics answers");
+        for x in r {
+            x.expect("topic deleted");
+        }
+        wait_until("the topic to go", Duration::from_secs(30), || {
+            (!kafka::topics().contains(&topic.to_string())).then_some(())
+        });
+    }
+}
+
+/// A pipeline of one's own in namespace `ns`, as YAML: the real `flow generate` on a blueprint named
+/// `pipeline` whose streamlets, given as (name, topic, replicas), each run the cart example's
+/// `cart-router` descriptor and read their own unmanaged topic of the test bed's cluster `shop`
+/// through inlet `in` (consumer group `<pipeline>.<name>.in`).
+pub fn own_pipeline_yaml(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) -> String {
+    let dir = bed().root.join("target/e2e-ledgers").join(format!("own-{pipeline}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("flow")).expect("blueprint dir");
+    std::fs::copy(bed().root.join("examples/cart/flow/cart-router.json"), dir.join("flow/cart-router.json"))
+        .expect("descriptor");
+    let mut bp = format!("blueprint {{\n  name = {pipeline}\n  streamlets {{\n");
+    for (name, _, _) in streamlets {
+        bp += &format!("    {name} = cart-router\n");
+    }
+    bp += "  }\n  topics {\n";
+    for (name, topic, _) in streamlets {
+        bp += &format!(
+            "    t-{name} {{\n      managed = false\n      topic.name = \"{topic}\"\n      cluster = shop\n      \
+             consumers = [{name}.in]\n      consumer-config {{ auto.offset.reset = earliest }}\n    }}\n"
+        );
+    }
+    bp += "  }\n}\n";
+    std::fs::write(dir.join("blueprint.conf"), bp).expect("blueprint");
+    let conf: String =
+        streamlets.iter().map(|(name, _, n)| format!("flow.streamlets.{name} {{ replicas = {n} }}\n")).collect();
+    std::fs::write(dir.join("replicas.conf"), conf).expect("conf");
+    let mut args: Vec<String> =
+        ["generate", "blueprint.conf", "--descriptors", "flow", "--conf", "replicas.conf"].map(String::from).to_vec();
+    for (name, _, _) in streamlets {
+        args.extend(["--image".to_string(), format!("{name}=registry.example.com/cart-router:1.2")]);
+    }
+    args.extend(["-n".to_string(), ns.to_string()]);
+    let o = Command::new(bin("flow")).args(&args).current_dir(&dir).output().expect("flow runs");
+    assert!(o.status.success(), "flow {args:?}: {}", show(&o));
+    String::from_utf8(o.stdout).expect("UTF-8")
+}
+
+/// Applies [`own_pipeline_yaml`] and waits until the pipeline has exactly as many pods, all Running,
+/// as its replicas.
+pub fn apply_own_pipeline(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) {
+    kubectl_apply(&own_pipeline_yaml(ns, pipeline, streamlets));
+    let want: usize = streamlets.iter().map(|(_, _, n)| usize::try_from(*n).unwrap_or(0)).sum();
+    wait_until("the pipeline's pods", Duration::from_secs(60), || {
+        (running_pipeline_pods(ns, pipeline) == want && pipeline_pods(ns, pipeline).len() == want).then_some(())
+    });
+}
+
+/// The `status.reset` of AnkkaFlow `name` (`Null` when there is none).
+pub fn reset_status(ns: &str, name: &str) -> serde_json::Value {
+    let text = kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", "jsonpath={.status.reset}"]);
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+}
+
+/// Writes the request annotation `{"id":id,"streamlets":[...]}` on AnkkaFlow `name` by hand (past the
+/// CLI's guards, as a user with kubectl can).
+pub fn write_request(ns: &str, name: &str, id: &str, streamlets: &[&str]) {
+    let text = serde_json::json!({"id": id, "streamlets": streamlets}).to_string();
+    kubectl_ok(&["-n", ns, "annotate", "--overwrite", "aflow", name, &format!("{}={text}", cart::REQUEST)]);
+}
+
+/// Takes the finalizers off pod `ns`/`name` when dropped, so that it (and its namespace) can go.
+pub struct ReleasePod(pub String, pub String);
+
+impl Drop for ReleasePod {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "-n",
+            &self.0,
+            "patch",
+            "pod",
+            &self.1,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ]);
+    }
+}
+
+/// Bootstrap address of the test bed's second broker, the one with `auto.create.topics.enable=true`
+/// (`FLOW_TESTBED_KAFKA_AUTOCREATE`, from `testbed/tb env`; docs/testbed.md). A cluster of its own:
+/// what exists on the main broker does not exist there.
+pub fn kafka_autocreate() -> String {
+    std::env::var("FLOW_TESTBED_KAFKA_AUTOCREATE").unwrap_or_else(|_| {
+        panic!(
+            "FLOW_TESTBED_KAFKA_AUTOCREATE is not set: start the test bed and load its settings with \
+             `testbed/tb up && eval \"$(testbed/tb env)\"`"
+        )
+    })
+}

@@ -7,9 +7,17 @@
 //!
 //! Modes: `--expect N` reads until N records arrived (then commits and exits 0; exits 1 if they do
 //! not arrive within `--timeout`); `--hold` stays in the group, reading and committing, until it is
-//! sent SIGTERM or SIGINT, then commits and leaves (a live member, or a pod committing on close).
+//! sent SIGTERM or SIGINT, then commits what it read and leaves (a live member).
+//!
+//! Playing a pod's container: `--close-delay-seconds N` keeps reading for N seconds after the
+//! signal (a pod with a long termination grace period), and `--commit-on-close` then commits the
+//! consumer's position on every assigned partition, synchronously, before it leaves the group (and
+//! exits 1 if that commit fails). Progress lines go to stderr, each starting with `flow-standin: `,
+//! so that a test can wait for them: see [`say`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -17,6 +25,7 @@ use clap::Parser;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
 
 #[derive(Parser, Debug)]
 #[command(name = "flow-standin", about = "Stand-in streamlet consumer for tests and the demo")]
@@ -33,7 +42,7 @@ struct Args {
     /// Read this many records, commit and exit.
     #[arg(long, conflicts_with = "hold")]
     expect: Option<u64>,
-    /// Stay in the group until SIGTERM/SIGINT, then commit and leave.
+    /// Stay in the group until SIGTERM/SIGINT, then commit what was read and leave.
     #[arg(long)]
     hold: bool,
     /// Give up after this many seconds (with --expect).
@@ -48,9 +57,22 @@ struct Args {
     /// Records per second at most (0: unthrottled).
     #[arg(long, default_value_t = 0)]
     rate: u64,
+    /// On SIGTERM/SIGINT, commit the consumer's position on every assigned partition, synchronously,
+    /// before leaving the group; a failed commit makes the exit status 1.
+    #[arg(long)]
+    commit_on_close: bool,
+    /// After SIGTERM/SIGINT, keep reading (and committing as usual) this many seconds before closing.
+    #[arg(long, default_value_t = 0)]
+    close_delay_seconds: u64,
     /// Extra client properties, key=value; repeatable.
     #[arg(long = "property", value_name = "KEY=VALUE")]
     properties: Vec<String>,
+}
+
+/// One progress line on stderr. Tests wait for these; their wording is part of the tool's interface
+/// (docs/testbed.md lists them).
+fn say(line: &str) {
+    eprintln!("flow-standin: {line}");
 }
 
 fn main() -> anyhow::Result<()> {
@@ -71,18 +93,31 @@ fn main() -> anyhow::Result<()> {
     }
     let consumer: BaseConsumer = cfg.create().context("creating the consumer")?;
     consumer.subscribe(&[&args.topic]).context("subscribing")?;
+    say(&format!("reading '{}' as group '{}' (pid {})", args.topic, args.group, std::process::id()));
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [stop_signals::SIGTERM, stop_signals::SIGINT] {
-        stop_signals::register(sig, stop.clone());
-    }
+    let signal = Arc::new(AtomicI32::new(0));
+    stop_signals::watch(signal.clone());
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut records = 0u64;
     let mut first: BTreeMap<i32, i64> = BTreeMap::new();
     let mut next: BTreeMap<i32, i64> = BTreeMap::new();
     let started = Instant::now();
+    let mut close_at: Option<Instant> = None;
     loop {
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+        if close_at.is_none() {
+            let sig = signal.load(Ordering::SeqCst);
+            if sig != 0 {
+                let name = stop_signals::name(sig);
+                let delay = args.close_delay_seconds;
+                if delay > 0 {
+                    say(&format!("{name} received: reading on for {delay} s before closing"));
+                } else {
+                    say(&format!("{name} received: closing"));
+                }
+                close_at = Some(Instant::now() + Duration::from_secs(delay));
+            }
+        }
+        if close_at.is_some_and(|t| Instant::now() >= t) {
             break;
         }
         if let Some(n) = args.expect {
@@ -97,6 +132,9 @@ fn main() -> anyhow::Result<()> {
             None => {}
             Some(Err(e)) => eprintln!("flow-standin: {e}"),
             Some(Ok(m)) => {
+                if records == 0 {
+                    say(&format!("first record: partition {} offset {}", m.partition(), m.offset()));
+                }
                 records += 1;
                 first.entry(m.partition()).or_insert(m.offset());
                 next.insert(m.partition(), m.offset() + 1);
@@ -113,7 +151,9 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
-    if records > 0 {
+    if close_at.is_some() && args.commit_on_close {
+        commit_position(&consumer)?;
+    } else if records > 0 {
         match consumer.commit_consumer_state(CommitMode::Sync) {
             // Everything read was committed already (throttled reads commit as they go).
             Err(e) if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::NoOffset) => {}
@@ -121,32 +161,77 @@ fn main() -> anyhow::Result<()> {
         }
     }
     consumer.unsubscribe();
+    // Dropping the consumer closes it: it leaves the group and waits until that is done.
+    drop(consumer);
+    if close_at.is_some() {
+        say("left the group");
+    }
     let summary = serde_json::json!({ "records": records, "first": first, "next": next });
     println!("{summary}");
     Ok(())
 }
 
-/// SIGTERM and SIGINT set a flag, through tokio's signal support (already a dependency) on a helper
+/// The close commit: the position (next offset to read) of every assigned partition that has one,
+/// committed synchronously, then reported as `committed on close: {"<partition>":<offset>,...}`.
+fn commit_position(consumer: &BaseConsumer) -> anyhow::Result<()> {
+    let position = consumer.position().context("reading the consumer's position")?;
+    let mut tpl = TopicPartitionList::new();
+    let mut shown = BTreeMap::new();
+    for e in position.elements() {
+        if let Offset::Offset(n) = e.offset() {
+            tpl.add_partition_offset(e.topic(), e.partition(), Offset::Offset(n)).context("an offset")?;
+            shown.insert(e.partition(), n);
+        }
+    }
+    if shown.is_empty() {
+        say("committed on close: nothing (no position yet)");
+        return Ok(());
+    }
+    say(&format!("closing: committing {}", serde_json::json!(shown)));
+    consumer.commit(&tpl, CommitMode::Sync).context("the commit on close")?;
+    say(&format!("committed on close: {}", serde_json::json!(shown)));
+    Ok(())
+}
+
+/// SIGTERM and SIGINT store their number in a flag, through tokio's signal support on a helper
 /// thread, so the consumer loop stays synchronous and commits before it leaves.
 mod stop_signals {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicI32, Ordering};
 
-    pub const SIGTERM: i32 = 15;
-    pub const SIGINT: i32 = 2;
+    use tokio::signal::unix::{SignalKind, signal};
 
-    pub fn register(sig: i32, flag: Arc<AtomicBool>) {
+    /// Starts listening; the first of SIGTERM or SIGINT sets `flag` to its number (later ones are
+    /// ignored: a pod's grace period is not cut short by a second signal).
+    pub fn watch(flag: Arc<AtomicI32>) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+        // Install the handlers before returning, so that a signal sent right after start is seen.
+        let (mut term, mut int) = rt.block_on(async {
+            (
+                signal(SignalKind::terminate()).expect("SIGTERM handler"),
+                signal(SignalKind::interrupt()).expect("SIGINT handler"),
+            )
+        });
         std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-                return;
-            };
             rt.block_on(async move {
-                let kind = tokio::signal::unix::SignalKind::from_raw(sig);
-                if let Ok(mut s) = tokio::signal::unix::signal(kind) {
-                    s.recv().await;
-                    flag.store(true, Ordering::SeqCst);
+                let sig = tokio::select! {
+                    _ = term.recv() => SignalKind::terminate().as_raw_value(),
+                    _ = int.recv() => SignalKind::interrupt().as_raw_value(),
+                };
+                flag.store(sig, Ordering::SeqCst);
+                // Keep the handlers installed: further signals are absorbed, never fatal.
+                loop {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
             });
         });
+    }
+
+    /// `SIGTERM` or `SIGINT`.
+    pub fn name(sig: i32) -> &'static str {
+        if sig == SignalKind::interrupt().as_raw_value() { "SIGINT" } else { "SIGTERM" }
     }
 }
