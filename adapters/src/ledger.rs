@@ -140,6 +140,7 @@ mod tests {
             before: intent.before.clone(),
             offsets: intent.target.clone(),
             records: 5,
+            added: vec![],
         };
         l.put_outcome(owner, "u1", &g, &outcome).unwrap();
         assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));

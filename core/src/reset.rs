@@ -39,6 +39,28 @@
 //! started from the reset, which landed. Otherwise Kafka cannot tell whether the consumer started from
 //! the reset or from where it was; the group is reported failed with that reason (never reset again,
 //! which could rewind a finished rebuild, and never reported as a success it may not be).
+//!
+//! # Settling after the read-back
+//! A consumer that was still closing when the reset ran (a pod past its deletion, a consumer outside
+//! Kubernetes that never joined the group) can commit its old position right after the reset commit,
+//! overwriting it. So once a group's commit reads back at its log start offsets, the machine waits
+//! the settle delay ([`DEFAULT_SETTLE`], see [`ResetMachine::with_settle`]) and reads the group's
+//! committed positions again ([`Effect::ReadCommitted`], every partition of the topic as its metadata
+//! stands then). The wait is a [`ResetMachine::poll_timeout`] like a retry's: the driver feeds
+//! [`Input::Tick`] at that instant and carries out the read.
+//! - Every partition of the intent still at its target: the group is reset.
+//! - Some partition moved: the group fails, and its event lists each moved partition with where it
+//!   is now and what it was reset to (a consumer overwrote the reset).
+//! - Partitions that the intent did not cover (added to the topic after the inspection): the group
+//!   stays reset on the partitions verified (its event counts only those), and a second event,
+//!   `ResetPartitionsAdded`, names the added partitions, which were not reset.
+//! - The read fails: transient failures are retried with [`backoff`], [`MAX_ATTEMPTS`] reads in
+//!   all; a final failure fails the group (the reset landed and read back once, but whether it held
+//!   is unknown, and an unknown is never reported as a success).
+//!
+//! A crash during the settle leaves an intent without outcome, so the rebuilt machine settles by the
+//! markers as above; when every partition still carries the reset marker it waits the settle delay
+//! and reads again too. A settle of 0 skips the second read (and with it both checks).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -70,6 +92,11 @@ pub const MAX_ATTEMPTS: u32 = 5;
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest delay between attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long the machine waits, by default, after a group's commit reads back at its targets before
+/// reading the group's offsets again, to catch a consumer that overwrote the reset (case F1). Long
+/// enough for a consumer that was closing during the reset to commit its position, short enough not
+/// to delay a request noticeably.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(1);
 
 /// Delay before attempt `attempt + 1`, after `attempt` (1-based) failed attempts.
 pub fn backoff(attempt: u32) -> Duration {
@@ -116,13 +143,15 @@ pub struct Intent {
 }
 
 impl Intent {
-    /// The outcome of this intent once its commit is known to have landed.
-    pub fn into_reset(self, topic: &str) -> GroupOutcome {
+    /// The outcome of this intent once its commit is known to have landed; `added` are partitions of
+    /// the topic that the intent did not cover (see [`GroupOutcome::Reset::added`]).
+    pub fn into_reset(self, topic: &str, added: Vec<i32>) -> GroupOutcome {
         GroupOutcome::Reset {
             topic: topic.to_string(),
             before: self.before,
             offsets: self.target,
             records: self.records,
+            added,
         }
     }
 }
@@ -141,6 +170,10 @@ pub enum GroupOutcome {
         /// Records to reprocess (see [`Intent::records`]).
         #[serde(default)]
         records: i64,
+        /// Partitions of the topic that the reset did not cover, because they were added after the
+        /// group was inspected (found by the read after the settle); ascending. Not reset.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        added: Vec<i32>,
     },
     /// The group could not be reset; the reason is final.
     Failed {
@@ -265,8 +298,9 @@ pub enum Effect {
         /// The reset marker.
         metadata: String,
     },
-    /// Read the group's committed offsets, with their metadata, on the intent's partitions (every
-    /// partition of its topic when there is no intent).
+    /// Read the group's committed offsets, with their metadata, on every partition of its topic as
+    /// the topic's metadata stands now (partitions added since the inspection included): to settle an
+    /// intent without outcome, and again after the settle delay.
     ReadCommitted(InletTarget),
     /// Persist how the group ended.
     PersistOutcome {
@@ -321,6 +355,18 @@ pub enum GroupPhase {
         attempts: u32,
         /// The intent found.
         intent: Intent,
+    },
+    /// The commit landed (read back at its targets); waiting the settle delay, then reading the
+    /// group's positions again to check that no consumer overwrote them.
+    Verifying {
+        /// Failed reads so far.
+        attempts: u32,
+        /// The intent committed.
+        intent: Intent,
+        /// When to read; `None` while the read is under way.
+        read_at: Option<Timestamp>,
+        /// Last transient failure of the read.
+        last_error: Option<String>,
     },
     /// Finished.
     Finished(GroupOutcome),
@@ -391,6 +437,8 @@ pub struct ResetMachine {
     /// The topic of each target group, from the last observation (for the status while waiting).
     topics: BTreeMap<GroupId, String>,
     effects: VecDeque<Effect>,
+    /// Wait between a commit's read-back and the second read.
+    settle: Duration,
 }
 
 impl ResetMachine {
@@ -407,7 +455,18 @@ impl ResetMachine {
             records: records.into_iter().map(|r| (r.group.clone(), r)).collect(),
             topics: BTreeMap::new(),
             effects: VecDeque::new(),
+            settle: DEFAULT_SETTLE,
         }
+    }
+
+    /// Sets the settle delay: how long after a group's commit reads back at its targets the machine
+    /// reads the group's positions again (default [`DEFAULT_SETTLE`]). `Duration::ZERO` skips the
+    /// second read: the group is reset as soon as its commit reads back, and neither a consumer that
+    /// overwrites the reset nor a partition added during it is noticed.
+    #[must_use]
+    pub fn with_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
     }
 
     /// The current state.
@@ -432,6 +491,7 @@ impl ResetMachine {
                 .values()
                 .filter_map(|(_, p)| match p {
                     GroupPhase::Pending { retry_at, .. } => *retry_at,
+                    GroupPhase::Verifying { read_at, .. } => *read_at,
                     _ => None,
                 })
                 .min(),
@@ -446,7 +506,7 @@ impl ResetMachine {
             Input::Inspected { group, result } => self.inspected(group, result, now),
             Input::Fenced { group, result } => self.fenced(group, result, now),
             Input::Committed { group, result } => self.committed(group, result, now),
-            Input::Read { group, result } => self.read(group, result),
+            Input::Read { group, result } => self.read(group, result, now),
             Input::Tick => self.tick(now),
         }
     }
@@ -490,7 +550,9 @@ impl ResetMachine {
                 (Some(outcome), _) => {
                     // Its event may not have been recorded before the driver stopped: record it again
                     // (a duplicate is refused by name).
-                    self.emit(Effect::Record(outcome_event(&id, &target, &outcome)));
+                    for event in outcome_events(&id, &target, &outcome) {
+                        self.emit(Effect::Record(event));
+                    }
                     GroupPhase::Finished(outcome)
                 }
                 (None, Some(intent)) => {
@@ -584,7 +646,7 @@ impl ResetMachine {
                     })
                     .collect();
                 if wrong.is_empty() {
-                    self.finish(&target, intent.into_reset(&target.topic));
+                    self.landed(&target, intent, now);
                 } else {
                     let reason = format!("the commit did not hold: {}", wrong.join(", "));
                     self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
@@ -593,7 +655,16 @@ impl ResetMachine {
         }
     }
 
-    fn read(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>) {
+    fn read(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>, now: Timestamp) {
+        match self.group(&group) {
+            Some((_, GroupPhase::Settling { .. })) => self.settled(group, result, now),
+            Some((_, GroupPhase::Verifying { read_at: None, .. })) => self.verified(group, result, now),
+            _ => {}
+        }
+    }
+
+    /// The read of a group rebuilt from an intent without outcome (or whose commit timed out).
+    fn settled(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>, now: Timestamp) {
         let Some((target, GroupPhase::Settling { attempts, intent })) = self.group(&group) else {
             return;
         };
@@ -630,10 +701,15 @@ impl ResetMachine {
                     // The commit never landed: start this group again from inspection.
                     self.emit(Effect::InspectGroup(target.clone()));
                     self.set_phase(&group, GroupPhase::Inspecting { attempts });
-                } else if landed_untouched || behind_before {
-                    // Landed; a consumer may have committed since (it ran after the reset), which is
-                    // its progress to keep.
-                    self.finish(&target, intent.into_reset(&target.topic));
+                } else if landed_untouched {
+                    // Landed, and no consumer committed since: settle and read again, as after a
+                    // read-back.
+                    self.landed(&target, intent, now);
+                } else if behind_before {
+                    // Landed; a consumer committed since (it ran after the reset), which is its
+                    // progress to keep.
+                    let added = added_partitions(&intent, &read);
+                    self.finish(&target, intent.into_reset(&target.topic, added));
                 } else {
                     // A consumer committed after the fence, at or beyond where the group was: the
                     // streamlet ran, but from the reset or from where it was, Kafka cannot tell. Never
@@ -648,6 +724,76 @@ impl ResetMachine {
         }
     }
 
+    /// A group's commit landed and read back at its targets: it is read again after the settle
+    /// delay, or, without one, reset now.
+    fn landed(&mut self, target: &InletTarget, intent: Intent, now: Timestamp) {
+        if self.settle.is_zero() {
+            self.finish(target, intent.into_reset(&target.topic, vec![]));
+        } else {
+            let read_at = Some(now.after(self.settle));
+            self.set_phase(&target.group, GroupPhase::Verifying { attempts: 0, intent, read_at, last_error: None });
+        }
+    }
+
+    /// The read after the settle delay: the group is reset only if every partition of its intent is
+    /// still at its target.
+    fn verified(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>, now: Timestamp) {
+        let Some((target, GroupPhase::Verifying { attempts, intent, .. })) = self.group(&group) else {
+            return;
+        };
+        let (target, attempts, intent) = (target.clone(), attempts + 1, intent.clone());
+        let read = match result {
+            Ok(read) => read,
+            Err(f) if f.transient && attempts < MAX_ATTEMPTS => {
+                // Reading never commits, so retrying it is always safe.
+                let read_at = Some(now.after(backoff(attempts)));
+                self.set_phase(&group, GroupPhase::Verifying { attempts, intent, read_at, last_error: Some(f.reason) });
+                return;
+            }
+            Err(f) => {
+                // The reset landed and read back once, but whether it held is unknown: never a success.
+                let reason = format!(
+                    "the reset was committed and read back at the log start offsets, but reading the offsets \
+                     again after the settle failed: {}; check that a consumer did not move them \
+                     (kafka-consumer-groups --describe --group {group}) and request a new reset if one did",
+                    f.reason
+                );
+                self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
+                return;
+            }
+        };
+        let moved: Vec<String> = intent
+            .target
+            .iter()
+            .filter_map(|(p, o)| match read.get(p).cloned().flatten() {
+                Some(pos) if pos.offset == *o => None,
+                Some(pos) => Some(format!("partition {p} is at {} (reset to {o})", pos.offset)),
+                None => Some(format!("partition {p} has no offset (reset to {o})")),
+            })
+            .collect();
+        let added = added_partitions(&intent, &read);
+        if moved.is_empty() {
+            self.finish(&target, intent.into_reset(&target.topic, added));
+            return;
+        }
+        const LISTED: usize = 20;
+        let mut list = moved.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
+        if moved.len() > LISTED {
+            list += &format!(" and {} more partition(s)", moved.len() - LISTED);
+        }
+        let mut reason = format!(
+            "a consumer overwrote the reset after it was read back: {list}; stop every consumer of the group \
+             (a pod still stopping, a consumer outside Kubernetes) and request a new reset"
+        );
+        if !added.is_empty() {
+            reason += &format!(
+                "; partition(s) {} were added to the topic during the reset and were not reset either",
+                join(&added)
+            );
+        }
+        self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
+    }
+
     fn tick(&mut self, now: Timestamp) {
         let State::Resetting(r) = &mut self.state else {
             return;
@@ -658,11 +804,16 @@ impl ResetMachine {
                 && retry_at.is_none_or(|t| t <= now)
             {
                 *phase = GroupPhase::Inspecting { attempts: *attempts };
-                due.push(target.clone());
+                due.push(Effect::InspectGroup(target.clone()));
+            } else if let GroupPhase::Verifying { read_at, .. } = phase
+                && read_at.is_some_and(|t| t <= now)
+            {
+                *read_at = None;
+                due.push(Effect::ReadCommitted(target.clone()));
             }
         }
-        for target in due {
-            self.emit(Effect::InspectGroup(target));
+        for effect in due {
+            self.emit(effect);
         }
     }
 
@@ -684,14 +835,16 @@ impl ResetMachine {
 
     fn finish(&mut self, target: &InletTarget, outcome: GroupOutcome) {
         let id = self.id();
-        let event = outcome_event(&id, target, &outcome);
+        let events = outcome_events(&id, target, &outcome);
         // The outcome is persisted before its event is recorded, so that an outcome with an event is
         // never decided again: a driver that stops between the two rebuilds the machine from the
         // persisted outcome, which records the same event again (refused by the API server as a
         // duplicate). Recording first would let a rebuilt machine retry a group reported failed and
         // record a second, different outcome for it.
         self.emit(Effect::PersistOutcome { id, group: target.group.clone(), outcome: outcome.clone() });
-        self.emit(Effect::Record(event));
+        for event in events {
+            self.emit(Effect::Record(event));
+        }
         self.set_phase(&target.group, GroupPhase::Finished(outcome));
         self.maybe_done();
     }
@@ -824,6 +977,39 @@ fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Even
     }
 }
 
+/// The events of a group's outcome: [`outcome_event`], and for a reset that did not cover partitions
+/// added during it, a `ResetPartitionsAdded` warning naming them, keyed `<request id>/<group>/added`.
+fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Vec<Event> {
+    let mut events = vec![outcome_event(id, target, outcome)];
+    if let GroupOutcome::Reset { topic, offsets, added, .. } = outcome
+        && !added.is_empty()
+    {
+        events.push(Event::new(
+            EventType::Warning,
+            "ResetPartitionsAdded",
+            format!(
+                "{}: partition(s) {} of '{topic}' were added to the topic during the reset and were not reset (the \
+                 {} partition(s) it had before were); before the streamlet starts, request a new reset, which \
+                 covers every partition",
+                target.group,
+                join(added),
+                offsets.len()
+            ),
+            format!("{id}/{}/added", target.group),
+        ));
+    }
+    events
+}
+
+/// Partitions in `read` (the topic's partitions now) that `intent` did not cover.
+fn added_partitions(intent: &Intent, read: &Positions) -> Vec<i32> {
+    read.keys().filter(|p| !intent.target.contains_key(p)).copied().collect()
+}
+
+fn join(partitions: &[i32]) -> String {
+    partitions.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+}
+
 fn offsets_map<'a>(it: impl IntoIterator<Item = (&'a i32, Option<&'a i64>)>) -> BTreeMap<String, i64> {
     it.into_iter().filter_map(|(p, o)| o.map(|o| (p.to_string(), *o))).collect()
 }
@@ -848,11 +1034,26 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
             with_intent(&mut g, &intent.before, &intent.target);
             g.records_to_reprocess = intent.records;
         }
-        GroupPhase::Finished(GroupOutcome::Reset { before, offsets, records, .. }) => {
+        GroupPhase::Verifying { intent, last_error, .. } => {
+            g.outcome = "Verifying".into();
+            g.message = match last_error {
+                None => "read back at the log start offsets; reading them again after the settle delay, to check \
+                         that no consumer overwrote the reset"
+                    .into(),
+                Some(e) => format!("read back at the log start offsets; reading them again failed, retrying: {e}"),
+            };
+            with_intent(&mut g, &intent.before, &intent.target);
+            g.records_to_reprocess = intent.records;
+        }
+        GroupPhase::Finished(GroupOutcome::Reset { before, offsets, records, added, .. }) => {
             g.outcome = "Reset".into();
             g.message = format!("{} partition(s) of '{topic}' to earliest", offsets.len());
+            if !added.is_empty() {
+                g.message += &format!("; partition(s) {} were added during the reset and were not reset", join(added));
+            }
             with_intent(&mut g, before, offsets);
             g.records_to_reprocess = *records;
+            g.added_partitions.clone_from(added);
         }
         GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {
             g.outcome = "Failed".into();
@@ -875,7 +1076,8 @@ pub fn records_from_status(status: &ResetStatus) -> Vec<GroupRecord> {
                 target.keys().map(|p| (*p, g.offsets_before.get(&p.to_string()).copied())).collect();
             let group = GroupId::from_raw(&g.group);
             match g.outcome.as_str() {
-                "Committing" => Some(GroupRecord {
+                // A group verifying after its settle has an intent and no outcome yet, as one committing.
+                "Committing" | "Verifying" => Some(GroupRecord {
                     group,
                     intent: Some(Intent { before, target, records: g.records_to_reprocess }),
                     outcome: None,
@@ -888,6 +1090,7 @@ pub fn records_from_status(status: &ResetStatus) -> Vec<GroupRecord> {
                         before,
                         offsets: target,
                         records: g.records_to_reprocess,
+                        added: g.added_partitions.clone(),
                     }),
                 }),
                 "Failed" => Some(GroupRecord {

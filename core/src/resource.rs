@@ -258,7 +258,9 @@ pub struct GroupStatus {
     pub group: String,
     /// Kafka topic name the group reads.
     pub topic: String,
-    /// `Pending`, `Committing` (intent recorded, commit under way), `Reset` or `Failed`.
+    /// `Pending`, `Committing` (intent recorded, commit under way), `Verifying` (the commit read
+    /// back; its offsets are read again after the settle delay, to check that no consumer overwrote
+    /// them), `Reset` or `Failed`.
     pub outcome: String,
     /// The event note of the outcome, or why the group is still pending.
     #[serde(default)]
@@ -272,6 +274,10 @@ pub struct GroupStatus {
     /// Partitions of the topic reset.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub partitions: u32,
+    /// Partitions added to the topic during the reset, found by the read after the settle delay: not
+    /// reset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_partitions: Vec<i32>,
     /// Records between the log start offsets and the high watermarks at the reset: what the
     /// streamlet reads again.
     #[serde(default, skip_serializing_if = "is_zero_i64")]

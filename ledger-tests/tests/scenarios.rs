@@ -111,10 +111,11 @@ fn d1_with_a_lost_ledger_the_status_stands_in() {
 fn a_commit_that_timed_out_after_applying_is_not_repeated() {
     let mut w = World::new(&init(&[]));
     w.write_request(1, Ask::Router);
-    // Calls: inspect, fence, then the commit applies and times out; the read settles it.
+    // Calls: inspect, fence, then the commit applies and times out; the read settles it, and the
+    // read after the settle delay verifies it.
     w.kafka.faults.extend([Fault::Pass, Fault::Pass, Fault::TimeoutAfterApply]);
     assert_eq!(w.reconcile(None), Reconciled::Done);
-    assert_eq!(w.kafka.calls, 4, "inspect, fence, commit, read");
+    assert_eq!(w.kafka.calls, 5, "inspect, fence, commit, read, read after the settle");
     check(&w);
 }
 
