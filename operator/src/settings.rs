@@ -90,6 +90,13 @@ pub struct Settings {
     /// Seconds between lag samples (metrics, and the catch-up of reset groups in the status).
     #[arg(long, env = "FLOW_LAG_INTERVAL_SECONDS", default_value_t = 10)]
     pub lag_interval_seconds: u64,
+    /// Seconds to wait after a consumer group's reset reads back at its log start offsets before
+    /// reading the group's offsets once more. A consumer that was still closing during the reset (a pod
+    /// past its deletion, a consumer outside Kubernetes) may commit its old position right after the
+    /// reset: that read catches it and reports the group failed instead of reset, and it names any
+    /// partition added to the topic during the reset. 0 skips the second read (and both checks).
+    #[arg(long, env = "FLOW_RESET_SETTLE_SECONDS", default_value_t = 1)]
+    pub reset_settle_seconds: u64,
     /// Log format on stderr.
     #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
@@ -137,5 +144,13 @@ mod tests {
         assert_eq!(cli.settings.clusters_namespace(), "flow-system");
         let cli = Cli::parse_from(["flow-operator", "--kafka-clusters-namespace", "kafka"]);
         assert_eq!(cli.settings.clusters_namespace(), "kafka");
+    }
+
+    #[test]
+    fn the_reset_settle_defaults_to_one_second_and_zero_turns_it_off() {
+        let cli = Cli::parse_from(["flow-operator"]);
+        assert_eq!(cli.settings.reset_settle_seconds, 1);
+        let cli = Cli::parse_from(["flow-operator", "--reset-settle-seconds", "0"]);
+        assert_eq!(cli.settings.reset_settle_seconds, 0);
     }
 }
