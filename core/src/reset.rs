@@ -462,7 +462,8 @@ impl ResetMachine {
     /// Sets the settle delay: how long after a group's commit reads back at its targets the machine
     /// reads the group's positions again (default [`DEFAULT_SETTLE`]). `Duration::ZERO` skips the
     /// second read: the group is reset as soon as its commit reads back, and neither a consumer that
-    /// overwrites the reset nor a partition added during it is noticed.
+    /// overwrites the reset nor a partition added during it is noticed (except by the read of a
+    /// machine rebuilt from an intent without outcome, which reads every partition anyway).
     #[must_use]
     pub fn with_settle(mut self, settle: Duration) -> Self {
         self.settle = settle;
@@ -646,7 +647,8 @@ impl ResetMachine {
                     })
                     .collect();
                 if wrong.is_empty() {
-                    self.landed(&target, intent, now);
+                    // This read-back covers the committed partitions only: it cannot see added ones.
+                    self.landed(&target, intent, vec![], now);
                 } else {
                     let reason = format!("the commit did not hold: {}", wrong.join(", "));
                     self.finish(&target, GroupOutcome::Failed { topic: target.topic.clone(), reason });
@@ -704,7 +706,8 @@ impl ResetMachine {
                 } else if landed_untouched {
                     // Landed, and no consumer committed since: settle and read again, as after a
                     // read-back.
-                    self.landed(&target, intent, now);
+                    let added = added_partitions(&intent, &read);
+                    self.landed(&target, intent, added, now);
                 } else if behind_before {
                     // Landed; a consumer committed since (it ran after the reset), which is its
                     // progress to keep.
@@ -725,10 +728,10 @@ impl ResetMachine {
     }
 
     /// A group's commit landed and read back at its targets: it is read again after the settle
-    /// delay, or, without one, reset now.
-    fn landed(&mut self, target: &InletTarget, intent: Intent, now: Timestamp) {
+    /// delay, or, without one, reset now (`added`: partitions the read-back found beyond the intent).
+    fn landed(&mut self, target: &InletTarget, intent: Intent, added: Vec<i32>, now: Timestamp) {
         if self.settle.is_zero() {
-            self.finish(target, intent.into_reset(&target.topic, vec![]));
+            self.finish(target, intent.into_reset(&target.topic, added));
         } else {
             let read_at = Some(now.after(self.settle));
             self.set_phase(&target.group, GroupPhase::Verifying { attempts: 0, intent, read_at, last_error: None });

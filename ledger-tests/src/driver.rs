@@ -9,7 +9,8 @@
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{
-    Effect, Input, ResetMachine, State, history, malformed_event, merge_records, records_from_status, superseded_event,
+    Effect, GroupPhase, Input, ResetMachine, State, history, malformed_event, merge_records, records_from_status,
+    superseded_event,
 };
 use flow_core::resource::{ResetHistoryEntry, ResetStatus};
 
@@ -41,6 +42,19 @@ pub enum Reconciled {
         /// Effects carried out before the crash.
         effects: usize,
     },
+}
+
+/// The groups of the machine that wait out their settle before their second read.
+fn settling_now(machine: &ResetMachine) -> Vec<Streamlet> {
+    match machine.state() {
+        State::Resetting(r) => r
+            .groups
+            .iter()
+            .filter(|(_, (_, p))| matches!(p, GroupPhase::Verifying { read_at: Some(_), .. }))
+            .filter_map(|(g, _)| Streamlet::of_group(g))
+            .collect(),
+        _ => vec![],
+    }
 }
 
 /// The part of the status a reconcile computes (`status.reset` and `status.resetHistory`).
@@ -112,7 +126,7 @@ impl World {
 
         let from_status = previous.as_ref().filter(|r| r.id == id).map(records_from_status).unwrap_or_default();
         let records = merge_records(self.ledger.records(&id), from_status);
-        let mut machine = ResetMachine::new(request, done.as_deref(), records);
+        let mut machine = ResetMachine::new(request, done.as_deref(), records).with_settle(self.settle);
         if matches!(machine.state(), State::Done(_)) {
             // Done, but the status missed the final write: rebuilt from the records, nothing redone.
             status.reset = Some(machine.status());
@@ -140,6 +154,9 @@ impl World {
             match machine.state() {
                 State::Resetting(_) => match machine.poll_timeout() {
                     Some(at) => {
+                        // Aimed at the settle: what the test armed happens while a group waits to be
+                        // read again.
+                        self.while_settling(&settling_now(&machine));
                         self.sleep_until(at);
                         // A newer request supersedes this one: stop, the next reconcile takes it.
                         if self.kube.request.as_deref() != Some(raw.as_str()) {
@@ -197,8 +214,16 @@ impl World {
                 Some(Input::Committed { group: target.group, result })
             }
             Effect::ReadCommitted(target) => {
+                // Which read it is, only to tell the two apart in the log (the invariants treat both
+                // as reads of the group).
+                let verifying = match machine.state() {
+                    State::Resetting(r) => {
+                        matches!(r.groups.get(&target.group), Some((_, GroupPhase::Verifying { .. })))
+                    }
+                    _ => false,
+                };
                 if let Some(group) = Streamlet::of_group(&target.group) {
-                    self.facts.push(Fact::Settle { group });
+                    self.facts.push(if verifying { Fact::Verify { group } } else { Fact::Settle { group } });
                 }
                 let result = self.kafka_read(&target);
                 Some(Input::Read { group: target.group, result })

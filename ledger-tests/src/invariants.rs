@@ -119,6 +119,106 @@ impl World {
             || accepted.contains(&KnownIssue::SettleAmbiguity) && self.consumer_ran_after_intent(id, s, at)
     }
 
+    fn reads_of(&self, s: Streamlet) -> impl Iterator<Item = usize> + '_ {
+        self.facts.iter().enumerate().filter_map(move |(i, f)| match f {
+            Fact::Settle { group } | Fact::Verify { group } if *group == s => Some(i),
+            _ => None,
+        })
+    }
+
+    /// Each `ResetOffsets` event with the reset commit of its request and group that landed before it:
+    /// (event index, event, request id, group, commit index, commit).
+    fn reported_resets(&self) -> Vec<(usize, &EventRecord, &str, Streamlet, usize, &AppliedCommit)> {
+        let mut out = vec![];
+        for (i, e) in self.events().filter(|(_, e)| e.reason == "ResetOffsets") {
+            let Some((id, group)) = e.key.split_once('/') else { continue };
+            let Some(s) = Streamlet::ALL.into_iter().find(|s| s.group().as_str() == group) else { continue };
+            let Some(j) = self.landed_reset(id, s).filter(|j| *j < i) else { continue };
+            let Fact::Commit(c) = &self.facts[j] else { continue };
+            out.push((i, e, id, s, j, c));
+        }
+        out
+    }
+
+    /// Case F1: a reset that a consumer overwrote is not reported as a reset once the operator has
+    /// read the group after the overwrite. (Without a read after it, which a settle of 0 skips, the
+    /// operator cannot know.) An overwrite is a commit by a consumer that is no member (a closing pod),
+    /// after the reset commit landed, that moved a partition off its reset offset.
+    pub fn check_overwrites_are_not_reported_as_resets(&self) -> Vec<String> {
+        let mut out = vec![];
+        for (i, e, id, s, j, reset) in self.reported_resets() {
+            for (k, f) in self.facts.iter().enumerate().take(i).skip(j + 1) {
+                let Fact::Commit(c) = f else { continue };
+                if c.by != Committer::Stray || c.group != s {
+                    continue;
+                }
+                let moved: Vec<String> = reset
+                    .offsets
+                    .iter()
+                    .filter_map(|(p, o)| {
+                        c.offsets.get(p).filter(|x| *x != o).map(|x| format!("partition {p} {o} -> {x}"))
+                    })
+                    .collect();
+                if moved.is_empty() {
+                    continue;
+                }
+                if let Some(r) = self.reads_of(s).find(|r| *r > k && *r < i) {
+                    out.push(format!(
+                        "fact {i}: ResetOffsets recorded for {id} on {}, but a consumer overwrote the reset at fact {k} \
+                         ({}) and the operator read the group after that, at fact {r} (note: {})",
+                        s.group(),
+                        moved.join(", "),
+                        e.note
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Case B5: a `ResetOffsets` event counts the partitions its reset commit covered; a partition added
+    /// to the topic that the commit did not cover, seen by a read of the group before the event, is
+    /// named in that request's `ResetPartitionsAdded` event for the group before done is written.
+    pub fn check_added_partitions_are_named(&self) -> Vec<String> {
+        let mut out = vec![];
+        for (i, e, id, s, _, reset) in self.reported_resets() {
+            let count = e.note.split(": ").nth(1).and_then(|n| n.split(' ').next()).and_then(|n| n.parse().ok());
+            if count != Some(reset.offsets.len()) {
+                out.push(format!(
+                    "fact {i}: ResetOffsets for {id} on {} counts {count:?} partitions, but its reset commit covered {} \
+                     (note: {})",
+                    s.group(),
+                    reset.offsets.len(),
+                    e.note
+                ));
+            }
+            let Some(done) = self.facts.iter().position(|f| matches!(f, Fact::Done { id: d } if d == id)) else {
+                continue;
+            };
+            let named: BTreeSet<i32> = self
+                .events()
+                .filter(|(x, w)| {
+                    *x < done && w.reason == "ResetPartitionsAdded" && w.key == format!("{}/added", outcome_key(id, s))
+                })
+                .flat_map(|(_, w)| partitions_named(&w.note))
+                .collect();
+            for (a, f) in self.facts.iter().enumerate().take(i) {
+                let Fact::PartitionAdded { group, partition } = f else { continue };
+                if *group != s || reset.offsets.contains_key(partition) || named.contains(partition) {
+                    continue;
+                }
+                if let Some(r) = self.reads_of(s).find(|r| *r > a && *r < i) {
+                    out.push(format!(
+                        "request {id}: partition {partition} of {:?}'s topic was added at fact {a}, read at fact {r}, \
+                         not reset, and not named in a ResetPartitionsAdded event before done (fact {done})",
+                        s.group()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Every operator commit carries a marker of a request that was written.
     pub fn check_commits_are_marked(&self) -> Vec<String> {
         self.operator_commits()
@@ -323,7 +423,8 @@ impl World {
             }
             let names: BTreeSet<&str> =
                 self.events().filter(|(_, e)| e.request.as_deref() == Some(id)).map(|(_, e)| e.name.as_str()).collect();
-            let bound = ask.targets().map_or(0, |t| t.len()) + WAIT_SITUATIONS + 2;
+            // Per group an outcome event and a ResetPartitionsAdded one.
+            let bound = 2 * ask.targets().map_or(0, |t| t.len()) + WAIT_SITUATIONS + 2;
             if names.len() > bound {
                 out.push(format!("request {id}: {} distinct events, more than {bound}: {names:?}", names.len()));
             }
@@ -357,7 +458,17 @@ impl World {
             self.check_reset_events_are_true(accepted),
             self.check_events(accepted),
             self.check_status_history(),
+            self.check_overwrites_are_not_reported_as_resets(),
+            self.check_added_partitions_are_named(),
         ]
         .concat()
     }
+}
+
+/// The partitions a `ResetPartitionsAdded` note names: `<group>: partition(s) 3, 4 of '<topic>' ...`.
+pub fn partitions_named(note: &str) -> Vec<i32> {
+    note.split_once("partition(s) ")
+        .and_then(|(_, rest)| rest.split_once(" of '"))
+        .map(|(list, _)| list.split(", ").filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
 }

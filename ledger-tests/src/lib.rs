@@ -17,4 +17,4 @@ pub mod world;
 
 pub use driver::Reconciled;
 pub use invariants::KnownIssue;
-pub use world::{Ask, Fault, Init, Streamlet, TopicInit, World};
+pub use world::{Ask, During, Fault, Init, Streamlet, TopicInit, World};

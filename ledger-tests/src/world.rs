@@ -8,8 +8,8 @@ use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{
-    Committed, GroupOutcome, GroupRecord, Inspection, Intent, KafkaFailure, Position, Positions, Timestamp,
-    WAIT_RECHECK,
+    Committed, DEFAULT_SETTLE, GroupOutcome, GroupRecord, Inspection, Intent, KafkaFailure, Position, Positions,
+    Timestamp, WAIT_RECHECK,
 };
 use flow_core::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus, StreamletSpec, TopicSpec};
 use flow_core::targets::InletTarget;
@@ -18,8 +18,12 @@ use flow_core::targets::InletTarget;
 pub const RESOURCE: &str = "cart";
 /// Pipeline id of the resource.
 pub const PIPELINE: &str = "cart";
-/// Partitions of each topic.
+/// Partitions of each topic at the start.
 pub const PARTITIONS: i32 = 3;
+/// Most partitions a topic grows to ([`World::add_partition`]).
+pub const MAX_PARTITIONS: usize = 8;
+/// Records in a partition when it is added.
+pub const ADDED_RECORDS: i64 = 7;
 /// The first instant of every simulation.
 pub const START: Timestamp = Timestamp(1_700_000_000_000);
 
@@ -146,6 +150,18 @@ pub enum Fault {
     Pass,
 }
 
+/// Something that happens in the world while the operator waits out the settle of the streamlet's
+/// group (a drive asleep while the group waits for its read after the read-back), armed beforehand
+/// by the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum During {
+    /// A consumer that is not a member of the group (a pod past its deletion, closing) commits where
+    /// it stands: [`World::stray_commit`].
+    StrayCommit(Streamlet),
+    /// A partition is added to the streamlet's topic: [`World::add_partition`].
+    AddPartition(Streamlet),
+}
+
 /// One partition's log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PartitionLog {
@@ -166,6 +182,8 @@ pub struct Kafka {
     pub stray_members: BTreeMap<Streamlet, u32>,
     /// Faults met by the next Kafka calls, in order.
     pub faults: VecDeque<Fault>,
+    /// What happens at the operator's next settle of the group it names, in order.
+    pub armed: VecDeque<During>,
     /// Kafka calls made by the operator so far.
     pub calls: u64,
 }
@@ -295,6 +313,9 @@ pub enum Committer {
     Operator,
     /// The streamlet's consumer, as a member of the group.
     Consumer,
+    /// A consumer that is no member of the group (a pod past its deletion, closing), committing its
+    /// position without joining, as the operator does.
+    Stray,
 }
 
 /// A commit Kafka applied, with the world as it was at that instant.
@@ -368,6 +389,18 @@ pub enum Fact {
         /// The group.
         group: Streamlet,
     },
+    /// The operator read a group's committed positions again after the settle delay.
+    Verify {
+        /// The group.
+        group: Streamlet,
+    },
+    /// A partition was added to the topic of `group`.
+    PartitionAdded {
+        /// The group (by the streamlet reading the topic).
+        group: Streamlet,
+        /// The new partition.
+        partition: i32,
+    },
     /// The operator crashed after carrying out `effects` effects of a reconcile.
     Crash {
         /// Effects carried out.
@@ -411,6 +444,8 @@ pub struct World {
     /// the status with it too (the operator change proposed for
     /// [`crate::invariants::KnownIssue::OutcomeOnlyInLedger`]).
     pub outcome_in_status: bool,
+    /// The operator's settle delay (`FLOW_RESET_SETTLE_SECONDS`), given to the machine it builds.
+    pub settle: Duration,
 }
 
 impl World {
@@ -443,6 +478,7 @@ impl World {
             requests: BTreeMap::new(),
             facts: vec![],
             outcome_in_status: true,
+            settle: DEFAULT_SETTLE,
         }
     }
 
@@ -483,6 +519,44 @@ impl World {
         assert!(self.kube.runs(s), "the model lets a consumer read only while its streamlet runs");
         let offsets = self.kafka.logs[&s].iter().map(|(p, l)| (*p, l.high)).collect();
         self.apply_commit(s, Committer::Consumer, &offsets, "");
+    }
+
+    /// A consumer that is no member of the group (a streamlet pod that is gone but still closing, or
+    /// a consumer outside Kubernetes between two polls) commits, without joining, the high watermark of
+    /// every partition (where a consumer that had read everything stands), with empty metadata.
+    pub fn stray_commit(&mut self, s: Streamlet) {
+        let offsets = self.kafka.logs[&s].iter().map(|(p, l)| (*p, l.high)).collect();
+        self.apply_commit(s, Committer::Stray, &offsets, "");
+    }
+
+    /// A partition with [`ADDED_RECORDS`] records is added to `s`'s topic, unless it has
+    /// [`MAX_PARTITIONS`] already.
+    pub fn add_partition(&mut self, s: Streamlet) {
+        let logs = self.kafka.logs.entry(s).or_default();
+        if logs.len() >= MAX_PARTITIONS {
+            return;
+        }
+        let partition = i32::try_from(logs.len()).unwrap_or(i32::MAX);
+        logs.insert(partition, PartitionLog { log_start: 0, high: ADDED_RECORDS });
+        self.facts.push(Fact::PartitionAdded { group: s, partition });
+    }
+
+    /// `what` happens at the operator's next settle of its group.
+    pub fn arm(&mut self, what: During) {
+        self.kafka.armed.push_back(what);
+    }
+
+    /// The operator waits out the settle of the groups of `settling`: what was armed for them
+    /// happens now, in order; the rest stays armed.
+    pub fn while_settling(&mut self, settling: &[Streamlet]) {
+        let armed = std::mem::take(&mut self.kafka.armed);
+        for what in armed {
+            match what {
+                During::StrayCommit(s) if settling.contains(&s) => self.stray_commit(s),
+                During::AddPartition(s) if settling.contains(&s) => self.add_partition(s),
+                other => self.kafka.armed.push_back(other),
+            }
+        }
     }
 
     /// A consumer outside Kubernetes joins the group.

@@ -10,8 +10,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::time::Duration;
+
+use flow_core::reset::DEFAULT_SETTLE;
 use flow_ledger_tests::world::{Fact, MALFORMED, request_id};
-use flow_ledger_tests::{Ask, Fault, Init, KnownIssue, Reconciled, Streamlet, TopicInit, World};
+use flow_ledger_tests::{Ask, During, Fault, Init, KnownIssue, Reconciled, Streamlet, TopicInit, World};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, FileFailurePersistence};
@@ -66,6 +69,8 @@ struct Model {
     current: Current,
     run: BTreeMap<Streamlet, Run>,
     stray: BTreeMap<Streamlet, u32>,
+    /// The operator's settle delay, for the whole history.
+    settle: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -92,6 +97,19 @@ enum Transition {
         streamlet: Streamlet,
     },
     RemoveStrayMember {
+        streamlet: Streamlet,
+    },
+    /// Happens while the operator next waits out a settle: a closing consumer's commit (case F1) or a
+    /// partition added (case B5).
+    Arm {
+        what: During,
+    },
+    /// A partition is added to the streamlet's topic.
+    AddPartition {
+        streamlet: Streamlet,
+    },
+    /// A consumer that is no member of the group commits where it stands (a closing pod).
+    StrayCommit {
         streamlet: Streamlet,
     },
     /// The `count` Kafka calls after the next `skip` ones meet `kind`.
@@ -136,8 +154,13 @@ impl ReferenceStateMachine for Model {
 
     fn init_state() -> BoxedStrategy<Model> {
         let running = prop_oneof![Just(BTreeSet::new()), proptest::collection::btree_set(streamlet(), 0..=2)];
-        (topic_init(), topic_init(), running)
-            .prop_map(|(router, sink, running)| {
+        let settle = prop_oneof![
+            4 => Just(DEFAULT_SETTLE),
+            1 => Just(Duration::ZERO),
+            1 => Just(Duration::from_secs(5)),
+        ];
+        (topic_init(), topic_init(), running, settle)
+            .prop_map(|(router, sink, running, settle)| {
                 let init = Init {
                     topics: BTreeMap::from([(Streamlet::Router, router), (Streamlet::Sink, sink)]),
                     running: running.clone(),
@@ -146,7 +169,7 @@ impl ReferenceStateMachine for Model {
                     .into_iter()
                     .map(|s| (s, if running.contains(&s) { Run::Running } else { Run::Stopped }))
                     .collect();
-                Model { init, next_request: 1, current: Current::Nothing, run, stray: BTreeMap::new() }
+                Model { init, next_request: 1, current: Current::Nothing, run, stray: BTreeMap::new(), settle }
             })
             .boxed()
     }
@@ -175,6 +198,17 @@ impl ReferenceStateMachine for Model {
                     .prop_map(|(kind, count, skip)| Transition::InjectFault { kind, count, skip })
                     .boxed(),
             ),
+            (
+                5,
+                prop_oneof![
+                    1 => streamlet().prop_map(During::StrayCommit),
+                    1 => streamlet().prop_map(During::AddPartition),
+                ]
+                .prop_map(|what| Transition::Arm { what })
+                .boxed(),
+            ),
+            (1, streamlet().prop_map(|streamlet| Transition::AddPartition { streamlet }).boxed()),
+            (1, streamlet().prop_map(|streamlet| Transition::StrayCommit { streamlet }).boxed()),
             (
                 1,
                 (streamlet(), 0..3i32, 1i64..50)
@@ -244,6 +278,9 @@ impl ReferenceStateMachine for Model {
             | Transition::LoseLedger
             | Transition::ConsumerReadsAll { .. }
             | Transition::InjectFault { .. }
+            | Transition::Arm { .. }
+            | Transition::AddPartition { .. }
+            | Transition::StrayCommit { .. }
             | Transition::Produce { .. }
             | Transition::DeleteRecords { .. } => {}
         }
@@ -337,6 +374,7 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
     fn init_test(model: &Model) -> World {
         let mut world = World::new(&model.init);
         world.outcome_in_status = OUTCOME_IN_STATUS;
+        world.settle = model.settle;
         world
     }
 
@@ -353,6 +391,9 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
                 world.inject(Fault::Pass, skip);
                 world.inject(kind, count);
             }
+            Transition::Arm { what } => world.arm(what),
+            Transition::AddPartition { streamlet } => world.add_partition(streamlet),
+            Transition::StrayCommit { streamlet } => world.stray_commit(streamlet),
             Transition::Produce { streamlet, partition, n } => world.produce(streamlet, partition, n),
             Transition::DeleteRecords { streamlet, partition, by } => world.delete_records(streamlet, partition, by),
             Transition::NewRequest { ask } => {
@@ -452,6 +493,18 @@ fn reached(world: &World) -> Vec<&'static str> {
     if reasons.iter().any(|(r, _)| *r == "ResetSuperseded") {
         out.push("a request was superseded");
     }
+    let notes = || {
+        facts.iter().filter_map(|f| match f {
+            Fact::Event(e) => Some(e),
+            _ => None,
+        })
+    };
+    if notes().any(|e| e.reason == "ResetOffsetsFailed" && e.note.contains("a consumer overwrote the reset")) {
+        out.push("a consumer overwrote a reset during the settle (F1)");
+    }
+    if notes().any(|e| e.reason == "ResetPartitionsAdded") {
+        out.push("a partition added during a reset was named (B5)");
+    }
     out
 }
 
@@ -471,6 +524,7 @@ fn generated_histories_reach_the_interesting_states() {
         let (mut model, transitions, _) = strategy.new_tree(&mut runner).expect("a history").current();
         longest = longest.max(transitions.len());
         let mut world = World::new(&model.init);
+        world.settle = model.settle;
         for t in transitions {
             model = Model::apply(model, &t);
             world = <ResetTest<false, false> as StateMachineTest>::apply(world, &model, t);
@@ -486,5 +540,5 @@ fn generated_histories_reach_the_interesting_states() {
     for (what, n) in &counts {
         assert!(*n * 100 >= SAMPLE * 3, "only {n} of {SAMPLE} histories reach: {what}");
     }
-    assert_eq!(counts.len(), 12, "some state is never reached: {counts:?}");
+    assert_eq!(counts.len(), 14, "some state is never reached: {counts:?}");
 }

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_ledger_tests::world::request_id;
-use flow_ledger_tests::{Ask, Fault, Init, Reconciled, Streamlet, TopicInit, World};
+use flow_ledger_tests::world::{Committer, Fact, request_id};
+use flow_ledger_tests::{Ask, During, Fault, Init, Reconciled, Streamlet, TopicInit, World};
 
 use Streamlet::{Router, Sink};
 
@@ -219,4 +219,134 @@ fn outcome_lost_with_the_ledger(w: &mut World) {
             &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
         ],
     );
+}
+
+/// The notes of the events recorded (created or refused as duplicates) with `reason`.
+fn notes(world: &World, reason: &str) -> Vec<String> {
+    world
+        .facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::Event(e) if e.reason == reason => Some(e.note.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reset commits the operator applied on `s`'s group.
+fn reset_commits(world: &World, s: Streamlet) -> usize {
+    world
+        .facts
+        .iter()
+        .filter(|f| matches!(f, Fact::Commit(c) if c.by == Committer::Operator && c.group == s && !c.metadata.ends_with("/fence")))
+        .count()
+}
+
+/// Case F1: a closing consumer commits its position while the operator waits out the settle: the
+/// group fails, listing the moved partitions, and is not reset again.
+#[test]
+fn f1_a_consumer_commit_during_the_settle_fails_the_group() {
+    let mut w = World::new(&init(&[]));
+    w.arm(During::StrayCommit(Router));
+    w.write_request(1, Ask::Router);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    check(&w);
+    assert_eq!(notes(&w, "ResetOffsets"), Vec::<String>::new(), "never a success");
+    assert_eq!(
+        notes(&w, "ResetOffsetsFailed"),
+        ["cart.router.in: a consumer overwrote the reset after it was read back: partition 0 is at 100 (reset to 0), \
+          partition 1 is at 100 (reset to 50), partition 2 is at 100 (reset to 30); stop every consumer of the group \
+          (a pod still stopping, a consumer outside Kubernetes) and request a new reset"]
+    );
+    assert_eq!(committed(&w, Router), [(100, String::new()), (100, String::new()), (100, String::new())]);
+    assert_eq!(reset_commits(&w, Router), 1);
+    assert_eq!(w.reconcile(None), Reconciled::AlreadyDone);
+}
+
+/// Case B5: a partition is added to the topic while the operator waits out the settle: the group
+/// is reset on the 3 partitions it covered, and a warning names the added one.
+#[test]
+fn b5_a_partition_added_during_the_settle_is_named_and_not_counted() {
+    let mut w = World::new(&init(&[]));
+    w.arm(During::AddPartition(Router));
+    w.write_request(1, Ask::Router);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    check(&w);
+    assert_eq!(notes(&w, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    let added = notes(&w, "ResetPartitionsAdded");
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert!(added[0].starts_with("cart.router.in: partition(s) 3 of 'shop.cart-events.v1' were added"), "{added:?}");
+    assert_eq!(w.kafka.committed[&Router].get(&3), None, "the added partition is not reset");
+    let status = w.kube.status_reset.as_ref().expect("a status");
+    assert_eq!(status.groups[0].added_partitions, [3]);
+}
+
+/// The operator stops while it waits out the settle (nothing is persisted between the commit and
+/// the read, so this is a crash right after the commit), and a closing consumer overwrites the reset
+/// before it is back: settled by the markers, the group fails and is not reset again.
+#[test]
+fn a_crash_during_the_settle_then_an_overwrite_is_neither_redone_nor_a_success() {
+    let mut w = World::new(&init(&[]));
+    run(
+        &mut w,
+        &[
+            &|w| _ = w.write_request(1, Ask::Router),
+            // Inspect, fence, persist the intent, commit: crash.
+            &|w| assert_eq!(w.reconcile(Some(4)), Reconciled::Crashed { effects: 4 }),
+            &|w| w.stray_commit(Router),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+        ],
+    );
+    assert_eq!(reset_commits(&w, Router), 1);
+    assert_eq!(notes(&w, "ResetOffsets"), Vec::<String>::new());
+    let failed = notes(&w, "ResetOffsetsFailed");
+    assert!(failed.len() == 1 && failed[0].starts_with("cart.router.in: cannot tell whether the reset landed"));
+}
+
+/// Without an overwrite, the rebuilt machine settles by the markers, waits out the settle, reads
+/// again and reports the reset: one commit, six Kafka calls.
+#[test]
+fn a_crash_during_the_settle_is_settled_and_verified_without_a_second_commit() {
+    let mut w = World::new(&init(&[]));
+    w.write_request(1, Ask::Router);
+    assert_eq!(w.reconcile(Some(4)), Reconciled::Crashed { effects: 4 });
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    check(&w);
+    assert_eq!(reset_commits(&w, Router), 1);
+    assert_eq!(w.kafka.calls, 5, "inspect, fence, commit; then the markers read and the read after the settle");
+    assert_eq!(notes(&w, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+}
+
+/// A settle of 0: no second read, so an overwrite right after the read-back goes unnoticed (the
+/// documented cost of turning the settle off).
+#[test]
+fn a_settle_of_zero_reads_once() {
+    let mut w = World::new(&init(&[]));
+    w.settle = std::time::Duration::ZERO;
+    w.arm(During::StrayCommit(Router));
+    w.write_request(1, Ask::Router);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    check(&w);
+    assert_eq!(w.kafka.calls, 3, "inspect, fence, commit with its read-back");
+    assert_eq!(w.kafka.armed.len(), 1, "the operator never waited out a settle");
+    assert_eq!(notes(&w, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+}
+
+/// Found by the model (deep run): with a settle of 0, the operator stopped right after the commit and
+/// a partition was added before it was back; the rebuilt machine's read saw it, but the group was
+/// reported reset without naming it.
+#[test]
+fn without_a_settle_a_partition_seen_after_a_restart_is_named() {
+    let mut w = World::new(&init(&[]));
+    w.settle = std::time::Duration::ZERO;
+    run(
+        &mut w,
+        &[
+            &|w| _ = w.write_request(1, Ask::Router),
+            &|w| assert_eq!(w.reconcile(Some(4)), Reconciled::Crashed { effects: 4 }),
+            &|w| w.add_partition(Router),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+        ],
+    );
+    assert_eq!(notes(&w, "ResetPartitionsAdded").len(), 1);
 }

@@ -733,3 +733,20 @@ fn stopped_both() -> crate::resource::AnkkaFlowSpec {
     }
     spec
 }
+
+#[test]
+fn without_a_settle_a_rebuilt_machine_still_names_partitions_its_read_found() {
+    // Found by ledger-tests: settle 0, the driver stopped after the commit, a partition was added;
+    // the rebuilt machine's read by the markers saw it, and the group was reported without a word.
+    let rec = GroupRecord { group: router(), intent: Some(intent()), outcome: None };
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]).with_settle(Duration::ZERO);
+    m.handle(stopped_router(), T0);
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    let mut read = landed_read();
+    read.insert(3, None);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
+    let r = reasons(&drain(&mut m));
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(r[0], "ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest");
+    assert!(r[1].starts_with("ResetPartitionsAdded: cart.router.in: partition(s) 3 of"), "{r:?}");
+}
