@@ -3,13 +3,18 @@
 # wall time, on the test bed (see docs/performance.md). Run on demand; not part of CI or `make test`.
 # Starts the test bed if needed, builds the release binaries, then runs flow-bench, which prints a
 # markdown table and writes it to target/bench/results.md.
-# Usage: scripts/bench.sh [flow-bench args, e.g. --reps 5 --partitions 3,100,500]
+# Usage: scripts/bench.sh [flow-bench args, e.g. --reps 1 --groups 1,10 --partitions 3,500 --flows 100]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 testbed/tb up
 eval "$(testbed/tb env)"
 
+# What the binaries are built from: the commit, and any uncommitted change in the worktree.
+mkdir -p target/bench
+{ echo "built $(date -u '+%Y-%m-%d %H:%M:%S') UTC from $(git rev-parse HEAD)"; echo "git status --short:"; git status --short; } \
+  >target/bench/build.txt
 cargo build --release -p flow-operator -p flow-cli
 cargo build --release -p flow-testbed --bin flow-bench
+cat target/bench/build.txt >&2
 exec target/release/flow-bench "$@"
