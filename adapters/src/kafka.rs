@@ -1,20 +1,20 @@
 //! Kafka side of a reset, over rdkafka (librdkafka 2.12).
 //!
-//! Every call builds a short-lived consumer whose `group.id` is the group being reset. It never
-//! subscribes and never polls, so it never joins the group: its commits carry generation -1 and an
-//! empty member id, which the broker accepts only while the group has no members (it answers
-//! UNKNOWN_MEMBER_ID otherwise; see Kafka's `validateOffsetCommit`). Every blocking call runs on
-//! tokio's blocking pool and has a deadline.
+//! One [`KafkaClient`] per Kafka connection serves every group read over that connection. It never
+//! joins a group (see [`KafkaClient`]). Every blocking call runs on tokio's blocking pool and has a
+//! deadline. Lookups are batched: one metadata request per step, one ListOffsets request per end of
+//! the log for all partitions, one OffsetFetch and one OffsetCommit per group.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flow_core::connection::KafkaConnection;
-use flow_core::reset::{Committed, Inspection, KafkaFailure, Position, Positions};
+use flow_core::reset::{Committed, Inspection, KafkaFailure, Positions};
 use flow_core::targets::InletTarget;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -111,51 +111,70 @@ impl ClientContext for Watch {
 
 impl ConsumerContext for Watch {}
 
-/// The operator's Kafka client.
+/// The consumer behind a [`KafkaClient`].
 type Client = BaseConsumer<Watch>;
 
-/// Builds the group's client, runs `f` with it, and turns a failure into an authentication failure
-/// (final) when librdkafka reported one meanwhile.
-fn run<T>(
-    conn: &KafkaConnection,
-    group: &str,
-    d: Deadlines,
-    f: impl FnOnce(&Client) -> Result<T, KafkaFailure>,
-) -> Result<T, KafkaFailure> {
-    let c = consumer(conn, group, d)?;
-    f(&c)
-        .inspect_err(|_| {
-            // Error events reach the context only when the client's queue is served. The client
-            // never subscribes, so this poll only delivers pending events; it joins no group.
-            let _ = c.poll(std::time::Duration::ZERO);
-        })
-        .map_err(|failure| match c.context().auth.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-            Some(reason) => KafkaFailure {
-                transient: false,
-                reason: format!("authentication with the Kafka cluster at {} failed: {reason}", conn.bootstrap_servers),
-            },
-            None => failure,
-        })
+/// The operator's client of one Kafka connection, shared by every group that connection serves.
+///
+/// It has no `group.id`, never subscribes and never polls for records, so it never joins a group.
+/// Group operations go through the admin API (DescribeConsumerGroups, ListConsumerGroupOffsets,
+/// AlterConsumerGroupOffsets), which names the group per call: a commit carries generation -1 and an
+/// empty member id, which the broker accepts only while the group has no members (it answers
+/// UNKNOWN_MEMBER_ID otherwise; see Kafka's `validateOffsetCommit`), exactly as Kafka's own
+/// `kafka-consumer-groups --reset-offsets` does. Building one costs a bootstrap connection (tens of
+/// milliseconds on loopback), so a reset builds one per connection, not one per group or per step.
+pub struct KafkaClient {
+    consumer: Client,
+    bootstrap_servers: String,
+    deadlines: Deadlines,
 }
 
-/// A consumer with `group.id` = `group` that never subscribes. Its socket timeout is the request
-/// deadline, which bounds calls that take no timeout of their own (the synchronous commit).
-fn consumer(conn: &KafkaConnection, group: &str, d: Deadlines) -> Result<Client, KafkaFailure> {
-    let mut cfg = ClientConfig::new();
-    for (k, v) in &conn.properties {
-        cfg.set(k, v);
+impl KafkaClient {
+    /// A client of `conn` whose every request has deadline `d.request`.
+    ///
+    /// # Errors
+    /// A final [`KafkaFailure`] when librdkafka rejects the connection's properties.
+    pub fn new(conn: &KafkaConnection, d: Deadlines) -> Result<Self, KafkaFailure> {
+        let mut cfg = ClientConfig::new();
+        for (k, v) in &conn.properties {
+            cfg.set(k, v);
+        }
+        // The socket timeout is the request deadline, which bounds calls that take no timeout of
+        // their own.
+        cfg.set("bootstrap.servers", &conn.bootstrap_servers)
+            .set("client.id", CLIENT_ID)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("allow.auto.create.topics", "false")
+            .set("socket.timeout.ms", d.request.as_millis().to_string());
+        let consumer = cfg.create_with_context(Watch::default()).map_err(|e| KafkaFailure {
+            transient: false,
+            reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
+        })?;
+        Ok(KafkaClient { consumer, bootstrap_servers: conn.bootstrap_servers.clone(), deadlines: d })
     }
-    cfg.set("bootstrap.servers", &conn.bootstrap_servers)
-        .set("group.id", group)
-        .set("client.id", CLIENT_ID)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("allow.auto.create.topics", "false")
-        .set("socket.timeout.ms", d.request.as_millis().to_string());
-    cfg.create_with_context(Watch::default()).map_err(|e| KafkaFailure {
-        transient: false,
-        reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
-    })
+
+    /// Runs `f`, and turns its failure into an authentication failure (final) when librdkafka
+    /// reported one meanwhile.
+    fn call<T>(&self, f: impl FnOnce(&Client, Deadlines) -> Result<T, KafkaFailure>) -> Result<T, KafkaFailure> {
+        let c = &self.consumer;
+        f(c, self.deadlines)
+            .inspect_err(|_| {
+                // Error events reach the context only when the client's queue is served. The
+                // client never subscribes, so this poll only delivers pending events.
+                let _ = c.poll(Duration::ZERO);
+            })
+            .map_err(|failure| match c.context().auth.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+                Some(reason) => KafkaFailure {
+                    transient: false,
+                    reason: format!(
+                        "authentication with the Kafka cluster at {} failed: {reason}",
+                        self.bootstrap_servers
+                    ),
+                },
+                None => failure,
+            })
+    }
 }
 
 /// The partitions of `topic`, from cluster metadata. Asks for every topic's metadata rather than the
@@ -177,35 +196,61 @@ fn partitions(c: &Client, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFa
     Ok(ps)
 }
 
-fn positions(c: &Client, topic: &str, ps: &[i32], d: Deadlines) -> Result<Positions, KafkaFailure> {
+/// Which end of each partition's log [`log_offsets`] asks for.
+#[derive(Clone, Copy)]
+enum End {
+    /// The log start offset (ListOffsets with timestamp -2, "earliest").
+    Start,
+    /// The high watermark (ListOffsets with timestamp -1, "latest"; under `read_committed` the last
+    /// stable offset, as for every reader of the topic).
+    High,
+}
+
+/// One end of every partition of `ps`, in one ListOffsets request per partition leader (librdkafka's
+/// offsets-for-times with the protocol's special timestamps, KIP-79), not one round trip per
+/// partition.
+fn log_offsets(
+    c: &Client,
+    topic: &str,
+    ps: &[i32],
+    end: End,
+    d: Deadlines,
+) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
+    let at = match end {
+        End::Start => Offset::Beginning,
+        End::High => Offset::End,
+    };
     for p in ps {
-        tpl.add_partition(topic, *p);
+        tpl.add_partition_offset(topic, *p, at)
+            .map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
     }
-    let got = c.committed_offsets(tpl, d.request).map_err(|e| classify(&e))?;
+    let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
     let mut out = BTreeMap::new();
     for e in got.elements() {
         if let Err(err) = e.error() {
-            return Err(KafkaFailure { transient: false, reason: format!("partition {}: {err}", e.partition()) });
+            let f = classify(&err);
+            return Err(KafkaFailure {
+                transient: f.transient,
+                reason: format!("partition {}: {}", e.partition(), f.reason),
+            });
         }
-        let pos = absolute(e.offset()).map(|offset| Position { offset, metadata: e.metadata().to_string() });
-        out.insert(e.partition(), pos);
+        let Some(o) = absolute(e.offset()) else {
+            return Err(KafkaFailure {
+                transient: true,
+                reason: format!("partition {}: Kafka gave no offset for the log's end", e.partition()),
+            });
+        };
+        out.insert(e.partition(), o);
     }
     Ok(out)
 }
 
-fn committed(c: &Client, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
-    Ok(positions(c, topic, ps, d)?.into_iter().map(|(p, pos)| (p, pos.map(|x| x.offset))).collect())
-}
-
-fn commit_with(c: &Client, topic: &str, offsets: &BTreeMap<i32, i64>, metadata: &str) -> Result<(), KafkaFailure> {
-    let mut tpl = TopicPartitionList::new();
-    for (p, o) in offsets {
-        let mut e = tpl.add_partition(topic, *p);
-        e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
-        e.set_metadata(metadata);
-    }
-    c.commit(&tpl, CommitMode::Sync).map_err(|e| classify(&e))
+fn committed(c: &Client, group: &str, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
+    Ok(admin::list_group_offsets(c, group, topic, ps, d)?
+        .into_iter()
+        .map(|(p, pos)| (p, pos.map(|x| x.offset)))
+        .collect())
 }
 
 /// An absolute offset, or `None` for "no committed offset". Logical offsets (beginning, end, stored)
@@ -218,32 +263,28 @@ pub fn absolute(o: Offset) -> Option<i64> {
 }
 
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, KafkaFailure> + Send + 'static,
+    client: Arc<KafkaClient>,
+    f: impl FnOnce(&Client, Deadlines) -> Result<T, KafkaFailure> + Send + 'static,
 ) -> Result<T, KafkaFailure> {
-    tokio::task::spawn_blocking(f)
+    tokio::task::spawn_blocking(move || client.call(f))
         .await
         .unwrap_or_else(|e| Err(KafkaFailure { transient: true, reason: format!("Kafka worker stopped: {e}") }))
 }
 
-/// Describes the group, lists the topic's partitions and their log start offsets, and reads the
-/// group's committed offsets.
+/// Describes the group, lists the topic's partitions with their log start offsets and high
+/// watermarks, and reads the group's committed offsets.
 ///
 /// # Errors
 /// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
-pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -> Result<Inspection, KafkaFailure> {
-    blocking(move || {
-        run(&conn, target.group.as_str(), d, |c| {
-            let (state, members) = describe::group(c, target.group.as_str(), d)?;
-            let ps = partitions(c, &target.topic, d)?;
-            let (mut log_start, mut high_watermark) = (BTreeMap::new(), BTreeMap::new());
-            for p in &ps {
-                let (low, high) = c.fetch_watermarks(&target.topic, *p, d.request).map_err(|e| classify(&e))?;
-                log_start.insert(*p, low);
-                high_watermark.insert(*p, high);
-            }
-            let committed = committed(c, &target.topic, &ps, d)?;
-            Ok(Inspection { state, members, log_start, committed, high_watermark })
-        })
+pub async fn inspect(client: Arc<KafkaClient>, target: InletTarget) -> Result<Inspection, KafkaFailure> {
+    blocking(client, move |c, d| {
+        let group = target.group.as_str();
+        let (state, members) = admin::describe_group(c, group, d)?;
+        let ps = partitions(c, &target.topic, d)?;
+        let log_start = log_offsets(c, &target.topic, &ps, End::Start, d)?;
+        let high_watermark = log_offsets(c, &target.topic, &ps, End::High, d)?;
+        let committed = committed(c, group, &target.topic, &ps, d)?;
+        Ok(Inspection { state, members, log_start, committed, high_watermark })
     })
     .await
 }
@@ -254,36 +295,37 @@ pub async fn inspect(conn: KafkaConnection, target: InletTarget, d: Deadlines) -
 /// # Errors
 /// The commit's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient.
 pub async fn fence(
-    conn: KafkaConnection,
+    client: Arc<KafkaClient>,
     target: InletTarget,
     offsets: BTreeMap<i32, i64>,
     metadata: String,
-    d: Deadlines,
 ) -> Result<(), KafkaFailure> {
     if offsets.is_empty() {
         return Ok(());
     }
-    blocking(move || run(&conn, target.group.as_str(), d, |c| commit_with(c, &target.topic, &offsets, &metadata))).await
+    blocking(client, move |c, d| {
+        admin::alter_group_offsets(c, target.group.as_str(), &target.topic, &offsets, &metadata, d)
+    })
+    .await
 }
 
-/// Commits `offsets` with `metadata` for the group without joining it, then reads the committed
-/// offsets back.
+/// Commits `offsets` with `metadata` for the group without joining it (one request for every
+/// partition), then reads the committed offsets back.
 ///
 /// # Errors
-/// The commit's or the read's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient.
+/// The commit's or the read's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient; a
+/// commit that failed on some partitions names them.
 pub async fn commit(
-    conn: KafkaConnection,
+    client: Arc<KafkaClient>,
     target: InletTarget,
     offsets: BTreeMap<i32, i64>,
     metadata: String,
-    d: Deadlines,
 ) -> Result<Committed, KafkaFailure> {
-    blocking(move || {
-        run(&conn, target.group.as_str(), d, |c| {
-            commit_with(c, &target.topic, &offsets, &metadata)?;
-            let ps: Vec<i32> = offsets.keys().copied().collect();
-            committed(c, &target.topic, &ps, d)
-        })
+    blocking(client, move |c, d| {
+        let group = target.group.as_str();
+        admin::alter_group_offsets(c, group, &target.topic, &offsets, &metadata, d)?;
+        let ps: Vec<i32> = offsets.keys().copied().collect();
+        committed(c, group, &target.topic, &ps, d)
     })
     .await
 }
@@ -292,16 +334,10 @@ pub async fn commit(
 ///
 /// # Errors
 /// A classified [`KafkaFailure`].
-pub async fn read_committed(
-    conn: KafkaConnection,
-    target: InletTarget,
-    d: Deadlines,
-) -> Result<Positions, KafkaFailure> {
-    blocking(move || {
-        run(&conn, target.group.as_str(), d, |c| {
-            let ps = partitions(c, &target.topic, d)?;
-            positions(c, &target.topic, &ps, d)
-        })
+pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Result<Positions, KafkaFailure> {
+    blocking(client, move |c, d| {
+        let ps = partitions(c, &target.topic, d)?;
+        admin::list_group_offsets(c, target.group.as_str(), &target.topic, &ps, d)
     })
     .await
 }
@@ -311,52 +347,57 @@ pub async fn read_committed(
 ///
 /// # Errors
 /// A classified [`KafkaFailure`]; a missing topic is final.
-pub async fn lag(
-    conn: KafkaConnection,
-    group: String,
-    topic: String,
-    d: Deadlines,
-) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
-    blocking(move || {
-        run(&conn, &group, d, |c| {
-            let ps = partitions(c, &topic, d)?;
-            let committed = committed(c, &topic, &ps, d)?;
-            let mut out = BTreeMap::new();
-            for p in ps {
-                let (low, high) = c.fetch_watermarks(&topic, p, d.request).map_err(|e| classify(&e))?;
-                let at = committed.get(&p).copied().flatten().unwrap_or(low);
-                out.insert(p, (high - at).max(0));
-            }
-            Ok(out)
-        })
+pub async fn lag(client: Arc<KafkaClient>, group: String, topic: String) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
+    blocking(client, move |c, d| {
+        let ps = partitions(c, &topic, d)?;
+        let committed = committed(c, &group, &topic, &ps, d)?;
+        let high = log_offsets(c, &topic, &ps, End::High, d)?;
+        let missing: Vec<i32> = ps.iter().copied().filter(|p| committed.get(p).copied().flatten().is_none()).collect();
+        let start = if missing.is_empty() { BTreeMap::new() } else { log_offsets(c, &topic, &missing, End::Start, d)? };
+        Ok(ps
+            .iter()
+            .map(|p| {
+                let at = committed.get(p).copied().flatten().or_else(|| start.get(p).copied()).unwrap_or(0);
+                (*p, (high.get(p).copied().unwrap_or(at) - at).max(0))
+            })
+            .collect())
     })
     .await
 }
 
-/// Describing a consumer group through librdkafka's DescribeConsumerGroups, which the safe rdkafka
-/// API lacks (its `fetch_group_list` uses the classic DescribeGroups, which does not list the members
-/// of a KIP-848 `consumer` protocol group: such a live group would describe as `Dead` with no member).
-/// librdkafka asks ConsumerGroupDescribe (KIP-848) and DescribeGroups as the group needs, so both
-/// protocols report their members. This module is the only unsafe code of the project; each pointer
-/// it holds is freed by a guard, whatever path is taken.
-mod describe {
+/// Consumer-group calls of librdkafka's admin API that the safe rdkafka API lacks:
+/// DescribeConsumerGroups, ListConsumerGroupOffsets and AlterConsumerGroupOffsets. Each names its
+/// group per call, so one client serves every group of a connection.
+///
+/// DescribeConsumerGroups matters beyond convenience: rdkafka's `fetch_group_list` uses the classic
+/// DescribeGroups, which does not list the members of a KIP-848 `consumer` protocol group, so such a
+/// live group would describe as `Dead` with no member. librdkafka asks ConsumerGroupDescribe (KIP-848)
+/// and DescribeGroups as the group needs, so both protocols report their members.
+///
+/// This module is the only unsafe code of the project. Every object librdkafka allocates for a call
+/// is owned by a guard and freed whatever path is taken; librdkafka copies the request objects it is
+/// given, so they are freed right after the call.
+mod admin {
+    use std::collections::BTreeMap;
     use std::ffi::{CStr, CString, c_char};
     use std::ptr;
 
+    use flow_core::reset::{Position, Positions};
     use rdkafka::bindings as rd;
     use rdkafka::consumer::Consumer;
     use rdkafka::types::RDKafkaErrorCode;
+    use rdkafka::{Offset, TopicPartitionList};
 
     use super::{Client, Deadlines, KafkaFailure};
 
-    /// Frees what librdkafka allocated for one describe call.
-    struct Guard {
+    /// The queue, options and result event of one admin call.
+    struct Call {
         queue: *mut rd::rd_kafka_queue_t,
         options: *mut rd::rd_kafka_AdminOptions_t,
         event: *mut rd::rd_kafka_event_t,
     }
 
-    impl Drop for Guard {
+    impl Drop for Call {
         fn drop(&mut self) {
             // SAFETY: each pointer is null or was returned by the matching librdkafka constructor
             // and is freed exactly once, here.
@@ -374,6 +415,37 @@ mod describe {
         }
     }
 
+    /// Runs one admin operation `op` on `c`: `issue` sends it (given the client handle, the options
+    /// and the result queue); returns the result event once it arrived without a request-level error.
+    fn call(
+        c: &Client,
+        op: rd::rd_kafka_admin_op_t,
+        what: &str,
+        d: Deadlines,
+        issue: impl FnOnce(*mut rd::rd_kafka_t, *mut rd::rd_kafka_AdminOptions_t, *mut rd::rd_kafka_queue_t),
+    ) -> Result<Call, KafkaFailure> {
+        let rk = c.client().native_ptr();
+        let ms = i32::try_from(d.request.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `rk` is the live handle of `c`, borrowed for this call; the queue and options are
+        // owned by the returned `Call` (or freed by its drop on an early return).
+        unsafe {
+            let mut call = Call { queue: rd::rd_kafka_queue_new(rk), options: ptr::null_mut(), event: ptr::null_mut() };
+            call.options = rd::rd_kafka_AdminOptions_new(rk, op);
+            let mut errstr = [0 as c_char; 256];
+            rd::rd_kafka_AdminOptions_set_request_timeout(call.options, ms, errstr.as_mut_ptr(), errstr.len());
+            issue(rk, call.options, call.queue);
+            call.event = rd::rd_kafka_queue_poll(call.queue, ms.saturating_add(1000));
+            if call.event.is_null() {
+                return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, what, "no answer in time"));
+            }
+            let err = rd::rd_kafka_event_error(call.event);
+            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(failure(err, what, &text(rd::rd_kafka_event_error_string(call.event))));
+            }
+            Ok(call)
+        }
+    }
+
     fn text(p: *const c_char) -> String {
         if p.is_null() {
             return String::new();
@@ -382,20 +454,57 @@ mod describe {
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 
-    fn failure(code: rd::rd_kafka_resp_err_t, reason: String) -> KafkaFailure {
+    fn failure(code: rd::rd_kafka_resp_err_t, what: &str, reason: &str) -> KafkaFailure {
         let code = RDKafkaErrorCode::from(code);
-        let transient = matches!(
-            code,
-            RDKafkaErrorCode::RequestTimedOut
-                | RDKafkaErrorCode::OperationTimedOut
-                | RDKafkaErrorCode::BrokerTransportFailure
-                | RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::NetworkException
-                | RDKafkaErrorCode::CoordinatorLoadInProgress
-                | RDKafkaErrorCode::CoordinatorNotAvailable
-                | RDKafkaErrorCode::NotCoordinator
-        );
-        KafkaFailure { transient, reason: format!("describing the consumer group: {reason}") }
+        let mut f = super::classify(&rdkafka::error::KafkaError::AdminOp(code));
+        f.reason = match code {
+            RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress => f.reason,
+            _ if reason.is_empty() => format!("{what}: {code}"),
+            _ => format!("{what}: {reason}"),
+        };
+        f
+    }
+
+    fn group_name(group: &str) -> Result<CString, KafkaFailure> {
+        CString::new(group).map_err(|_| KafkaFailure { transient: false, reason: "NUL in the group id".into() })
+    }
+
+    /// The single group result of a ListConsumerGroupOffsets or AlterConsumerGroupOffsets event:
+    /// its per-partition list, or the group-level error.
+    ///
+    /// # Safety
+    /// `groups` and `n` come from the matching `*_result_groups` call on a live event.
+    unsafe fn only_group(
+        groups: *mut *const rd::rd_kafka_group_result_t,
+        n: usize,
+        what: &str,
+    ) -> Result<*const rd::rd_kafka_topic_partition_list_t, KafkaFailure> {
+        if groups.is_null() || n == 0 {
+            return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__BAD_MSG, what, "Kafka returned no group"));
+        }
+        // SAFETY: per the contract, `groups` points at `n` >= 1 results owned by the event.
+        unsafe {
+            let g = *groups;
+            let error = rd::rd_kafka_group_result_error(g);
+            if !error.is_null() {
+                return Err(failure(rd::rd_kafka_error_code(error), what, &text(rd::rd_kafka_error_string(error))));
+            }
+            Ok(rd::rd_kafka_group_result_partitions(g))
+        }
+    }
+
+    /// The elements of a partition list owned by a live event.
+    ///
+    /// # Safety
+    /// `list` is null or a valid list that outlives the returned slice.
+    unsafe fn elements<'a>(list: *const rd::rd_kafka_topic_partition_list_t) -> &'a [rd::rd_kafka_topic_partition_t] {
+        // SAFETY: per the contract; `elems` holds `cnt` initialised elements.
+        unsafe {
+            if list.is_null() || (*list).elems.is_null() {
+                return &[];
+            }
+            std::slice::from_raw_parts((*list).elems, usize::try_from((*list).cnt).unwrap_or(0))
+        }
     }
 
     /// The group's state (`Empty`, `Stable`, `Dead`, ...) and its number of members, classic and
@@ -403,32 +512,18 @@ mod describe {
     ///
     /// # Errors
     /// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
-    pub fn group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
-        let rk = c.client().native_ptr();
-        let name = CString::new(group).map_err(|_| {
-            failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__INVALID_ARG, "NUL in the group id".into())
-        })?;
-        let ms = i32::try_from(d.request.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: `rk` is the live handle of `c`, borrowed for this call; every object created here
-        // is owned by `guard` and freed when it drops; `name` outlives the call that reads it.
-        unsafe {
-            let mut guard =
-                Guard { queue: rd::rd_kafka_queue_new(rk), options: ptr::null_mut(), event: ptr::null_mut() };
-            guard.options =
-                rd::rd_kafka_AdminOptions_new(rk, rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
-            let mut errstr = [0 as c_char; 256];
-            rd::rd_kafka_AdminOptions_set_request_timeout(guard.options, ms, errstr.as_mut_ptr(), errstr.len());
+    pub fn describe_group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
+        const WHAT: &str = "describing the consumer group";
+        let name = group_name(group)?;
+        let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS;
+        let call = call(c, op, WHAT, d, |rk, options, queue| {
             let mut groups = [name.as_ptr()];
-            rd::rd_kafka_DescribeConsumerGroups(rk, groups.as_mut_ptr(), 1, guard.options, guard.queue);
-            guard.event = rd::rd_kafka_queue_poll(guard.queue, ms.saturating_add(1000));
-            if guard.event.is_null() {
-                return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, "no answer in time".into()));
-            }
-            let err = rd::rd_kafka_event_error(guard.event);
-            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-                return Err(failure(err, text(rd::rd_kafka_event_error_string(guard.event))));
-            }
-            let result = rd::rd_kafka_event_DescribeConsumerGroups_result(guard.event);
+            // SAFETY: live handle, options and queue; librdkafka copies the names before returning.
+            unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, groups.as_mut_ptr(), 1, options, queue) }
+        })?;
+        // SAFETY: the result and the descriptions belong to `call.event`, alive until `call` drops.
+        unsafe {
+            let result = rd::rd_kafka_event_DescribeConsumerGroups_result(call.event);
             let mut n = 0usize;
             let descs = rd::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut n);
             if descs.is_null() || n == 0 {
@@ -441,12 +536,132 @@ mod describe {
                 if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
                     return Ok(("Dead".into(), 0));
                 }
-                return Err(failure(code, text(rd::rd_kafka_error_string(error))));
+                return Err(failure(code, WHAT, &text(rd::rd_kafka_error_string(error))));
             }
             let state = text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(desc)));
             let members = u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(desc)).unwrap_or(u32::MAX);
             Ok((state, members))
         }
+    }
+
+    /// The group's committed positions (offset and commit metadata) on partitions `ps` of `topic`, in
+    /// one OffsetFetch; `None` where it has none.
+    ///
+    /// # Errors
+    /// A [`KafkaFailure`]; a partition-level error names the partition.
+    pub fn list_group_offsets(
+        c: &Client,
+        group: &str,
+        topic: &str,
+        ps: &[i32],
+        d: Deadlines,
+    ) -> Result<Positions, KafkaFailure> {
+        const WHAT: &str = "reading the group's committed offsets";
+        let name = group_name(group)?;
+        let mut tpl = TopicPartitionList::new();
+        for p in ps {
+            tpl.add_partition(topic, *p);
+        }
+        let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS;
+        let call = call(c, op, WHAT, d, |rk, options, queue| {
+            // SAFETY: `name` and `tpl` outlive the constructor, which copies both; the request
+            // object is copied by the call and freed right after it.
+            unsafe {
+                let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+                rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
+                rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
+            }
+        })?;
+        // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
+        unsafe {
+            let result = rd::rd_kafka_event_ListConsumerGroupOffsets_result(call.event);
+            let mut n = 0usize;
+            let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut n);
+            let list = only_group(groups, n, WHAT)?;
+            let mut out: Positions = ps.iter().map(|p| (*p, None)).collect();
+            for e in elements(list) {
+                if text(e.topic) != topic || !out.contains_key(&e.partition) {
+                    continue;
+                }
+                if e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                    return Err(failure(
+                        e.err,
+                        WHAT,
+                        &format!("partition {}: {}", e.partition, RDKafkaErrorCode::from(e.err)),
+                    ));
+                }
+                let metadata = if e.metadata.is_null() {
+                    String::new()
+                } else {
+                    let bytes = std::slice::from_raw_parts(e.metadata.cast::<u8>(), e.metadata_size);
+                    String::from_utf8_lossy(bytes).into_owned()
+                };
+                let pos = super::absolute(Offset::from_raw(e.offset)).map(|offset| Position { offset, metadata });
+                out.insert(e.partition, pos);
+            }
+            Ok(out)
+        }
+    }
+
+    /// Commits `offsets` of `topic` with commit metadata `metadata` for the group, without joining it,
+    /// in one OffsetCommit; then examines every partition's result.
+    ///
+    /// # Errors
+    /// A [`KafkaFailure`]: UNKNOWN_MEMBER_ID (members present) and other retriable codes are
+    /// transient; when some partitions failed, the reason lists each with Kafka's code.
+    pub fn alter_group_offsets(
+        c: &Client,
+        group: &str,
+        topic: &str,
+        offsets: &BTreeMap<i32, i64>,
+        metadata: &str,
+        d: Deadlines,
+    ) -> Result<(), KafkaFailure> {
+        const WHAT: &str = "committing the group's offsets";
+        let name = group_name(group)?;
+        let mut tpl = TopicPartitionList::new();
+        for (p, o) in offsets {
+            let mut e = tpl.add_partition(topic, *p);
+            e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
+            e.set_metadata(metadata);
+        }
+        let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS;
+        let call = call(c, op, WHAT, d, |rk, options, queue| {
+            // SAFETY: as in `list_group_offsets`.
+            unsafe {
+                let mut req = [rd::rd_kafka_AlterConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+                rd::rd_kafka_AlterConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
+                rd::rd_kafka_AlterConsumerGroupOffsets_destroy(req[0]);
+            }
+        })?;
+        // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
+        let failed: Vec<(i32, rd::rd_kafka_resp_err_t)> = unsafe {
+            let result = rd::rd_kafka_event_AlterConsumerGroupOffsets_result(call.event);
+            let mut n = 0usize;
+            let groups = rd::rd_kafka_AlterConsumerGroupOffsets_result_groups(result, &mut n);
+            let list = only_group(groups, n, WHAT)?;
+            elements(list)
+                .iter()
+                .filter(|e| e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
+                .map(|e| (e.partition, e.err))
+                .collect()
+        };
+        let Some((_, first)) = failed.first() else { return Ok(()) };
+        let mut f = failure(*first, WHAT, "");
+        // Kafka answers UNKNOWN_MEMBER_ID on every partition when the group has members: its own
+        // reason says so; otherwise list each partition and its code.
+        if !f.transient || failed.iter().any(|(_, e)| e != first) || failed.len() < offsets.len() {
+            let listed: Vec<String> =
+                failed.iter().map(|(p, e)| format!("partition {p}: {}", RDKafkaErrorCode::from(*e))).collect();
+            f.reason = format!(
+                "{WHAT}: the commit failed on {} of {} partition(s) of '{topic}' ({})",
+                failed.len(),
+                offsets.len(),
+                listed.join("; ")
+            );
+            f.transient = failed.iter().all(|(_, e)| failure(*e, WHAT, "").transient);
+        }
+        Err(f)
     }
 }
 

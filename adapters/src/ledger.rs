@@ -71,23 +71,31 @@ impl Ledger {
             .collect()
     }
 
-    fn update(
-        &self,
-        owner: Owner<'_>,
-        id: &str,
-        group: &GroupId,
-        f: impl Fn(&mut GroupRecord),
-    ) -> Result<(), LedgerError> {
-        let key = format!("{}{group}", prefix(owner, id));
-        let mut rec = match self.db.get(&key)? {
-            Some(v) => serde_json::from_slice(&v)
-                .map_err(|e| LedgerError::Decode { key: key.clone(), reason: e.to_string() })?,
-            None => GroupRecord { group: group.clone(), intent: None, outcome: None },
-        };
-        f(&mut rec);
-        // Serialising plain data cannot fail.
-        let bytes = serde_json::to_vec(&rec).unwrap_or_default();
-        self.db.insert(key, bytes)?;
+    /// Applies `writes` to the records of request `id` of `owner`, then flushes once: a batch of
+    /// groups costs one fsync, not one per group.
+    ///
+    /// # Errors
+    /// [`LedgerError`] when a record could not be read, decoded, written or flushed. Writes before
+    /// the failing one may be kept (each is a whole record), none is reported as durable.
+    pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[Write<'_>]) -> Result<(), LedgerError> {
+        for w in writes {
+            let group = match w {
+                Write::Intent(g, _) | Write::Outcome(g, _) => *g,
+            };
+            let key = format!("{}{group}", prefix(owner, id));
+            let mut rec = match self.db.get(&key)? {
+                Some(v) => serde_json::from_slice(&v)
+                    .map_err(|e| LedgerError::Decode { key: key.clone(), reason: e.to_string() })?,
+                None => GroupRecord { group: group.clone(), intent: None, outcome: None },
+            };
+            match w {
+                Write::Intent(_, intent) => rec.intent = Some((*intent).clone()),
+                Write::Outcome(_, outcome) => rec.outcome = Some((*outcome).clone()),
+            }
+            // Serialising plain data cannot fail.
+            let bytes = serde_json::to_vec(&rec).unwrap_or_default();
+            self.db.insert(key, bytes)?;
+        }
         self.db.flush()?;
         Ok(())
     }
@@ -97,7 +105,7 @@ impl Ledger {
     /// # Errors
     /// [`LedgerError`] when it could not be written and flushed.
     pub fn put_intent(&self, owner: Owner<'_>, id: &str, group: &GroupId, intent: &Intent) -> Result<(), LedgerError> {
-        self.update(owner, id, group, |r| r.intent = Some(intent.clone()))
+        self.put(owner, id, &[Write::Intent(group, intent)])
     }
 
     /// Records the outcome of a group, after its read-back.
@@ -111,8 +119,17 @@ impl Ledger {
         group: &GroupId,
         outcome: &GroupOutcome,
     ) -> Result<(), LedgerError> {
-        self.update(owner, id, group, |r| r.outcome = Some(outcome.clone()))
+        self.put(owner, id, &[Write::Outcome(group, outcome)])
     }
+}
+
+/// One write of [`Ledger::put`].
+#[derive(Clone, Copy, Debug)]
+pub enum Write<'a> {
+    /// A group's intent, before its commit.
+    Intent(&'a GroupId, &'a Intent),
+    /// A group's outcome, after its read-back.
+    Outcome(&'a GroupId, &'a GroupOutcome),
 }
 
 #[cfg(test)]

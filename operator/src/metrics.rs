@@ -152,14 +152,14 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
     for flow in &flows {
         let Ok(selected) = targets::select(&flow.spec, &[]) else { continue };
         for inlet in selected.into_iter().flat_map(|t| t.inlets) {
-            let conn = match connections.get(&flow.spec, &inlet.topic_id).await {
+            let client = match connections.client(&flow.spec, &inlet.topic_id).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag: no connection");
                     continue;
                 }
             };
-            match kafka::lag(conn, inlet.group.to_string(), inlet.topic.clone(), ctx.deadlines).await {
+            match kafka::lag(client, inlet.group.to_string(), inlet.topic.clone()).await {
                 Ok(parts) => {
                     for (p, lag) in parts {
                         let labels = LagLabels {

@@ -1,18 +1,25 @@
 //! Drives one resource's reset request through `flow_core::reset::ResetMachine`, carrying out its
 //! effects against Kubernetes, Kafka and the ledger (see the drive contract in `flow_core::reset`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flow_adapters::kafka;
+use flow_adapters::kafka::{self, KafkaClient};
 use flow_adapters::kube as k;
-use flow_adapters::ledger::Owner;
+use flow_adapters::ledger::{self, Owner};
 use flow_core::connection::{self, Cluster, ConnectionError, KafkaConnection};
 use flow_core::events::Event;
+use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
-use flow_core::reset::{Effect, Input, KafkaFailure, ResetMachine, State, Timestamp, WAIT_RECHECK};
+use flow_core::reset::{
+    Effect, GroupOutcome, Input, Intent, KafkaFailure, ResetMachine, State, Timestamp, WAIT_RECHECK,
+};
 use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus, ResetStatus};
+use flow_core::targets::InletTarget;
 use kube::{Api, ResourceExt};
+use tokio::task::JoinSet;
 
 use crate::controller::{Context, Error};
 use crate::faults;
@@ -102,7 +109,8 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         return Ok(None);
     }
 
-    let owner = Owner { namespace: &ns, name: &flow.name_any() };
+    let name = flow.name_any();
+    let owner = Owner { namespace: &ns, name: &name };
     let from_status = flow
         .status
         .as_ref()
@@ -111,7 +119,9 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         .map(flow_core::reset::records_from_status)
         .unwrap_or_default();
     let records = flow_core::reset::merge_records(ctx.ledger.records(owner, &request.id)?, from_status);
-    let mut machine = ResetMachine::new(request, done, records);
+    let request_id = request.id.clone();
+    let mut machine =
+        ResetMachine::new(request, done, records).with_settle(Duration::from_secs(ctx.settings.reset_settle_seconds));
     if matches!(machine.state(), State::Done(_)) {
         // Done, but the status missed the final write (it failed, or the operator stopped just
         // before): rebuilt from the recorded outcomes, with nothing redone.
@@ -121,60 +131,73 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
     machine.handle(Input::Observed { spec: flow.spec.clone(), pods }, now());
 
-    let name = flow.name_any();
     let mut connections = Connections::new(ctx);
+    // Kafka effects of different groups run concurrently, at most `limit` at once; one group's
+    // effects still run one after another, since the machine emits its next one only on the result.
+    let limit = usize::from(ctx.settings.reset_concurrency.max(1));
+    let mut queued: VecDeque<KafkaCall> = VecDeque::new();
+    // A JoinSet aborts what is still in flight when the drive returns early (the machine is then
+    // rebuilt from durable state, which settles any commit whose outcome was not persisted).
+    let mut in_flight: JoinSet<Input> = JoinSet::new();
     loop {
+        // Every persisting effect available now is carried out first, as one batch (one ledger
+        // flush, one status write), before anything after it: moving a persist earlier never
+        // breaks the drive contract, and a group's next Kafka effect waits for its own persist.
+        let mut writes = Vec::new();
+        let mut rest = Vec::new();
         while let Some(effect) = machine.poll_effect() {
             match effect {
+                Effect::PersistIntent { group, intent, .. } => writes.push(Persist::Intent(group, intent)),
+                Effect::PersistOutcome { group, outcome, .. } => writes.push(Persist::Outcome(group, outcome)),
+                other => rest.push(other),
+            }
+        }
+        if !writes.is_empty() {
+            let batch: Vec<ledger::Write<'_>> = writes.iter().map(Persist::as_write).collect();
+            ctx.ledger.put(owner, &request_id, &batch)?;
+            status.reset = Some(stamps.apply(machine.status()));
+            k::write_status(&api, &name, status).await?;
+            if writes.iter().any(|w| matches!(w, Persist::Intent(..))) {
+                faults::point("after-intent").await;
+            }
+            if writes.iter().any(|w| matches!(w, Persist::Outcome(..))) {
+                faults::point("after-outcome").await;
+            }
+        }
+        for effect in rest {
+            match effect {
                 Effect::Record(event) => record(ctx, &flow, &event).await,
-                Effect::InspectGroup(target) => {
-                    let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::inspect(conn, target.clone(), ctx.deadlines).await,
-                        Err(f) => Err(f),
-                    };
-                    machine.handle(Input::Inspected { group: target.group, result }, now());
-                }
-                Effect::PersistIntent { id, group, intent } => {
-                    ctx.ledger.put_intent(Owner { namespace: &ns, name: &name }, &id, &group, &intent)?;
-                    status.reset = Some(stamps.apply(machine.status()));
-                    k::write_status(&api, &name, status).await?;
-                    faults::point("after-intent").await;
-                }
-                Effect::Fence { target, offsets, metadata } => {
-                    let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::fence(conn, target.clone(), offsets, metadata, ctx.deadlines).await,
-                        Err(f) => Err(f),
-                    };
-                    machine.handle(Input::Fenced { group: target.group, result }, now());
-                }
-                Effect::CommitOffsets { target, offsets, metadata } => {
-                    let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::commit(conn, target.clone(), offsets, metadata, ctx.deadlines).await,
-                        Err(f) => Err(f),
-                    };
-                    faults::point("after-commit").await;
-                    machine.handle(Input::Committed { group: target.group, result }, now());
-                }
-                Effect::ReadCommitted(target) => {
-                    let result = match connections.get(&flow.spec, &target.topic_id).await {
-                        Ok(conn) => kafka::read_committed(conn, target.clone(), ctx.deadlines).await,
-                        Err(f) => Err(f),
-                    };
-                    machine.handle(Input::Read { group: target.group, result }, now());
-                }
-                Effect::PersistOutcome { id, group, outcome } => {
-                    ctx.ledger.put_outcome(Owner { namespace: &ns, name: &name }, &id, &group, &outcome)?;
-                    // The status carries the outcome too, so a lost ledger never decides the group again.
-                    status.reset = Some(stamps.apply(machine.status()));
-                    k::write_status(&api, &name, status).await?;
-                    faults::point("after-outcome").await;
-                }
                 Effect::WriteDone { id } => {
                     faults::point("before-done").await;
                     k::write_done(&api, &name, &id).await?;
                     tracing::info!(namespace = %ns, name = %name, request = %id, "reset request done");
                 }
+                Effect::InspectGroup(target) => queued.push_back(KafkaCall::Inspect(target)),
+                // A group already under way goes first, so that groups finish early and few are
+                // open at once.
+                Effect::Fence { target, offsets, metadata } => {
+                    queued.push_front(KafkaCall::Fence { target, offsets, metadata })
+                }
+                Effect::CommitOffsets { target, offsets, metadata } => {
+                    queued.push_front(KafkaCall::Commit { target, offsets, metadata })
+                }
+                Effect::ReadCommitted(target) => queued.push_front(KafkaCall::Read(target)),
+                Effect::PersistIntent { .. } | Effect::PersistOutcome { .. } => {}
             }
+        }
+        while in_flight.len() < limit
+            && let Some(effect) = queued.pop_front()
+        {
+            in_flight.spawn(run_kafka(&mut connections, &flow.spec, effect).await);
+        }
+        if !in_flight.is_empty() {
+            let retry_at = machine.poll_timeout();
+            let wait = retry_at.map_or(Duration::MAX, until);
+            tokio::select! {
+                Some(joined) = in_flight.join_next() => machine.handle(joined.map_err(Error::KafkaTask)?, now()),
+                () = tokio::time::sleep(wait), if retry_at.is_some() => machine.handle(Input::Tick, now()),
+            }
+            continue;
         }
         match machine.state() {
             State::Resetting(_) => match machine.poll_timeout() {
@@ -185,8 +208,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                         status.reset = shown;
                         k::write_status(&api, &name, status).await?;
                     }
-                    let wait = u64::try_from(at.0.saturating_sub(now().0)).unwrap_or(0);
-                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                    tokio::time::sleep(until(at)).await;
                     // A newer request (`flow reset --replace`) supersedes this one: stop here and let
                     // the next reconcile take the new one.
                     if k::reset_annotations(&api.get(&name).await?).0 != Some(request_text.as_str()) {
@@ -207,6 +229,85 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     count_finished(ctx, &machine, &stamps.requested_at);
     status.reset = Some(stamps.apply(machine.status()));
     Ok(None)
+}
+
+/// A persisting effect held for its batch.
+enum Persist {
+    Intent(GroupId, Intent),
+    Outcome(GroupId, GroupOutcome),
+}
+
+impl Persist {
+    fn as_write(&self) -> ledger::Write<'_> {
+        match self {
+            Persist::Intent(g, i) => ledger::Write::Intent(g, i),
+            Persist::Outcome(g, o) => ledger::Write::Outcome(g, o),
+        }
+    }
+}
+
+/// How long until `at`, from now (zero once it has passed).
+fn until(at: Timestamp) -> Duration {
+    Duration::from_millis(u64::try_from(at.0.saturating_sub(now().0)).unwrap_or(0))
+}
+
+/// A Kafka effect of the machine, waiting for its turn.
+enum KafkaCall {
+    Inspect(InletTarget),
+    Fence { target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String },
+    Commit { target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String },
+    Read(InletTarget),
+}
+
+/// Starts one Kafka call: resolves its connection's client now (reading the cluster Secrets the
+/// first time), and returns the call as a future that yields the machine's input.
+async fn run_kafka(
+    connections: &mut Connections<'_>,
+    spec: &AnkkaFlowSpec,
+    call: KafkaCall,
+) -> impl Future<Output = Input> + Send + 'static {
+    let target = match &call {
+        KafkaCall::Inspect(t) | KafkaCall::Read(t) => t,
+        KafkaCall::Fence { target, .. } | KafkaCall::Commit { target, .. } => target,
+    };
+    let client = connections.client(spec, &target.topic_id).await;
+    async move {
+        match call {
+            KafkaCall::Inspect(target) => {
+                let group = target.group.clone();
+                let result = match client {
+                    Ok(c) => kafka::inspect(c, target).await,
+                    Err(f) => Err(f),
+                };
+                Input::Inspected { group, result }
+            }
+            KafkaCall::Fence { target, offsets, metadata } => {
+                let group = target.group.clone();
+                let result = match client {
+                    Ok(c) => kafka::fence(c, target, offsets, metadata).await,
+                    Err(f) => Err(f),
+                };
+                Input::Fenced { group, result }
+            }
+            KafkaCall::Commit { target, offsets, metadata } => {
+                let group = target.group.clone();
+                let result = match client {
+                    Ok(c) => kafka::commit(c, target, offsets, metadata).await,
+                    Err(f) => Err(f),
+                };
+                faults::point("after-commit").await;
+                Input::Committed { group, result }
+            }
+            KafkaCall::Read(target) => {
+                let group = target.group.clone();
+                let result = match client {
+                    Ok(c) => kafka::read_committed(c, target).await,
+                    Err(f) => Err(f),
+                };
+                Input::Read { group, result }
+            }
+        }
+    }
 }
 
 /// Follows the catch-up of a done request's reset groups: measures each one's lag (records left to
@@ -237,8 +338,8 @@ pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut Ankka
     for i in behind {
         let g = &mut reset.groups[i];
         let Some(inlet) = inlets.get(&g.group) else { continue };
-        let lag = match connections.get(spec, &inlet.topic_id).await {
-            Ok(conn) => kafka::lag(conn, g.group.clone(), g.topic.clone(), ctx.deadlines).await,
+        let lag = match connections.client(spec, &inlet.topic_id).await {
+            Ok(client) => kafka::lag(client, g.group.clone(), g.topic.clone()).await,
             Err(e) => Err(e),
         };
         match lag {
@@ -293,16 +394,43 @@ async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
     }
 }
 
-/// Kafka connections of a resource's topics, read from the cluster Secrets at most once per drive.
+/// Kafka connections of a resource's topics, read from the cluster Secrets at most once per drive,
+/// and one [`KafkaClient`] per distinct connection, shared by every group read over it.
 pub struct Connections<'a> {
     ctx: &'a Context,
     clusters: Option<BTreeMap<String, Result<Cluster, ConnectionError>>>,
+    clients: Vec<(KafkaConnection, Arc<KafkaClient>)>,
+}
+
+impl Drop for Connections<'_> {
+    /// Closing a librdkafka client waits for its threads: done on the blocking pool, not on a
+    /// runtime worker.
+    fn drop(&mut self) {
+        let clients = std::mem::take(&mut self.clients);
+        if !clients.is_empty() {
+            tokio::task::spawn_blocking(move || drop(clients));
+        }
+    }
 }
 
 impl<'a> Connections<'a> {
     /// Connections of `ctx`'s cluster Secrets, read lazily.
     pub fn new(ctx: &'a Context) -> Self {
-        Connections { ctx, clusters: None }
+        Connections { ctx, clusters: None, clients: Vec::new() }
+    }
+
+    /// The client of topic `topic_id`'s connection, built on first use.
+    ///
+    /// # Errors
+    /// As [`Connections::get`], or librdkafka rejecting the connection's properties.
+    pub async fn client(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<Arc<KafkaClient>, KafkaFailure> {
+        let conn = self.get(spec, topic_id).await?;
+        if let Some((_, c)) = self.clients.iter().find(|(known, _)| *known == conn) {
+            return Ok(Arc::clone(c));
+        }
+        let c = Arc::new(KafkaClient::new(&conn, self.ctx.deadlines)?);
+        self.clients.push((conn, Arc::clone(&c)));
+        Ok(c)
     }
 
     /// The connection of topic `topic_id` of `spec`.

@@ -47,6 +47,10 @@ pub struct Settings {
     /// Pipelines reconciled in parallel.
     #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4)]
     pub max_concurrent_reconciles: u16,
+    /// Kafka calls of one reset request that run at once (each on its own group; one group's calls
+    /// always run one after another). Bounds the load a large pipeline puts on the brokers.
+    #[arg(long, env = "FLOW_RESET_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub reset_concurrency: u16,
     /// Deadline of each Kafka request, in seconds.
     #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
     pub kafka_request_timeout_seconds: u64,
