@@ -9,7 +9,7 @@ use flow_adapters::ledger::{Ledger, LedgerError};
 use flow_core::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, OPERATOR_FIELD_MANAGER};
 use flow_core::render::{self, DeploymentView};
 use flow_core::resource::AnkkaFlow;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -29,6 +29,10 @@ pub enum Error {
     /// The ledger could not be read or written.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// A Kafka call of a reset stopped without a result (it panicked); the request is rebuilt from
+    /// durable state on the retry.
+    #[error("a Kafka call of the reset stopped without a result: {0}")]
+    KafkaTask(#[from] tokio::task::JoinError),
     /// The resource lacks a field the API server always sets.
     #[error("the resource has no {0}")]
     Incomplete(&'static str),
@@ -117,6 +121,9 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Deployment applies of one reconcile in flight at once.
+const APPLY_CONCURRENCY: usize = 8;
+
 fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action {
     let key = ObjectRef::from_obj(flow.as_ref());
     let attempt = {
@@ -141,13 +148,20 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
     // Apply: one Deployment per streamlet, server-side, forcing our fields back (a `kubectl scale`
     // of the Deployment is reverted to the resource's replicas).
     let pp = PatchParams::apply(OPERATOR_FIELD_MANAGER).force();
+    let rendered: Vec<(String, Deployment)> =
+        spec.streamlets.iter().map(|s| (s.name.clone(), render::deployment(spec, s, &ns, owner.clone()))).collect();
+    let applies = rendered.into_iter().map(|(streamlet, d)| {
+        let (deployments, pp) = (deployments.clone(), pp.clone());
+        async move { Ok::<_, kube::Error>((streamlet, deployments.patch(&d.name_any(), &pp, &Patch::Apply(&d)).await?)) }
+    });
+    // A few at a time: a pipeline of many streamlets costs a few round trips, not one per streamlet.
+    let applied: Vec<(String, Deployment)> =
+        futures::stream::iter(applies).buffer_unordered(APPLY_CONCURRENCY).try_collect().await?;
     let mut views = BTreeMap::new();
-    for s in &spec.streamlets {
-        let d = render::deployment(spec, s, &ns, owner.clone());
-        let applied = deployments.patch(&d.name_any(), &pp, &Patch::Apply(&d)).await?;
+    for (streamlet, applied) in applied {
         let st = applied.status.unwrap_or_default();
         views.insert(
-            s.name.clone(),
+            streamlet,
             DeploymentView {
                 generation: applied.metadata.generation.unwrap_or(0),
                 observed_generation: st.observed_generation.unwrap_or(0),
