@@ -9,34 +9,39 @@
 //! other test binaries: those run at the same time on the same broker (other engineers' runs), and a
 //! stray member or a topic recreated under a running test would break it.
 //!
-//! Covered here: A1, A2, A3, A4, A5, B1 (with B2's read-back), B3, B4, C1 (without the auto-create
-//! broker), C2, C3, E1, F1 (first half), F3.
+//! Covered here: A1, A2, A3, A4 (a member present at the operator's inspection), A5, B1 (with B2's
+//! read-back), B3, B4, C1 (on the main broker, which does not auto-create topics), C2, C3, E1, F1
+//! (first half), F3.
 //!
 //! A3 found that the classic DescribeGroups answers `Dead` with 0 members for a consumer-protocol
 //! (KIP-848) group with a live member; the operator now describes groups with DescribeConsumerGroups,
 //! and [`a3_a_consumer_protocol_member_is_refused_as_a_member_before_any_commit`] checks it.
 //!
+//! Covered in other test files:
+//! - A4 on the commit path (a consumer joins the group between the operator's inspection and its
+//!   commit, so Kafka answers UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS, which must read as consumers
+//!   still active, with Kafka's reason): `commit_failures.rs`
+//!   (`a4_a_member_that_joins_before_the_commit_is_refused_by_kafka_and_the_reset_waits_for_it`), placed
+//!   with the operator's pause fault point (`FLOW_FAULT_PAUSE_AT=after-intent`).
+//! - B5 (a partition added between reading metadata and committing) and F1's second half (a consumer
+//!   committing right after the reset's read-back, caught by the settle and a second read-back):
+//!   `settle.rs`.
+//! - C1 as reported, on the test bed's second broker, which has `auto.create.topics.enable=true`:
+//!   `autocreate.rs`. [`c1_a_missing_topic_is_a_failure_naming_it_and_creates_nothing`] here covers
+//!   the rest of it on the main broker.
+//! - C4 (a topic deleted, or recreated with fewer partitions, between the fence and the commit; offsets
+//!   that read back otherwise than committed): `commit_failures.rs`, with the same pause fault point.
+//!   A commit refused for lack of rights on one topic needs an authorizer, which the test bed's broker
+//!   does not run (a test-bed change), and is not covered.
+//! - F2 (a request pending when the operator starts, before its caches sync), and F1 with a
+//!   Terminating pod whose container commits on close: `running.rs`.
+//! - C5 (SASL/PLAIN): `security.rs`, on the test bed broker's SASL listener.
+//! - D1 and D5: `exactly_once.rs`.
+//!
 //! Not covered, and why:
-//! - C1 as reported needs a broker with `auto.create.topics.enable=true`; the test bed's has `false`
-//!   (a test-bed change). [`c1_a_missing_topic_is_a_failure_naming_it_and_creates_nothing`] covers
-//!   the rest of it on this broker.
-//! - C5 (SASL/PLAIN) is in `security.rs`, on the test bed broker's SASL listener.
-//! - B5 (a partition added between reading metadata and committing) and C4 (one partition's commit
-//!   failing: ACLs need an authorizer the test bed's broker lacks, and a topic deleted mid-flight
-//!   needs a pause point between the operator's steps) cannot be placed deterministically without a
-//!   product fault point or a test-bed change.
-//! - A4's "UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS read as consumers still active" on the commit
-//!   needs a consumer to join between the operator's inspection and its commit: not placeable either
-//!   (A3 reaches that path by another road); the classification is unit-tested in
-//!   `adapters/src/kafka.rs`.
-//! - F1's second half (a consumer committing right after the reset, caught by a settle and a second
-//!   read-back): the product has no settle and no second read-back (`kafka::commit` in adapters reads
-//!   back once, at once), and a commit cannot be placed in that window from outside. F2 (a pending
-//!   request before the caches sync) needs a pause in the operator's start-up. Both need product
-//!   changes.
 //! - C3's "batched lookups" is not observable from outside on one local broker; only the duration is
 //!   measured.
-//! - D1 and D5 are in `exactly_once.rs`; D2–D4 and E2 are not covered here.
+//! - D2–D4 and E2 are not covered here.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command};
