@@ -39,6 +39,10 @@
 //! started from the reset, which landed. Otherwise Kafka cannot tell whether the consumer started from
 //! the reset or from where it was; the group is reported failed with that reason (never reset again,
 //! which could rewind a finished rebuild, and never reported as a success it may not be).
+//! A transient failure of that read is retried like any other: the group waits [`backoff`] (a
+//! [`ResetMachine::poll_timeout`]; the read is emitted on the [`Input::Tick`] at or after it), and
+//! after [`MAX_ATTEMPTS`] attempts in all, or at once for a final failure, the group fails ("could not
+//! learn whether an earlier commit landed"), never committed. Its status shows `Settling` meanwhile.
 //!
 //! # Settling after the read-back
 //! A consumer that was still closing when the reset ran (a pod past its deletion, a consumer outside
@@ -349,12 +353,17 @@ pub enum GroupPhase {
         /// The intent.
         intent: Intent,
     },
-    /// Rebuilt from an intent without outcome: reading what Kafka holds.
+    /// Rebuilt from an intent without outcome (or the commit timed out): reading what Kafka holds,
+    /// to learn whether the commit landed.
     Settling {
         /// Failed attempts so far.
         attempts: u32,
         /// The intent found.
         intent: Intent,
+        /// When to read again after a transient failure; `None` while the read is under way.
+        retry_at: Option<Timestamp>,
+        /// Last transient failure of the read.
+        last_error: Option<String>,
     },
     /// The commit landed (read back at its targets); waiting the settle delay, then reading the
     /// group's positions again to check that no consumer overwrote them.
@@ -493,6 +502,7 @@ impl ResetMachine {
                 .filter_map(|(_, p)| match p {
                     GroupPhase::Pending { retry_at, .. } => *retry_at,
                     GroupPhase::Verifying { read_at, .. } => *read_at,
+                    GroupPhase::Settling { retry_at, .. } => *retry_at,
                     _ => None,
                 })
                 .min(),
@@ -558,7 +568,7 @@ impl ResetMachine {
                 }
                 (None, Some(intent)) => {
                     self.emit(Effect::ReadCommitted(target.clone()));
-                    GroupPhase::Settling { attempts: 0, intent }
+                    GroupPhase::Settling { attempts: 0, intent, retry_at: None, last_error: None }
                 }
                 (None, None) => {
                     self.emit(Effect::InspectGroup(target.clone()));
@@ -634,7 +644,9 @@ impl ResetMachine {
             // A timeout may hide a commit that landed: learn from Kafka before anything else.
             Err(_) => {
                 self.emit(Effect::ReadCommitted(target.clone()));
-                self.set_phase(&group, GroupPhase::Settling { attempts: attempts + 1, intent });
+                let settling =
+                    GroupPhase::Settling { attempts: attempts + 1, intent, retry_at: None, last_error: None };
+                self.set_phase(&group, settling);
             }
             Ok(read) => {
                 let wrong: Vec<String> = intent
@@ -659,7 +671,8 @@ impl ResetMachine {
 
     fn read(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>, now: Timestamp) {
         match self.group(&group) {
-            Some((_, GroupPhase::Settling { .. })) => self.settled(group, result, now),
+            // A result while no read is under way (a retry is scheduled) is not the answer to any read.
+            Some((_, GroupPhase::Settling { retry_at: None, .. })) => self.settled(group, result, now),
             Some((_, GroupPhase::Verifying { read_at: None, .. })) => self.verified(group, result, now),
             _ => {}
         }
@@ -667,15 +680,18 @@ impl ResetMachine {
 
     /// The read of a group rebuilt from an intent without outcome (or whose commit timed out).
     fn settled(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>, now: Timestamp) {
-        let Some((target, GroupPhase::Settling { attempts, intent })) = self.group(&group) else {
+        let Some((target, GroupPhase::Settling { attempts, intent, .. })) = self.group(&group) else {
             return;
         };
         let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
         match result {
             Err(f) if f.transient && attempts + 1 < MAX_ATTEMPTS => {
-                // Retry the read later: settling never commits, so retrying it is always safe.
-                self.emit(Effect::ReadCommitted(target.clone()));
-                self.set_phase(&group, GroupPhase::Settling { attempts: attempts + 1, intent });
+                // Read again after the backoff, as every retry waits (a short outage must not use up
+                // every read at once); settling never commits, so retrying it is always safe.
+                let attempts = attempts + 1;
+                let retry_at = Some(now.after(backoff(attempts)));
+                let last_error = Some(f.reason);
+                self.set_phase(&group, GroupPhase::Settling { attempts, intent, retry_at, last_error });
             }
             Err(f) => {
                 let reason = format!("could not learn whether an earlier commit landed: {}", f.reason);
@@ -808,10 +824,10 @@ impl ResetMachine {
             {
                 *phase = GroupPhase::Inspecting { attempts: *attempts };
                 due.push(Effect::InspectGroup(target.clone()));
-            } else if let GroupPhase::Verifying { read_at, .. } = phase
-                && read_at.is_some_and(|t| t <= now)
+            } else if let GroupPhase::Verifying { read_at: at, .. } | GroupPhase::Settling { retry_at: at, .. } = phase
+                && at.is_some_and(|t| t <= now)
             {
-                *read_at = None;
+                *at = None;
                 due.push(Effect::ReadCommitted(target.clone()));
             }
         }
@@ -1032,8 +1048,19 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
     match phase {
         GroupPhase::Pending { last_error, .. } => g.message = last_error.clone().unwrap_or_default(),
         GroupPhase::Inspecting { .. } | GroupPhase::Fencing { .. } => {}
-        GroupPhase::Committing { intent, .. } | GroupPhase::Settling { intent, .. } => {
+        GroupPhase::Committing { intent, .. } => {
             g.outcome = "Committing".into();
+            with_intent(&mut g, &intent.before, &intent.target);
+            g.records_to_reprocess = intent.records;
+        }
+        GroupPhase::Settling { intent, last_error, .. } => {
+            g.outcome = "Settling".into();
+            let why = "whether the reset commit landed is unknown (the operator stopped during the reset, or the \
+                       commit's answer was lost)";
+            g.message = match last_error {
+                None => format!("{why}: reading the committed offsets and their markers to learn it"),
+                Some(e) => format!("{why}: reading the committed offsets and their markers failed, retrying: {e}"),
+            };
             with_intent(&mut g, &intent.before, &intent.target);
             g.records_to_reprocess = intent.records;
         }
@@ -1079,8 +1106,9 @@ pub fn records_from_status(status: &ResetStatus) -> Vec<GroupRecord> {
                 target.keys().map(|p| (*p, g.offsets_before.get(&p.to_string()).copied())).collect();
             let group = GroupId::from_raw(&g.group);
             match g.outcome.as_str() {
-                // A group verifying after its settle has an intent and no outcome yet, as one committing.
-                "Committing" | "Verifying" => Some(GroupRecord {
+                // A group settling by the markers, or verifying after its settle, has an intent and no
+                // outcome yet, as one committing.
+                "Committing" | "Settling" | "Verifying" => Some(GroupRecord {
                     group,
                     intent: Some(Intent { before, target, records: g.records_to_reprocess }),
                     outcome: None,

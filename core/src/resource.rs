@@ -258,9 +258,11 @@ pub struct GroupStatus {
     pub group: String,
     /// Kafka topic name the group reads.
     pub topic: String,
-    /// `Pending`, `Committing` (intent recorded, commit under way), `Verifying` (the commit read
-    /// back; its offsets are read again after the settle delay, to check that no consumer overwrote
-    /// them), `Reset` or `Failed`.
+    /// `Pending`, `Committing` (intent recorded, commit under way), `Settling` (intent recorded, and
+    /// whether its commit landed is unknown, after an operator restart or a commit timeout: the
+    /// committed offsets and their markers are read to learn it, never committed blindly), `Verifying`
+    /// (the commit read back; its offsets are read again after the settle delay, to check that no
+    /// consumer overwrote them), `Reset` or `Failed`.
     pub outcome: String,
     /// The event note of the outcome, or why the group is still pending.
     #[serde(default)]

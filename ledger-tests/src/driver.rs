@@ -70,7 +70,9 @@ impl World {
         // An intent is durable from the first status write that carries it, which can come before
         // the group's own `PersistIntent` (another group's write includes it).
         if let Some(reset) = &status.reset {
-            for g in reset.groups.iter().filter(|g| matches!(g.outcome.as_str(), "Committing" | "Verifying")) {
+            for g in
+                reset.groups.iter().filter(|g| matches!(g.outcome.as_str(), "Committing" | "Settling" | "Verifying"))
+            {
                 if let Some(group) = Streamlet::of_group(&GroupId::from_raw(&g.group)) {
                     self.facts.push(Fact::Intent { id: reset.id.clone(), group });
                 }

@@ -350,3 +350,30 @@ fn without_a_settle_a_partition_seen_after_a_restart_is_named() {
     );
     assert_eq!(notes(&w, "ResetPartitionsAdded").len(), 1);
 }
+
+/// A restarted operator settles an intent by the markers during a short Kafka outage: each read
+/// that times out is read again after the backoff (1 s, 2 s, 4 s, 8 s), not at once, so the outage
+/// does not use up the reads; the read after it settles the group, which is never committed again.
+#[test]
+fn settle_reads_that_time_out_are_read_again_after_the_backoff() {
+    use flow_core::reset::{WAIT_RECHECK, backoff};
+    use std::time::Duration;
+
+    let mut w = World::new(&init(&[]));
+    w.write_request(1, Ask::Router);
+    // Inspect, fence, persist the intent, commit (it lands): the operator stops before its answer.
+    assert_eq!(w.reconcile(Some(4)), Reconciled::Crashed { effects: 4 });
+    w.inject(Fault::Transient, 4);
+    let (calls, since) = (w.kafka.calls, w.now);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    assert_eq!(w.kafka.calls - calls, 6, "five reads by the markers, one after the settle");
+    let backoffs: Duration = (1..=4).map(backoff).sum();
+    assert_eq!(
+        w.now,
+        since.after(WAIT_RECHECK + backoffs + w.settle),
+        "the requeue, a backoff before each read again, the settle: nothing more, nothing less"
+    );
+    assert_eq!(reset_commits(&w, Router), 1, "the reset commit was never sent again");
+    assert_eq!(notes(&w, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    check(&w);
+}

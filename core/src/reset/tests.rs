@@ -750,3 +750,111 @@ fn without_a_settle_a_rebuilt_machine_still_names_partitions_its_read_found() {
     assert_eq!(r[0], "ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest");
     assert!(r[1].starts_with("ResetPartitionsAdded: cart.router.in: partition(s) 3 of"), "{r:?}");
 }
+
+fn timed_out() -> KafkaFailure {
+    KafkaFailure { transient: true, reason: "Local: Timed out".into() }
+}
+
+/// Fails the settle read under way at `now` transiently: no effect follows, the next read is due
+/// `backoff(attempt)` later and comes with the tick at that instant, not before; returns that instant.
+fn settle_read_fails_and_waits(m: &mut ResetMachine, now: Timestamp, attempt: u32) -> Timestamp {
+    m.handle(Input::Read { group: router(), result: Err(timed_out()) }, now);
+    assert!(drain(m).is_empty(), "attempt {attempt}: no read at once, no event");
+    let due = now.after(backoff(attempt));
+    assert_eq!(m.poll_timeout(), Some(due), "attempt {attempt}: the next read waits backoff({attempt})");
+    let g = &m.status().groups[0];
+    assert_eq!(g.outcome, "Settling");
+    assert!(g.message.ends_with("failed, retrying: Local: Timed out"), "{g:?}");
+    // A result arriving while no read is under way answers no read: ignored.
+    m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, now);
+    assert!(drain(m).is_empty(), "attempt {attempt}: a stray result changes nothing");
+    assert_eq!(m.poll_timeout(), Some(due));
+    m.handle(Input::Tick, Timestamp(due.0 - 1));
+    assert!(drain(m).is_empty(), "attempt {attempt}: nothing is read before the backoff is over");
+    m.handle(Input::Tick, due);
+    assert!(matches!(&drain(m)[..], [Effect::ReadCommitted(t)] if t.group == router()), "one read at {due:?}");
+    assert_eq!(m.poll_timeout(), None, "nothing else is scheduled while the read is under way");
+    due
+}
+
+#[test]
+fn a_settle_read_that_fails_transiently_waits_the_backoff_before_each_new_read() {
+    let mut m = resumed();
+    let mut now = T0;
+    for attempt in 1..MAX_ATTEMPTS {
+        now = settle_read_fails_and_waits(&mut m, now, attempt);
+    }
+    // The last read allowed succeeds: the reset had landed, and it settles as usual.
+    m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, now);
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.status().groups[0].outcome, "Verifying");
+    settle_from(&mut m, now);
+    m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, now.after(DEFAULT_SETTLE));
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::Fence { .. })), "{e:?}");
+    assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+}
+
+#[test]
+fn settle_reads_that_keep_failing_fail_the_group_and_never_commit() {
+    let mut m = resumed();
+    let mut now = T0;
+    for attempt in 1..MAX_ATTEMPTS {
+        now = settle_read_fails_and_waits(&mut m, now, attempt);
+    }
+    // The fifth transient failure is the last.
+    m.handle(Input::Read { group: router(), result: Err(timed_out()) }, now);
+    let e = drain(&mut m);
+    assert!(
+        e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::Fence { .. } | Effect::ReadCommitted(_)))
+    );
+    let reason = "could not learn whether an earlier commit landed: Local: Timed out";
+    assert!(
+        matches!(&e[0], Effect::PersistOutcome { outcome: GroupOutcome::Failed { reason: r, .. }, .. } if r == reason),
+        "{e:?}"
+    );
+    assert_eq!(reasons(&e), [format!("ResetOffsetsFailed: cart.router.in: {reason}")]);
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+    assert_eq!(m.poll_timeout(), None);
+    assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
+
+    // A final failure fails at once, even after transient ones, with no read scheduled.
+    let mut m = resumed();
+    let now = settle_read_fails_and_waits(&mut m, T0, 1);
+    let denied = KafkaFailure { transient: false, reason: "Broker: Group authorization failed".into() };
+    m.handle(Input::Read { group: router(), result: Err(denied) }, now);
+    let r = reasons(&drain(&mut m));
+    assert_eq!(
+        r,
+        ["ResetOffsetsFailed: cart.router.in: could not learn whether an earlier commit landed: Broker: Group \
+          authorization failed"]
+    );
+    assert_eq!(m.poll_timeout(), None);
+}
+
+#[test]
+fn a_group_settling_by_the_markers_shows_settling_and_its_status_stands_in_for_a_lost_ledger() {
+    let m = resumed();
+    let st = m.status();
+    let g = &st.groups[0];
+    assert_eq!(g.outcome, "Settling");
+    assert!(g.message.ends_with("reading the committed offsets and their markers to learn it"), "{g:?}");
+    assert_eq!((g.partitions, g.records_to_reprocess), (3, 220), "the intent is in the status: {g:?}");
+    let from_ledger = vec![GroupRecord { group: router(), intent: Some(intent()), outcome: None }];
+    assert_eq!(records_from_status(&st), from_ledger, "read back as an intent without outcome");
+    // Rebuilt from that status alone, it settles again rather than committing.
+    let mut again = ResetMachine::new(request(&["router"]), None, merge_records(vec![], records_from_status(&st)));
+    again.handle(stopped_router(), T0);
+    assert!(matches!(&drain(&mut again)[..], [Effect::ReadCommitted(_)]));
+
+    // A commit whose answer was lost settles the same way, and shows it.
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    inspect_and_fence(&mut m);
+    m.handle(Input::Committed { group: router(), result: Err(timed_out()) }, T0);
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    assert_eq!(m.status().groups[0].outcome, "Settling");
+    assert_eq!(records_from_status(&m.status()), from_ledger);
+}
