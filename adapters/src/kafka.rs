@@ -16,6 +16,7 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::metadata::Metadata;
 use rdkafka::{Offset, TopicPartitionList};
 
 /// Kafka `client.id` of the operator's clients.
@@ -40,7 +41,12 @@ impl Default for Deadlines {
 /// present (UNKNOWN_MEMBER_ID answers a join-less commit into a group with members). Everything else
 /// (unknown topic, authorization, authentication, invalid requests) is final.
 pub fn classify(e: &KafkaError) -> KafkaFailure {
-    let code = e.rdkafka_error_code();
+    classify_code(e.rdkafka_error_code(), &e.to_string())
+}
+
+/// [`classify`] for an error code and its text: the admin API answers bare codes, which rdkafka's
+/// `KafkaError::AdminOp` does not expose as `rdkafka_error_code()`, so they are classified here.
+fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
     let transient = matches!(
         code,
         Some(
@@ -58,9 +64,9 @@ pub fn classify(e: &KafkaError) -> KafkaFailure {
     );
     let reason = match code {
         Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) => {
-            format!("Kafka refused the commit because consumers are still active in the group ({e})")
+            format!("Kafka refused the commit because consumers are still active in the group ({text})")
         }
-        _ => e.to_string(),
+        _ => text.to_string(),
     };
     KafkaFailure { transient, reason }
 }
@@ -181,6 +187,11 @@ impl KafkaClient {
 /// one topic, so that a broker with `auto.create.topics.enable=true` never creates a missing one.
 fn partitions(c: &Client, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFailure> {
     let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
+    topic_partitions(&md, topic)
+}
+
+/// The partitions of `topic` in `md`, ascending.
+fn topic_partitions(md: &Metadata, topic: &str) -> Result<Vec<i32>, KafkaFailure> {
     let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
         return Err(KafkaFailure { transient: false, reason: format!("topic '{topic}' does not exist") });
     };
@@ -342,25 +353,83 @@ pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Re
     .await
 }
 
-/// The lag of `group` on `topic`, per partition: high watermark minus the committed offset (minus the
-/// log start offset where the group has none), never below 0.
+/// Per partition lag of a group: records it has still to read.
+pub type Lag = BTreeMap<i32, i64>;
+
+/// A topic's partitions and their high watermarks.
+type PartitionsAndHigh = (Vec<i32>, BTreeMap<i32, i64>);
+
+/// The lag of one group on `topic`; see [`lags`].
 ///
 /// # Errors
-/// A classified [`KafkaFailure`]; a missing topic is final.
-pub async fn lag(client: Arc<KafkaClient>, group: String, topic: String) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
+/// As [`lags`].
+pub async fn lag(client: Arc<KafkaClient>, group: String, topic: String) -> Result<Lag, KafkaFailure> {
+    let mut each = lags(client, vec![(group, topic)]).await?;
+    each.pop().unwrap_or_else(|| Err(KafkaFailure { transient: true, reason: "Kafka gave no lag".into() }))
+}
+
+/// The lag of each `(group, topic)` of `wanted`, per partition: the high watermark minus the
+/// committed offset (minus the log start offset where the group has none), never below 0.
+///
+/// One metadata request and one ListOffsets per topic serve every group; each group costs one
+/// OffsetFetch. Results are in the order of `wanted`.
+///
+/// # Errors
+/// The outer error when the cluster's metadata cannot be read; otherwise each group's own
+/// [`KafkaFailure`] (a missing topic is final).
+pub async fn lags(
+    client: Arc<KafkaClient>,
+    wanted: Vec<(String, String)>,
+) -> Result<Vec<Result<Lag, KafkaFailure>>, KafkaFailure> {
     blocking(client, move |c, d| {
-        let ps = partitions(c, &topic, d)?;
-        let committed = committed(c, &group, &topic, &ps, d)?;
-        let high = log_offsets(c, &topic, &ps, End::High, d)?;
-        let missing: Vec<i32> = ps.iter().copied().filter(|p| committed.get(p).copied().flatten().is_none()).collect();
-        let start = if missing.is_empty() { BTreeMap::new() } else { log_offsets(c, &topic, &missing, End::Start, d)? };
-        Ok(ps
-            .iter()
-            .map(|p| {
-                let at = committed.get(p).copied().flatten().or_else(|| start.get(p).copied()).unwrap_or(0);
-                (*p, (high.get(p).copied().unwrap_or(at) - at).max(0))
-            })
-            .collect())
+        let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
+        // Per topic: its partitions and their high watermarks, looked up once.
+        let mut topics: BTreeMap<&str, Result<PartitionsAndHigh, KafkaFailure>> = BTreeMap::new();
+        let mut starts: BTreeMap<&str, BTreeMap<i32, i64>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(wanted.len());
+        for (group, topic) in &wanted {
+            let known = topics.entry(topic.as_str()).or_insert_with(|| {
+                let ps = topic_partitions(&md, topic)?;
+                let high = log_offsets(c, topic, &ps, End::High, d)?;
+                Ok((ps, high))
+            });
+            let (ps, high) = match known {
+                Ok(k) => k,
+                Err(f) => {
+                    out.push(Err(f.clone()));
+                    continue;
+                }
+            };
+            let committed = match committed(c, group, topic, ps, d) {
+                Ok(x) => x,
+                Err(f) => {
+                    out.push(Err(f));
+                    continue;
+                }
+            };
+            if ps.iter().any(|p| committed.get(p).copied().flatten().is_none()) && !starts.contains_key(topic.as_str())
+            {
+                match log_offsets(c, topic, ps, End::Start, d) {
+                    Ok(s) => {
+                        starts.insert(topic, s);
+                    }
+                    Err(f) => {
+                        out.push(Err(f));
+                        continue;
+                    }
+                }
+            }
+            let start = starts.get(topic.as_str());
+            out.push(Ok(ps
+                .iter()
+                .map(|p| {
+                    let at = committed.get(p).copied().flatten().or_else(|| start.and_then(|s| s.get(p).copied()));
+                    let at = at.unwrap_or(0);
+                    (*p, (high.get(p).copied().unwrap_or(at) - at).max(0))
+                })
+                .collect()));
+        }
+        Ok(out)
     })
     .await
 }
@@ -454,14 +523,15 @@ mod admin {
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 
-    fn failure(code: rd::rd_kafka_resp_err_t, what: &str, reason: &str) -> KafkaFailure {
+    /// The failure of admin call `what` with Kafka's `code` and its `reason` (the code's own text
+    /// when empty), classified by [`super::classify_code`].
+    pub(super) fn failure(code: rd::rd_kafka_resp_err_t, what: &str, reason: &str) -> KafkaFailure {
         let code = RDKafkaErrorCode::from(code);
-        let mut f = super::classify(&rdkafka::error::KafkaError::AdminOp(code));
-        f.reason = match code {
-            RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress => f.reason,
-            _ if reason.is_empty() => format!("{what}: {code}"),
-            _ => format!("{what}: {reason}"),
-        };
+        let text = if reason.is_empty() { code.to_string() } else { reason.to_string() };
+        let mut f = super::classify_code(Some(code), &text);
+        if !matches!(code, RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) {
+            f.reason = format!("{what}: {text}");
+        }
         f
     }
 
@@ -689,5 +759,22 @@ mod tests {
         assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
         let f = classify(&KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed));
         assert!(!f.transient);
+    }
+
+    #[test]
+    fn admin_api_codes_are_classified_like_client_errors() {
+        use rdkafka::bindings::rd_kafka_resp_err_t as E;
+        let f = admin::failure(E::RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID, "committing the group's offsets", "");
+        assert!(f.transient, "{f:?}");
+        assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
+        let f = admin::failure(E::RD_KAFKA_RESP_ERR__TIMED_OUT, "reading the group's committed offsets", "");
+        assert!(f.transient, "{f:?}");
+        assert!(f.reason.starts_with("reading the group's committed offsets: "), "{}", f.reason);
+        let f = admin::failure(E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, "describing the consumer group", "x");
+        assert!(f.transient, "{f:?}");
+        let f = admin::failure(E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED, "describing the consumer group", "");
+        assert!(!f.transient, "{f:?}");
+        let f = admin::failure(E::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "committing the group's offsets", "");
+        assert!(!f.transient, "{f:?}");
     }
 }

@@ -641,11 +641,12 @@ impl ResetMachine {
         match result {
             // A final answer (authorization, unknown topic) means the commit was refused.
             Err(f) if !f.transient => self.failed(&target, attempts, f, now),
-            // A timeout may hide a commit that landed: learn from Kafka before anything else.
-            Err(_) => {
+            // Transient: a timeout may hide a commit that landed, and a refusal (members joined) may
+            // follow one that did; learn from Kafka before anything else.
+            Err(f) => {
                 self.emit(Effect::ReadCommitted(target.clone()));
                 let settling =
-                    GroupPhase::Settling { attempts: attempts + 1, intent, retry_at: None, last_error: None };
+                    GroupPhase::Settling { attempts: attempts + 1, intent, retry_at: None, last_error: Some(f.reason) };
                 self.set_phase(&group, settling);
             }
             Ok(read) => {
@@ -680,10 +681,10 @@ impl ResetMachine {
 
     /// The read of a group rebuilt from an intent without outcome (or whose commit timed out).
     fn settled(&mut self, group: GroupId, result: Result<Positions, KafkaFailure>, now: Timestamp) {
-        let Some((target, GroupPhase::Settling { attempts, intent, .. })) = self.group(&group) else {
+        let Some((target, GroupPhase::Settling { attempts, intent, last_error, .. })) = self.group(&group) else {
             return;
         };
-        let (target, attempts, intent) = (target.clone(), *attempts, intent.clone());
+        let (target, attempts, intent, last_error) = (target.clone(), *attempts, intent.clone(), last_error.clone());
         match result {
             Err(f) if f.transient && attempts + 1 < MAX_ATTEMPTS => {
                 // Read again after the backoff, as every retry waits (a short outage must not use up
@@ -716,9 +717,19 @@ impl ResetMachine {
                     matches!((intent.before.get(p).copied().flatten(), at(p)), (Some(b), Some(pos)) if pos.offset < b)
                 });
                 if fenced && !landed_untouched {
-                    // The commit never landed: start this group again from inspection.
-                    self.emit(Effect::InspectGroup(target.clone()));
-                    self.set_phase(&group, GroupPhase::Inspecting { attempts });
+                    // The commit never landed: start this group again from inspection; after a failed
+                    // commit or read (for example Kafka refusing the commit because consumers are
+                    // active), once the backoff has passed, with Kafka's reason shown meanwhile.
+                    match last_error {
+                        Some(why) => {
+                            let retry_at = Some(now.after(backoff(attempts)));
+                            self.set_phase(&group, GroupPhase::Pending { attempts, retry_at, last_error: Some(why) });
+                        }
+                        None => {
+                            self.emit(Effect::InspectGroup(target.clone()));
+                            self.set_phase(&group, GroupPhase::Inspecting { attempts });
+                        }
+                    }
                 } else if landed_untouched {
                     // Landed, and no consumer committed since: settle and read again, as after a
                     // read-back.

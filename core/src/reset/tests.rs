@@ -858,3 +858,27 @@ fn a_group_settling_by_the_markers_shows_settling_and_its_status_stands_in_for_a
     assert_eq!(m.status().groups[0].outcome, "Settling");
     assert_eq!(records_from_status(&m.status()), from_ledger);
 }
+
+#[test]
+fn a_commit_refused_because_members_joined_backs_off_showing_kafkas_reason_then_inspects_again() {
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    inspect_and_fence(&mut m);
+    let why = "Kafka refused the commit because consumers are still active in the group (Broker: Unknown member)";
+    m.handle(
+        Input::Committed { group: router(), result: Err(KafkaFailure { transient: true, reason: why.into() }) },
+        T0,
+    );
+    // A refused commit may still be one that landed (as after a timeout): Kafka is read first.
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    let fenced = BTreeMap::from([(0, pos(10, &fence_marker(ID))), (1, pos(60, &fence_marker(ID))), (2, None)]);
+    m.handle(Input::Read { group: router(), result: Ok(fenced) }, T0);
+    // It never landed: no new attempt before the backoff, and the status says why it waits.
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.poll_timeout(), Some(T0.after(backoff(1))));
+    let shown = m.status();
+    assert!(shown.groups.iter().any(|g| g.message.contains(why)), "{shown:?}");
+    m.handle(Input::Tick, T0.after(backoff(1)));
+    assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
+}
