@@ -45,7 +45,7 @@ pub struct Context {
     pub settings: Settings,
     pub deadlines: Deadlines,
     failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
     /// the lag is measured at most once per lag interval whatever triggers them.
     pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
@@ -69,6 +69,9 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         leader_election = settings.leader_election,
         "starting"
     );
+    // Served before the Lease is held, so that a waiting instance answers its probes.
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    crate::metrics::serve_in_background(settings.metrics_address, metrics.clone());
     let leadership = if settings.leader_election {
         match Leadership::acquire(client.clone(), &settings, stop.clone()).await? {
             Some(held) => Some(held),
@@ -89,10 +92,11 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         deadlines: Deadlines { request: Duration::from_secs(settings.kafka_request_timeout_seconds) },
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
-        metrics: crate::metrics::Metrics::default(),
+        metrics,
         lag_measured: Mutex::new(HashMap::new()),
     });
-    crate::metrics::spawn(ctx.clone());
+    ctx.metrics.leader.set(1);
+    crate::metrics::spawn_sampler(ctx.clone());
     let controller = Controller::new(flows, watcher::Config::default())
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))

@@ -10,6 +10,11 @@
 //! - `ankka_flow_reset_duration_seconds`: histogram, from when the operator first saw a request to
 //!   when it finished.
 //! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
+//! - `ankka_flow_leader`: 1 while this instance holds the Lease (or runs without leader election)
+//!   and reconciles, 0 while it waits for the Lease.
+//!
+//! The endpoint is served from the start, before the Lease is held, so that probes see a waiting
+//! instance as alive; the lag sampler runs only in the Lease holder.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -17,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_adapters::kafka;
+use flow_adapters::kafka::{self, KafkaClient};
 use flow_core::request::ResetRequest;
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets;
@@ -65,6 +70,8 @@ pub struct Metrics {
     pub reset_duration: Histogram,
     /// Requests not yet done.
     pub pending: Gauge,
+    /// 1 while this instance reconciles.
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -74,6 +81,7 @@ impl Default for Metrics {
         let reset_groups = Family::<OutcomeLabels, Counter>::default();
         let reset_duration = Histogram::new(exponential_buckets(0.1, 2.0, 14));
         let pending = Gauge::default();
+        let leader = Gauge::default();
         registry.register(
             "ankka_flow_consumer_group_lag",
             "Records an inlet's consumer group has still to read, per partition",
@@ -94,7 +102,12 @@ impl Default for Metrics {
             "Reset requests written and not yet done",
             pending.clone(),
         );
-        Metrics { registry, lag, reset_groups, reset_duration, pending }
+        registry.register(
+            "ankka_flow_leader",
+            "1 while this instance holds the Lease and reconciles, 0 while it waits for it",
+            leader.clone(),
+        );
+        Metrics { registry, lag, reset_groups, reset_duration, pending, leader }
     }
 }
 
@@ -108,16 +121,19 @@ impl Metrics {
     }
 }
 
-/// Starts the endpoint and the lag sampler in the background. A failure to bind is logged: metrics
-/// are not worth stopping reconciles for.
-pub fn spawn(ctx: Arc<Context>) {
-    let addr = ctx.settings.metrics_address;
-    let serving = ctx.clone();
+/// Serves `/metrics` and `/healthz` on `addr` in the background. A failure to bind is logged:
+/// metrics are not worth stopping reconciles for.
+pub fn serve_in_background(addr: SocketAddr, metrics: Arc<Metrics>) {
     tokio::spawn(async move {
-        if let Err(e) = serve(addr, serving).await {
+        if let Err(e) = serve(addr, metrics).await {
             tracing::error!(%addr, error = %e, "cannot serve /metrics and /healthz");
         }
     });
+}
+
+/// Starts the lag sampler in the background (the Lease holder only: it reads the cluster Secrets
+/// and talks to Kafka).
+pub fn spawn_sampler(ctx: Arc<Context>) {
     tokio::spawn(sample_forever(ctx));
 }
 
@@ -137,6 +153,9 @@ async fn sample_forever(ctx: Arc<Context>) {
     }
 }
 
+/// A consumer group and the topic it reads.
+type GroupAndTopic = (String, String);
+
 async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
     let pending = flows
         .iter()
@@ -147,8 +166,9 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
         .count();
     ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
 
-    let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
+    // Inlets grouped by their connection's client, so that each connection is asked once per sample.
     let mut connections = Connections::new(ctx);
+    let mut by_client: Vec<(Arc<KafkaClient>, Vec<GroupAndTopic>)> = Vec::new();
     for flow in &flows {
         let Ok(selected) = targets::select(&flow.spec, &[]) else { continue };
         for inlet in selected.into_iter().flat_map(|t| t.inlets) {
@@ -159,18 +179,32 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
                     continue;
                 }
             };
-            match kafka::lag(client, inlet.group.to_string(), inlet.topic.clone()).await {
+            let wanted = (inlet.group.to_string(), inlet.topic.clone());
+            match by_client.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &client)) {
+                Some((_, list)) => list.push(wanted),
+                None => by_client.push((client, vec![wanted])),
+            }
+        }
+    }
+    let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
+    for (client, wanted) in by_client {
+        let each = match kafka::lags(client, wanted.clone()).await {
+            Ok(each) => each,
+            Err(e) => {
+                tracing::debug!(reason = %e.reason, "no lag: cannot read the cluster's metadata");
+                continue;
+            }
+        };
+        for ((group, topic), lag) in wanted.into_iter().zip(each) {
+            match lag {
                 Ok(parts) => {
                     for (p, lag) in parts {
-                        let labels = LagLabels {
-                            client_id: inlet.group.to_string(),
-                            topic: inlet.topic.clone(),
-                            partition: p.to_string(),
-                        };
+                        let labels =
+                            LagLabels { client_id: group.clone(), topic: topic.clone(), partition: p.to_string() };
                         seen.insert(labels, lag);
                     }
                 }
-                Err(e) => tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag"),
+                Err(e) => tracing::debug!(group = %group, reason = %e.reason, "no lag"),
             }
         }
     }
@@ -185,7 +219,7 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub async fn serve(addr: SocketAddr, ctx: Arc<Context>) -> std::io::Result<()> {
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(address = %listener.local_addr()?, "serving /metrics and /healthz");
     loop {
@@ -196,11 +230,11 @@ pub async fn serve(addr: SocketAddr, ctx: Arc<Context>) -> std::io::Result<()> {
                 continue;
             }
         };
-        let ctx = ctx.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let ctx = ctx.clone();
-                async move { Ok::<_, Infallible>(respond(&req, &ctx)) }
+                let metrics = metrics.clone();
+                async move { Ok::<_, Infallible>(respond(&req, &metrics)) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
@@ -210,11 +244,9 @@ pub async fn serve(addr: SocketAddr, ctx: Arc<Context>) -> std::io::Result<()> {
     }
 }
 
-fn respond(req: &Request<hyper::body::Incoming>, ctx: &Context) -> Response<Full<Bytes>> {
+fn respond(req: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match req.uri().path() {
-        "/metrics" => {
-            (StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", ctx.metrics.encode())
-        }
+        "/metrics" => (StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode()),
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
         _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_string()),
     };

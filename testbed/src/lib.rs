@@ -210,6 +210,8 @@ impl Operator {
             .env("FLOW_KAFKA_CLUSTERS_NAMESPACE", "ankka-flow")
             .env("FLOW_LOG_FORMAT", "text")
             .env("RUST_LOG", "info,flow_operator=debug")
+            // Any free port: several operators run at once (other tests, a second instance).
+            .env("FLOW_METRICS_ADDRESS", "127.0.0.1:0")
             .stdout(Stdio::null())
             .stderr(file);
         let given = |k: &str| env.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);

@@ -281,6 +281,15 @@ fn two_operators_one_leader_and_a_quick_hand_over() {
     let holder = || kubectl_ok(&["-n", "ankka-flow", "get", "lease", lease, "-o", "jsonpath={.spec.holderIdentity}"]);
     assert_eq!(holder(), leader_name);
 
+    // Both answer their probes, the waiting one too; only the holder says it leads.
+    for (op, leads) in [(&leader, 1), (&follower, 0)] {
+        let addr = metrics_address(op);
+        assert_eq!(http_get(&addr, "/healthz"), (200, "ok\n".to_string()));
+        let (code, body) = http_get(&addr, "/metrics");
+        assert_eq!(code, 200);
+        assert!(body.lines().any(|l| l == format!("ankka_flow_leader {leads}")), "{body}");
+    }
+
     // A request: exactly one operator carries it out, once.
     let first = request_reset(ns);
     wait_done(ns, &first, Duration::from_secs(60));
