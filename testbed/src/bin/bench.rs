@@ -314,8 +314,18 @@ fn trace_reset(cx: &Ctx, op: &Op, n: usize, p: i32) -> String {
     let _ = watch.kill();
     let _ = watch.wait();
     check_reset(&groups, &topic, p);
+    // How big the resource is that every status write carries, at the end.
+    let size = |v: &serde_json::Value| serde_json::to_string(v).map_or(0, |s| s.len()) as f64 / 1024.0;
+    let last = seen.last().map(|(_, v)| v.clone()).unwrap_or_default();
+    let sizes = format!(
+        "At the end the resource is {:.0} KiB of JSON: `status.reset` {:.0} KiB, `metadata.managedFields` {:.0} KiB, `spec` {:.0} KiB.",
+        size(&last),
+        size(&last["status"]["reset"]),
+        size(&last["metadata"]["managedFields"]),
+        size(&last["spec"])
+    );
     let mut md = format!(
-        "### Timeline of one `flow reset`, {n} groups over {p} partitions ({ms:.0} ms to the done annotation)\n\n\
+        "### Timeline of one `flow reset`, {n} groups over {p} partitions ({ms:.0} ms to the done annotation)\n\n{sizes}\n\n\
          Every change of the resource that a `kubectl get --watch -o json` saw, in ms from starting `flow reset`: \
          the id in the request annotation, the reset's phase, how many groups had each outcome in `status.reset.groups`, \
          and the id in the done annotation.\n\n\
