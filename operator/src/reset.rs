@@ -197,6 +197,11 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                 Some(joined) = in_flight.join_next() => machine.handle(joined.map_err(Error::KafkaTask)?, now()),
                 () = tokio::time::sleep(wait), if retry_at.is_some() => machine.handle(Input::Tick, now()),
             }
+            // Every result that came in meanwhile (say during a status write) is taken now, so
+            // that their persists share one ledger flush and one status write.
+            while let Some(joined) = in_flight.try_join_next() {
+                machine.handle(joined.map_err(Error::KafkaTask)?, now());
+            }
             continue;
         }
         match machine.state() {
