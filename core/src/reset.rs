@@ -18,9 +18,12 @@
 //!    there is nothing more to do for this request.
 //!
 //! Effects that persist ([`Effect::PersistIntent`], [`Effect::PersistOutcome`], [`Effect::WriteDone`])
-//! must succeed before the driver carries out the next effect; if one fails, the driver drops the
-//! machine and starts over later from durable state. Recording an event may fail without stopping
-//! anything (a missing RBAC grant must not block a reset).
+//! must be durable before the driver carries out any effect emitted after them that commits or
+//! publishes ([`Effect::CommitOffsets`], [`Effect::Record`], [`Effect::WriteDone`]); effects that only
+//! read or fence ([`Effect::InspectGroup`], [`Effect::Fence`], [`Effect::ReadCommitted`]) may go
+//! ahead meanwhile, and persists may be carried out earlier than emitted, several at once. If a
+//! persist fails, the driver drops the machine and starts over later from durable state. Recording
+//! an event may fail without stopping anything (a missing RBAC grant must not block a reset).
 //!
 //! # Why a group is never reset twice
 //! Offsets alone cannot tell "the reset never landed" from "it landed and the streamlet has since

@@ -29,10 +29,10 @@ pub enum Error {
     /// The ledger could not be read or written.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    /// A Kafka call of a reset stopped without a result (it panicked); the request is rebuilt from
-    /// durable state on the retry.
-    #[error("a Kafka call of the reset stopped without a result: {0}")]
-    KafkaTask(#[from] tokio::task::JoinError),
+    /// A task of the reset (a Kafka call, a status write) stopped without a result (it panicked);
+    /// the request is rebuilt from durable state on the retry.
+    #[error("a task of the reset stopped without a result: {0}")]
+    Task(#[from] tokio::task::JoinError),
     /// The resource lacks a field the API server always sets.
     #[error("the resource has no {0}")]
     Incomplete(&'static str),

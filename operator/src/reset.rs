@@ -139,50 +139,52 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     // A JoinSet aborts what is still in flight when the drive returns early (the machine is then
     // rebuilt from durable state, which settles any commit whose outcome was not persisted).
     let mut in_flight: JoinSet<Input> = JoinSet::new();
+    // Persists go to the ledger at once (one flush per batch) and to the status by writes that run
+    // beside the Kafka calls, one at a time, each carrying every persist made before it started.
+    // The effects that must follow a persist (a commit after its intent, an event after its
+    // outcome, the done write) are held until a status write that started after them succeeded;
+    // reads, fences and inspections need no wait. So a slow status write (a large pipeline's
+    // status is hundreds of KiB) delays only what depends on it, and carries many groups at once.
+    // Aborted when the drive returns early, so an older status never lands after a newer one.
+    let mut status_write: JoinSet<Result<(), kube::Error>> = JoinSet::new();
+    let mut writing: Option<StatusWrite> = None;
+    let mut unwritten = Unwritten::default();
+    let mut held: Vec<Effect> = Vec::new();
     loop {
-        // Every persisting effect available now is carried out first, as one batch (one ledger
-        // flush, one status write), before anything after it: moving a persist earlier never
-        // breaks the drive contract, and a group's next Kafka effect waits for its own persist.
         let mut writes = Vec::new();
-        let mut rest = Vec::new();
         while let Some(effect) = machine.poll_effect() {
             match effect {
                 Effect::PersistIntent { group, intent, .. } => writes.push(Persist::Intent(group, intent)),
                 Effect::PersistOutcome { group, outcome, .. } => writes.push(Persist::Outcome(group, outcome)),
-                other => rest.push(other),
-            }
-        }
-        if !writes.is_empty() {
-            let batch: Vec<ledger::Write<'_>> = writes.iter().map(Persist::as_write).collect();
-            ctx.ledger.put(owner, &request_id, &batch)?;
-            status.reset = Some(stamps.apply(machine.status()));
-            k::write_status(&api, &name, status).await?;
-            if writes.iter().any(|w| matches!(w, Persist::Intent(..))) {
-                faults::point("after-intent").await;
-            }
-            if writes.iter().any(|w| matches!(w, Persist::Outcome(..))) {
-                faults::point("after-outcome").await;
-            }
-        }
-        for effect in rest {
-            match effect {
-                Effect::Record(event) => record(ctx, &flow, &event).await,
-                Effect::WriteDone { id } => {
-                    faults::point("before-done").await;
-                    k::write_done(&api, &name, &id).await?;
-                    tracing::info!(namespace = %ns, name = %name, request = %id, "reset request done");
-                }
                 Effect::InspectGroup(target) => queued.push_back(KafkaCall::Inspect(target)),
                 // A group already under way goes first, so that groups finish early and few are
                 // open at once.
                 Effect::Fence { target, offsets, metadata } => {
                     queued.push_front(KafkaCall::Fence { target, offsets, metadata })
                 }
-                Effect::CommitOffsets { target, offsets, metadata } => {
-                    queued.push_front(KafkaCall::Commit { target, offsets, metadata })
-                }
                 Effect::ReadCommitted(target) => queued.push_front(KafkaCall::Read(target)),
-                Effect::PersistIntent { .. } | Effect::PersistOutcome { .. } => {}
+                gated @ (Effect::CommitOffsets { .. } | Effect::Record(_) | Effect::WriteDone { .. }) => {
+                    held.push(gated)
+                }
+            }
+        }
+        if !writes.is_empty() {
+            let batch: Vec<ledger::Write<'_>> = writes.iter().map(Persist::as_write).collect();
+            ctx.ledger.put(owner, &request_id, &batch)?;
+            unwritten.add(&writes);
+        }
+        if writing.is_none() {
+            if unwritten.any {
+                status.reset = Some(stamps.apply(machine.status()));
+                let (api, name, snapshot) = (api.clone(), name.clone(), status.clone());
+                status_write.spawn(async move { k::write_status(&api, &name, &snapshot).await });
+                writing =
+                    Some(StatusWrite { carries: std::mem::take(&mut unwritten), releases: std::mem::take(&mut held) });
+            } else {
+                // Everything emitted so far is written: what is held may go.
+                for effect in std::mem::take(&mut held) {
+                    release(ctx, &flow, &api, effect, &mut queued).await?;
+                }
             }
         }
         while in_flight.len() < limit
@@ -190,17 +192,37 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         {
             in_flight.spawn(run_kafka(&mut connections, &flow.spec, effect).await);
         }
-        if !in_flight.is_empty() {
+        if !in_flight.is_empty() || writing.is_some() {
             let retry_at = machine.poll_timeout();
             let wait = retry_at.map_or(Duration::MAX, until);
-            tokio::select! {
-                Some(joined) = in_flight.join_next() => machine.handle(joined.map_err(Error::KafkaTask)?, now()),
-                () = tokio::time::sleep(wait), if retry_at.is_some() => machine.handle(Input::Tick, now()),
-            }
-            // Every result that came in meanwhile (say during a status write) is taken now, so
-            // that their persists share one ledger flush and one status write.
-            while let Some(joined) = in_flight.try_join_next() {
-                machine.handle(joined.map_err(Error::KafkaTask)?, now());
+            let woke = tokio::select! {
+                Some(joined) = in_flight.join_next() => Woke::Kafka(joined),
+                Some(written) = status_write.join_next() => Woke::Written(written),
+                () = tokio::time::sleep(wait), if retry_at.is_some() => Woke::Tick,
+            };
+            match woke {
+                Woke::Kafka(joined) => {
+                    machine.handle(joined.map_err(Error::Task)?, now());
+                    // Every result that came in meanwhile is taken now, so that their persists
+                    // share one ledger flush and one status write.
+                    while let Some(joined) = in_flight.try_join_next() {
+                        machine.handle(joined.map_err(Error::Task)?, now());
+                    }
+                }
+                Woke::Written(written) => {
+                    let Some(done) = writing.take() else { continue };
+                    written.map_err(Error::Task)??;
+                    if done.carries.intent {
+                        faults::point("after-intent").await;
+                    }
+                    if done.carries.outcome {
+                        faults::point("after-outcome").await;
+                    }
+                    for effect in done.releases {
+                        release(ctx, &flow, &api, effect, &mut queued).await?;
+                    }
+                }
+                Woke::Tick => machine.handle(Input::Tick, now()),
             }
             continue;
         }
@@ -249,6 +271,64 @@ impl Persist {
             Persist::Outcome(g, o) => ledger::Write::Outcome(g, o),
         }
     }
+}
+
+/// Persists in the ledger whose status write has not started yet.
+#[derive(Default)]
+struct Unwritten {
+    any: bool,
+    intent: bool,
+    outcome: bool,
+}
+
+impl Unwritten {
+    fn add(&mut self, writes: &[Persist]) {
+        self.any |= !writes.is_empty();
+        self.intent |= writes.iter().any(|w| matches!(w, Persist::Intent(..)));
+        self.outcome |= writes.iter().any(|w| matches!(w, Persist::Outcome(..)));
+    }
+}
+
+/// What the status write under way carries, and the effects that wait for it.
+struct StatusWrite {
+    carries: Unwritten,
+    releases: Vec<Effect>,
+}
+
+/// What woke the drive loop.
+enum Woke {
+    Kafka(Result<Input, tokio::task::JoinError>),
+    Written(Result<Result<(), kube::Error>, tokio::task::JoinError>),
+    Tick,
+}
+
+/// Carries out an effect that waited for the status write carrying the persists before it.
+async fn release(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    api: &Api<AnkkaFlow>,
+    effect: Effect,
+    queued: &mut VecDeque<KafkaCall>,
+) -> Result<(), Error> {
+    match effect {
+        Effect::CommitOffsets { target, offsets, metadata } => {
+            queued.push_front(KafkaCall::Commit { target, offsets, metadata });
+        }
+        Effect::Record(event) => record(ctx, flow, &event).await,
+        Effect::WriteDone { id } => {
+            faults::point("before-done").await;
+            let name = flow.name_any();
+            k::write_done(api, &name, &id).await?;
+            tracing::info!(namespace = flow.namespace().unwrap_or_default(), name = %name, request = %id, "reset request done");
+        }
+        // Only the effects above are held (see `drive`).
+        Effect::InspectGroup(_)
+        | Effect::Fence { .. }
+        | Effect::ReadCommitted(_)
+        | Effect::PersistIntent { .. }
+        | Effect::PersistOutcome { .. } => {}
+    }
+    Ok(())
 }
 
 /// How long until `at`, from now (zero once it has passed).
