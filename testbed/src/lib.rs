@@ -377,22 +377,7 @@ pub mod kafka {
 
     /// The group's committed offsets on `partitions` partitions of `topic` (`None`: no offset).
     pub fn committed(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<i64>> {
-        let c: BaseConsumer = config().set("group.id", group).create().expect("consumer");
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition(topic, p);
-        }
-        let got = c.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
-        got.elements()
-            .iter()
-            .map(|e| {
-                let o = match e.offset() {
-                    Offset::Offset(n) => Some(n),
-                    _ => None,
-                };
-                (e.partition(), o)
-            })
-            .collect()
+        crate::groups::positions(group, topic, partitions).into_iter().map(|(p, o)| (p, o.map(|(n, _)| n))).collect()
     }
 
     /// Members of `group`, as the classic group description lists them.
