@@ -31,14 +31,19 @@ async fn main() -> ExitCode {
         },
         None => {
             settings::init_tracing(cli.settings.log_format);
-            match controller::run(cli.settings).await {
-                Ok(()) => ExitCode::SUCCESS,
+            let code = match controller::run(cli.settings).await {
+                Ok(()) => 0,
                 Err(e) => {
                     tracing::error!(error = %e, "operator stopped");
                     eprintln!("flow-operator: {e}");
-                    ExitCode::FAILURE
+                    1
                 }
-            }
+            };
+            // Exit here instead of returning: dropping the runtime waits for every task on the
+            // blocking pool (Kafka calls, librdkafka clients closing), and one stuck in librdkafka
+            // kept a stopped operator alive for minutes. Everything durable is written by now: the
+            // ledger flushes each write, and the Lease was given back.
+            std::process::exit(code)
         }
     }
 }
