@@ -99,28 +99,6 @@ impl Ledger {
         self.db.flush()?;
         Ok(())
     }
-
-    /// Records the intent of a group, before its commit.
-    ///
-    /// # Errors
-    /// [`LedgerError`] when it could not be written and flushed.
-    pub fn put_intent(&self, owner: Owner<'_>, id: &str, group: &GroupId, intent: &Intent) -> Result<(), LedgerError> {
-        self.put(owner, id, &[Write::Intent(group, intent)])
-    }
-
-    /// Records the outcome of a group, after its read-back.
-    ///
-    /// # Errors
-    /// [`LedgerError`] when it could not be written and flushed.
-    pub fn put_outcome(
-        &self,
-        owner: Owner<'_>,
-        id: &str,
-        group: &GroupId,
-        outcome: &GroupOutcome,
-    ) -> Result<(), LedgerError> {
-        self.put(owner, id, &[Write::Outcome(group, outcome)])
-    }
 }
 
 /// One write of [`Ledger::put`].
@@ -146,7 +124,7 @@ mod tests {
         let intent = Intent { before: BTreeMap::from([(0, Some(5))]), target: BTreeMap::from([(0, 0)]), records: 5 };
         {
             let l = Ledger::open(&dir).unwrap();
-            l.put_intent(owner, "u1", &g, &intent).unwrap();
+            l.put(owner, "u1", &[Write::Intent(&g, &intent)]).unwrap();
         }
         let l = Ledger::open(&dir).unwrap();
         let recs = l.records(owner, "u1").unwrap();
@@ -159,7 +137,7 @@ mod tests {
             records: 5,
             added: vec![],
         };
-        l.put_outcome(owner, "u1", &g, &outcome).unwrap();
+        l.put(owner, "u1", &[Write::Outcome(&g, &outcome)]).unwrap();
         assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -149,7 +149,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     let mut status_write: JoinSet<Result<(), kube::Error>> = JoinSet::new();
     let mut writing: Option<StatusWrite> = None;
     let mut unwritten = Unwritten::default();
-    let mut held: Vec<Effect> = Vec::new();
+    let mut held: Vec<Gated> = Vec::new();
     loop {
         let mut writes = Vec::new();
         while let Some(effect) = machine.poll_effect() {
@@ -163,9 +163,11 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
                     queued.push_front(KafkaCall::Fence { target, offsets, metadata })
                 }
                 Effect::ReadCommitted(target) => queued.push_front(KafkaCall::Read(target)),
-                gated @ (Effect::CommitOffsets { .. } | Effect::Record(_) | Effect::WriteDone { .. }) => {
-                    held.push(gated)
+                Effect::CommitOffsets { target, offsets, metadata } => {
+                    held.push(Gated::Commit(KafkaCall::Commit { target, offsets, metadata }))
                 }
+                Effect::Record(event) => held.push(Gated::Record(event)),
+                Effect::WriteDone { id } => held.push(Gated::WriteDone(id)),
             }
         }
         if !writes.is_empty() {
@@ -174,7 +176,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
             unwritten.add(&writes);
         }
         if writing.is_none() {
-            if unwritten.any {
+            if unwritten.any() {
                 status.reset = Some(stamps.apply(machine.status()));
                 let (api, name, snapshot) = (api.clone(), name.clone(), status.clone());
                 status_write.spawn(async move { k::write_status(&api, &name, &snapshot).await });
@@ -276,14 +278,17 @@ impl Persist {
 /// Persists in the ledger whose status write has not started yet.
 #[derive(Default)]
 struct Unwritten {
-    any: bool,
     intent: bool,
     outcome: bool,
 }
 
 impl Unwritten {
+    /// Whether anything waits to be written (every persist is an intent or an outcome).
+    fn any(&self) -> bool {
+        self.intent || self.outcome
+    }
+
     fn add(&mut self, writes: &[Persist]) {
-        self.any |= !writes.is_empty();
         self.intent |= writes.iter().any(|w| matches!(w, Persist::Intent(..)));
         self.outcome |= writes.iter().any(|w| matches!(w, Persist::Outcome(..)));
     }
@@ -292,7 +297,7 @@ impl Unwritten {
 /// What the status write under way carries, and the effects that wait for it.
 struct StatusWrite {
     carries: Unwritten,
-    releases: Vec<Effect>,
+    releases: Vec<Gated>,
 }
 
 /// What woke the drive loop.
@@ -302,31 +307,33 @@ enum Woke {
     Tick,
 }
 
+/// An effect that must follow the persists emitted before it (see `drive`).
+enum Gated {
+    /// A reset commit, after its intent.
+    Commit(KafkaCall),
+    /// An event, after the outcome it reports.
+    Record(Event),
+    /// The done annotation, after every outcome.
+    WriteDone(String),
+}
+
 /// Carries out an effect that waited for the status write carrying the persists before it.
 async fn release(
     ctx: &Context,
     flow: &AnkkaFlow,
     api: &Api<AnkkaFlow>,
-    effect: Effect,
+    effect: Gated,
     queued: &mut VecDeque<KafkaCall>,
 ) -> Result<(), Error> {
     match effect {
-        Effect::CommitOffsets { target, offsets, metadata } => {
-            queued.push_front(KafkaCall::Commit { target, offsets, metadata });
-        }
-        Effect::Record(event) => record(ctx, flow, &event).await,
-        Effect::WriteDone { id } => {
+        Gated::Commit(call) => queued.push_front(call),
+        Gated::Record(event) => record(ctx, flow, &event).await,
+        Gated::WriteDone(id) => {
             faults::point("before-done").await;
             let name = flow.name_any();
             k::write_done(api, &name, &id).await?;
             tracing::info!(namespace = flow.namespace().unwrap_or_default(), name = %name, request = %id, "reset request done");
         }
-        // Only the effects above are held (see `drive`).
-        Effect::InspectGroup(_)
-        | Effect::Fence { .. }
-        | Effect::ReadCommitted(_)
-        | Effect::PersistIntent { .. }
-        | Effect::PersistOutcome { .. } => {}
     }
     Ok(())
 }
@@ -355,41 +362,23 @@ async fn run_kafka(
         KafkaCall::Inspect(t) | KafkaCall::Read(t) => t,
         KafkaCall::Fence { target, .. } | KafkaCall::Commit { target, .. } => target,
     };
+    let group = target.group.clone();
     let client = connections.client(spec, &target.topic_id).await;
     async move {
         match call {
             KafkaCall::Inspect(target) => {
-                let group = target.group.clone();
-                let result = match client {
-                    Ok(c) => kafka::inspect(c, target).await,
-                    Err(f) => Err(f),
-                };
-                Input::Inspected { group, result }
+                Input::Inspected { group, result: async { kafka::inspect(client?, target).await }.await }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
-                let group = target.group.clone();
-                let result = match client {
-                    Ok(c) => kafka::fence(c, target, offsets, metadata).await,
-                    Err(f) => Err(f),
-                };
-                Input::Fenced { group, result }
+                Input::Fenced { group, result: async { kafka::fence(client?, target, offsets, metadata).await }.await }
             }
             KafkaCall::Commit { target, offsets, metadata } => {
-                let group = target.group.clone();
-                let result = match client {
-                    Ok(c) => kafka::commit(c, target, offsets, metadata).await,
-                    Err(f) => Err(f),
-                };
+                let result = async { kafka::commit(client?, target, offsets, metadata).await }.await;
                 faults::point("after-commit").await;
                 Input::Committed { group, result }
             }
             KafkaCall::Read(target) => {
-                let group = target.group.clone();
-                let result = match client {
-                    Ok(c) => kafka::read_committed(c, target).await,
-                    Err(f) => Err(f),
-                };
-                Input::Read { group, result }
+                Input::Read { group, result: async { kafka::read_committed(client?, target).await }.await }
             }
         }
     }
