@@ -359,15 +359,6 @@ pub type Lag = BTreeMap<i32, i64>;
 /// A topic's partitions and their high watermarks.
 type PartitionsAndHigh = (Vec<i32>, BTreeMap<i32, i64>);
 
-/// The lag of one group on `topic`; see [`lags`].
-///
-/// # Errors
-/// As [`lags`].
-pub async fn lag(client: Arc<KafkaClient>, group: String, topic: String) -> Result<Lag, KafkaFailure> {
-    let mut each = lags(client, vec![(group, topic)]).await?;
-    each.pop().unwrap_or_else(|| Err(KafkaFailure { transient: true, reason: "Kafka gave no lag".into() }))
-}
-
 /// The lag of each `(group, topic)` of `wanted`, per partition: the high watermark minus the
 /// committed offset (minus the log start offset where the group has none), never below 0.
 ///

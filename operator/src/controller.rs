@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flow_adapters::kafka::Deadlines;
-use flow_adapters::ledger::{Ledger, LedgerError};
+use flow_adapters::ledger::Ledger;
 use flow_core::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, OPERATOR_FIELD_MANAGER};
 use flow_core::render::{self, DeploymentView};
 use flow_core::resource::AnkkaFlow;
@@ -17,39 +17,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
+use crate::context::{Context, Error};
 use crate::leader::{Leadership, Stop};
 use crate::settings::Settings;
-
-/// Why a reconcile failed. Each is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// The ledger could not be read or written.
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    /// A task of the reset (a Kafka call, a status write) stopped without a result (it panicked);
-    /// the request is rebuilt from durable state on the retry.
-    #[error("a task of the reset stopped without a result: {0}")]
-    Task(#[from] tokio::task::JoinError),
-    /// The resource lacks a field the API server always sets.
-    #[error("the resource has no {0}")]
-    Incomplete(&'static str),
-}
-
-/// Shared state of all reconciles.
-pub struct Context {
-    pub client: Client,
-    pub ledger: Ledger,
-    pub settings: Settings,
-    pub deadlines: Deadlines,
-    failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
-    /// the lag is measured at most once per lag interval whatever triggers them.
-    pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
-}
 
 /// Starts the controller and runs until SIGTERM or Ctrl-C.
 ///
@@ -96,7 +66,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         lag_measured: Mutex::new(HashMap::new()),
     });
     ctx.metrics.leader.set(1);
-    crate::metrics::spawn_sampler(ctx.clone());
+    crate::lag::spawn_sampler(ctx.clone());
     let controller = Controller::new(flows, watcher::Config::default())
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))
@@ -138,7 +108,15 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
     };
     // 1 s doubling per attempt up to 300 s (reference.md §8.2).
     let delay = Duration::from_secs(1u64 << (attempt - 1).min(9)).min(Duration::from_secs(300));
-    tracing::warn!(namespace = flow.namespace(), name = %flow.name_any(), error = %err, attempt, ?delay, "will retry");
+    tracing::warn!(
+        namespace = flow.namespace(),
+        name = %flow.name_any(),
+        category = err.category(),
+        error = %err,
+        attempt,
+        ?delay,
+        "will retry"
+    );
     Action::requeue(delay)
 }
 
@@ -192,7 +170,7 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
 
     let mut status = render::status(spec, flow.metadata.generation, &views);
     let recheck = crate::reset::drive(&ctx, &flow, &mut status).await?;
-    let follow = crate::reset::follow_catch_up(&ctx, &flow, &mut status).await;
+    let follow = crate::lag::follow_catch_up(&ctx, &flow, &mut status).await;
     let recheck = match (recheck, follow) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -1,8 +1,11 @@
 //! `flow-operator`: reconciles `AnkkaFlow` resources in every namespace and carries out their reset
 //! requests.
 
+mod connections;
+mod context;
 mod controller;
 mod faults;
+mod lag;
 mod leader;
 mod metrics;
 mod reset;

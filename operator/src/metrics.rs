@@ -14,32 +14,22 @@
 //!   and reconciles, 0 while it waits for the Lease.
 //!
 //! The endpoint is served from the start, before the Lease is held, so that probes see a waiting
-//! instance as alive; the lag sampler runs only in the Lease holder.
+//! instance as alive. This module is the registry and the HTTP endpoint only: the lag is measured by
+//! the sampler in `crate::lag`, which runs only in the Lease holder.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use flow_adapters::kafka::{self, KafkaClient};
-use flow_core::request::ResetRequest;
-use flow_core::resource::AnkkaFlow;
-use flow_core::targets;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
-use kube::Api;
-use kube::api::ListParams;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-use crate::controller::Context;
-use crate::reset::Connections;
 
 /// Labels of a lag series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
@@ -129,89 +119,6 @@ pub fn serve_in_background(addr: SocketAddr, metrics: Arc<Metrics>) {
             tracing::error!(%addr, error = %e, "cannot serve /metrics and /healthz");
         }
     });
-}
-
-/// Starts the lag sampler in the background (the Lease holder only: it reads the cluster Secrets
-/// and talks to Kafka).
-pub fn spawn_sampler(ctx: Arc<Context>) {
-    tokio::spawn(sample_forever(ctx));
-}
-
-/// Samples every inlet group's lag and the pending requests every lag interval, forever.
-async fn sample_forever(ctx: Arc<Context>) {
-    let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
-    let api: Api<AnkkaFlow> = match &ctx.settings.watch_namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
-    loop {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => sample(&ctx, list.items).await,
-            Err(e) => tracing::debug!(error = %e, "no lag sample: cannot list AnkkaFlows"),
-        }
-        tokio::time::sleep(interval).await;
-    }
-}
-
-/// A consumer group and the topic it reads.
-type GroupAndTopic = (String, String);
-
-async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
-    let pending = flows
-        .iter()
-        .filter(|f| {
-            let (raw, done) = flow_adapters::kube::reset_annotations(f);
-            raw.and_then(|r| ResetRequest::parse(r).ok()).is_some_and(|r| done != Some(r.id.as_str()))
-        })
-        .count();
-    ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
-
-    // Inlets grouped by their connection's client, so that each connection is asked once per sample.
-    let mut connections = Connections::new(ctx);
-    let mut by_client: Vec<(Arc<KafkaClient>, Vec<GroupAndTopic>)> = Vec::new();
-    for flow in &flows {
-        let Ok(selected) = targets::select(&flow.spec, &[]) else { continue };
-        for inlet in selected.into_iter().flat_map(|t| t.inlets) {
-            let client = match connections.client(&flow.spec, &inlet.topic_id).await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag: no connection");
-                    continue;
-                }
-            };
-            let wanted = (inlet.group.to_string(), inlet.topic.clone());
-            match by_client.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &client)) {
-                Some((_, list)) => list.push(wanted),
-                None => by_client.push((client, vec![wanted])),
-            }
-        }
-    }
-    let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
-    for (client, wanted) in by_client {
-        let each = match kafka::lags(client, wanted.clone()).await {
-            Ok(each) => each,
-            Err(e) => {
-                tracing::debug!(reason = %e.reason, "no lag: cannot read the cluster's metadata");
-                continue;
-            }
-        };
-        for ((group, topic), lag) in wanted.into_iter().zip(each) {
-            match lag {
-                Ok(parts) => {
-                    for (p, lag) in parts {
-                        let labels =
-                            LagLabels { client_id: group.clone(), topic: topic.clone(), partition: p.to_string() };
-                        seen.insert(labels, lag);
-                    }
-                }
-                Err(e) => tracing::debug!(group = %group, reason = %e.reason, "no lag"),
-            }
-        }
-    }
-    ctx.metrics.lag.clear();
-    for (labels, lag) in seen {
-        ctx.metrics.lag.get_or_create(&labels).set(lag);
-    }
 }
 
 /// Serves `/metrics` and `/healthz` on `addr` until the process ends. Logs the address it bound,

@@ -3,25 +3,22 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flow_adapters::kafka::{self, KafkaClient};
+use flow_adapters::kafka;
 use flow_adapters::kube as k;
 use flow_adapters::ledger::{self, Owner};
-use flow_core::connection::{self, Cluster, ConnectionError, KafkaConnection};
 use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
-use flow_core::reset::{
-    Effect, GroupOutcome, Input, Intent, KafkaFailure, ResetMachine, State, Timestamp, WAIT_RECHECK,
-};
+use flow_core::reset::{Effect, GroupOutcome, Input, Intent, ResetMachine, State, Timestamp, WAIT_RECHECK};
 use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus, ResetStatus};
 use flow_core::targets::InletTarget;
 use kube::{Api, ResourceExt};
 use tokio::task::JoinSet;
 
-use crate::controller::{Context, Error};
+use crate::connections::Connections;
+use crate::context::{Context, Error};
 use crate::faults;
 
 fn rfc3339_now() -> String {
@@ -384,57 +381,6 @@ async fn run_kafka(
     }
 }
 
-/// Follows the catch-up of a done request's reset groups: measures each one's lag (records left to
-/// read, over its topic's own connection) into the status until it is first seen at 0, which is
-/// stamped as `caughtUpAt`. Returns when to measure again, while some group is still behind.
-pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut AnkkaFlowStatus) -> Option<Duration> {
-    let spec = &flow.spec;
-    let reset = status.reset.as_mut()?;
-    let behind = flow_core::reset::catching_up(reset);
-    if behind.is_empty() {
-        return None;
-    }
-    let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
-    {
-        let key = kube::runtime::reflector::ObjectRef::from_obj(flow);
-        let mut measured = ctx.lag_measured.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        if let Some(last) = measured.get(&key).filter(|last| now.duration_since(**last) < interval) {
-            return Some(interval - now.duration_since(*last));
-        }
-        measured.insert(key, now);
-    }
-    let inlets: BTreeMap<String, flow_core::targets::InletTarget> = flow_core::targets::select(spec, &[])
-        .map(|ts| ts.into_iter().flat_map(|t| t.inlets).map(|i| (i.group.to_string(), i)).collect())
-        .unwrap_or_default();
-    let mut connections = Connections::new(ctx);
-    let mut still_behind = false;
-    for i in behind {
-        let g = &mut reset.groups[i];
-        let Some(inlet) = inlets.get(&g.group) else { continue };
-        let lag = match connections.client(spec, &inlet.topic_id).await {
-            Ok(client) => kafka::lag(client, g.group.clone(), g.topic.clone()).await,
-            Err(e) => Err(e),
-        };
-        match lag {
-            Ok(parts) => {
-                let total: i64 = parts.values().sum();
-                g.lag = Some(total);
-                if total == 0 {
-                    g.caught_up_at = Some(rfc3339_now());
-                } else {
-                    still_behind = true;
-                }
-            }
-            Err(e) => {
-                tracing::debug!(group = %g.group, reason = %e.reason, "lag not measured");
-                still_behind = true;
-            }
-        }
-    }
-    still_behind.then_some(interval)
-}
-
 /// Counts the groups of a request that just finished, and its duration since it was first seen.
 fn count_finished(ctx: &Context, machine: &ResetMachine, requested_at: &str) {
     let State::Done(flow_core::reset::Done::Completed { groups, .. }) = machine.state() else { return };
@@ -465,74 +411,5 @@ async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
     }
     if let Err(e) = k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
         tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
-    }
-}
-
-/// Kafka connections of a resource's topics, read from the cluster Secrets at most once per drive,
-/// and one [`KafkaClient`] per distinct connection, shared by every group read over it.
-pub struct Connections<'a> {
-    ctx: &'a Context,
-    clusters: Option<BTreeMap<String, Result<Cluster, ConnectionError>>>,
-    clients: Vec<(KafkaConnection, Arc<KafkaClient>)>,
-}
-
-impl Drop for Connections<'_> {
-    /// Closing a librdkafka client waits for its threads: done on the blocking pool, not on a
-    /// runtime worker.
-    fn drop(&mut self) {
-        let clients = std::mem::take(&mut self.clients);
-        if !clients.is_empty() {
-            tokio::task::spawn_blocking(move || drop(clients));
-        }
-    }
-}
-
-impl<'a> Connections<'a> {
-    /// Connections of `ctx`'s cluster Secrets, read lazily.
-    pub fn new(ctx: &'a Context) -> Self {
-        Connections { ctx, clusters: None, clients: Vec::new() }
-    }
-
-    /// The client of topic `topic_id`'s connection, built on first use.
-    ///
-    /// # Errors
-    /// As [`Connections::get`], or librdkafka rejecting the connection's properties.
-    pub async fn client(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<Arc<KafkaClient>, KafkaFailure> {
-        let conn = self.get(spec, topic_id).await?;
-        if let Some((_, c)) = self.clients.iter().find(|(known, _)| *known == conn) {
-            return Ok(Arc::clone(c));
-        }
-        let c = Arc::new(KafkaClient::new(&conn, self.ctx.deadlines)?);
-        self.clients.push((conn, Arc::clone(&c)));
-        Ok(c)
-    }
-
-    /// The connection of topic `topic_id` of `spec`.
-    ///
-    /// # Errors
-    /// An undeclared topic, a missing or broken cluster Secret, or Secrets that cannot be read.
-    pub async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
-        let final_ = |reason: String| KafkaFailure { transient: false, reason };
-        let topic = spec.topic(topic_id).ok_or_else(|| {
-            final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare"))
-        })?;
-        let needs_cluster = topic.cluster.is_some() || topic.bootstrap_servers.is_none();
-        if needs_cluster && self.clusters.is_none() {
-            let ns = self.ctx.settings.clusters_namespace();
-            let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| KafkaFailure {
-                transient: true,
-                reason: format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"),
-            })?;
-            self.clusters = Some(listed);
-        }
-        let mut usable = BTreeMap::new();
-        if let Some(all) = &self.clusters {
-            let wanted = topic.cluster.as_deref().unwrap_or(connection::DEFAULT_CLUSTER);
-            if let Some(Err(e)) = all.get(wanted) {
-                return Err(final_(e.to_string()));
-            }
-            usable = all.iter().filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone()))).collect();
-        }
-        connection::resolve(topic, &usable).map_err(|e| final_(e.to_string()))
     }
 }

@@ -1,0 +1,65 @@
+//! What every reconcile shares: the clients, the ledger, the settings and the metrics, and the one
+//! error type a reconcile returns.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use flow_adapters::kafka::Deadlines;
+use flow_adapters::ledger::{Ledger, LedgerError};
+use flow_core::resource::AnkkaFlow;
+use kube::Client;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+
+/// Why a reconcile failed. Each is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The ledger could not be read or written.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A task of the reset (a Kafka call, a status write) stopped without a result (it panicked);
+    /// the request is rebuilt from durable state on the retry.
+    #[error("a task of the reset stopped without a result: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The resource lacks a field the API server always sets.
+    #[error("the resource has no {0}")]
+    Incomplete(&'static str),
+}
+
+impl Error {
+    /// A stable CamelCase category: the reason of the Warning event a failed reconcile records, and
+    /// the value of the `error` label of the reconcile metrics. Never holds a value, so its
+    /// cardinality is the number of variants.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "KubernetesApiFailed",
+            Error::Ledger(_) => "LedgerFailed",
+            Error::Task(_) => "TaskFailed",
+            Error::Incomplete(_) => "ResourceIncomplete",
+        }
+    }
+}
+
+/// Shared state of all reconciles.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The reset ledger.
+    pub ledger: Ledger,
+    /// The operator's settings.
+    pub settings: Settings,
+    /// Deadlines of Kafka calls.
+    pub deadlines: Deadlines,
+    /// Failed reconciles in a row, per resource: the retry backoff's exponent.
+    pub failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
+    /// the lag is measured at most once per lag interval whatever triggers them.
+    pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
+}

@@ -1,0 +1,176 @@
+//! Consumer group lag: records an inlet's group has still to read, measured over its topic's own
+//! connection. One measurement serves both of its users: the sampler, which publishes every inlet's
+//! lag as a metric every lag interval, and the catch-up of a finished reset, which writes each reset
+//! group's lag into the status until it reaches 0.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow_adapters::kafka::{self, KafkaClient, Lag};
+use flow_core::request::ResetRequest;
+use flow_core::reset::KafkaFailure;
+use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus};
+use flow_core::targets::{self, InletTarget};
+use kube::Api;
+use kube::api::ListParams;
+
+use crate::connections::Connections;
+use crate::context::Context;
+use crate::metrics::LagLabels;
+
+/// The lag of each inlet of `wanted` (an inlet with the spec that declares its topic), in the order
+/// given. Inlets are grouped by their connection's client, so that each connection is asked once: one
+/// metadata request and one ListOffsets per topic, one OffsetFetch per group.
+async fn measure(
+    connections: &mut Connections<'_>,
+    wanted: Vec<(&AnkkaFlowSpec, InletTarget)>,
+) -> Vec<(InletTarget, Result<Lag, KafkaFailure>)> {
+    let mut results: Vec<Option<Result<Lag, KafkaFailure>>> = vec![None; wanted.len()];
+    // Per client: the indices into `wanted` it serves.
+    let mut by_client: Vec<(Arc<KafkaClient>, Vec<usize>)> = Vec::new();
+    for (i, (spec, inlet)) in wanted.iter().enumerate() {
+        match connections.client(spec, &inlet.topic_id).await {
+            Ok(client) => match by_client.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &client)) {
+                Some((_, served)) => served.push(i),
+                None => by_client.push((client, vec![i])),
+            },
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    for (client, served) in by_client {
+        let asked: Vec<(String, String)> =
+            served.iter().map(|i| (wanted[*i].1.group.to_string(), wanted[*i].1.topic.clone())).collect();
+        match kafka::lags(client, asked).await {
+            Ok(each) => {
+                for (i, lag) in served.into_iter().zip(each) {
+                    results[i] = Some(lag);
+                }
+            }
+            Err(e) => {
+                for i in served {
+                    results[i] = Some(Err(e.clone()));
+                }
+            }
+        }
+    }
+    wanted
+        .into_iter()
+        .zip(results)
+        .map(|((_, inlet), lag)| {
+            let lag = lag.unwrap_or_else(|| Err(KafkaFailure { transient: true, reason: "Kafka gave no lag".into() }));
+            (inlet, lag)
+        })
+        .collect()
+}
+
+/// Starts the lag sampler in the background (the Lease holder only: it reads the cluster Secrets
+/// and talks to Kafka).
+pub fn spawn_sampler(ctx: Arc<Context>) {
+    tokio::spawn(sample_forever(ctx));
+}
+
+/// Samples every inlet group's lag and the pending requests every lag interval, forever.
+async fn sample_forever(ctx: Arc<Context>) {
+    let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
+    let api: Api<AnkkaFlow> = match &ctx.settings.watch_namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => sample(&ctx, list.items).await,
+            Err(e) => tracing::debug!(error = %e, "no lag sample: cannot list AnkkaFlows"),
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// One sample: the pending requests, and the lag of every inlet of every pipeline.
+async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
+    let pending = flows
+        .iter()
+        .filter(|f| {
+            let (raw, done) = flow_adapters::kube::reset_annotations(f);
+            raw.and_then(|r| ResetRequest::parse(r).ok()).is_some_and(|r| done != Some(r.id.as_str()))
+        })
+        .count();
+    ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
+
+    let wanted: Vec<(&AnkkaFlowSpec, InletTarget)> = flows
+        .iter()
+        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (&f.spec, ts)))
+        .flat_map(|(spec, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (spec, i)))
+        .collect();
+    let mut connections = Connections::new(ctx);
+    let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
+    for (inlet, lag) in measure(&mut connections, wanted).await {
+        match lag {
+            Ok(parts) => {
+                for (p, lag) in parts {
+                    let labels = LagLabels {
+                        client_id: inlet.group.to_string(),
+                        topic: inlet.topic.clone(),
+                        partition: p.to_string(),
+                    };
+                    seen.insert(labels, lag);
+                }
+            }
+            Err(e) => tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag"),
+        }
+    }
+    ctx.metrics.lag.clear();
+    for (labels, lag) in seen {
+        ctx.metrics.lag.get_or_create(&labels).set(lag);
+    }
+}
+
+/// Follows the catch-up of a done request's reset groups: measures each one's lag (records left to
+/// read, over its topic's own connection) into the status until it is first seen at 0, which is
+/// stamped as `caughtUpAt`. Returns when to measure again, while some group is still behind.
+pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut AnkkaFlowStatus) -> Option<Duration> {
+    let spec = &flow.spec;
+    let reset = status.reset.as_mut()?;
+    let behind = flow_core::reset::catching_up(reset);
+    if behind.is_empty() {
+        return None;
+    }
+    let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
+    {
+        let key = kube::runtime::reflector::ObjectRef::from_obj(flow);
+        let mut measured = ctx.lag_measured.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if let Some(last) = measured.get(&key).filter(|last| now.duration_since(**last) < interval) {
+            return Some(interval - now.duration_since(*last));
+        }
+        measured.insert(key, now);
+    }
+    let inlets: BTreeMap<String, InletTarget> = targets::select(spec, &[])
+        .map(|ts| ts.into_iter().flat_map(|t| t.inlets).map(|i| (i.group.to_string(), i)).collect())
+        .unwrap_or_default();
+    // The status's groups to measure, by index, and the inlet each reads.
+    let wanted: Vec<(usize, InletTarget)> =
+        behind.into_iter().filter_map(|i| inlets.get(&reset.groups[i].group).map(|inlet| (i, inlet.clone()))).collect();
+    let mut connections = Connections::new(ctx);
+    let measured = measure(&mut connections, wanted.iter().map(|(_, inlet)| (spec, inlet.clone())).collect()).await;
+    let mut still_behind = false;
+    for ((i, _), (_, lag)) in wanted.into_iter().zip(measured) {
+        let g = &mut reset.groups[i];
+        match lag {
+            Ok(parts) => {
+                let total: i64 = parts.values().sum();
+                g.lag = Some(total);
+                if total == 0 {
+                    g.caught_up_at = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+                } else {
+                    still_behind = true;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(group = %g.group, reason = %e.reason, "lag not measured");
+                still_behind = true;
+            }
+        }
+    }
+    still_behind.then_some(interval)
+}
