@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use flow_core::connection::{CLUSTER_SECRET_PREFIX, Cluster, ConnectionError};
+use flow_core::connection::{CLUSTER_SECRET_PREFIX, Cluster, Clusters};
 use flow_core::events::Event as FlowEvent;
 use flow_core::names::{
     ANNOTATION_RESET, ANNOTATION_RESET_DONE, LABEL_PIPELINE, LABEL_STREAMLET, OPERATOR_FIELD_MANAGER,
@@ -45,22 +45,21 @@ pub async fn running_pods(
     Ok(counts)
 }
 
-/// Reads the cluster Secrets (`kafka-cluster-<name>`) of `namespace`, keyed by cluster name.
-/// A Secret whose properties do not parse is returned as an error for that cluster only.
+/// Reads the cluster Secrets (`kafka-cluster-<name>`) of `namespace`, keyed by cluster name: each
+/// one's decoded data (`data` and `stringData`) and annotations. What is wrong with a Secret is one of
+/// its cluster's [`Cluster::problems`], reported for the topics that use it.
 ///
 /// # Errors
 /// The API call's error (for example no right to list Secrets there).
-pub async fn clusters(
-    client: &Client,
-    namespace: &str,
-) -> Result<BTreeMap<String, Result<Cluster, ConnectionError>>, kube::Error> {
+pub async fn clusters(client: &Client, namespace: &str) -> Result<Clusters, kube::Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let mut out = BTreeMap::new();
+    let mut out = Clusters::new();
     for s in secrets.list(&ListParams::default()).await?.items {
         let name = s.name_any();
         let Some(cluster) = name.strip_prefix(CLUSTER_SECRET_PREFIX) else {
             continue;
         };
+        let annotations = s.metadata.annotations.clone().unwrap_or_default();
         let mut data: BTreeMap<String, String> = s
             .data
             .unwrap_or_default()
@@ -68,7 +67,7 @@ pub async fn clusters(
             .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
             .collect();
         data.extend(s.string_data.unwrap_or_default());
-        out.insert(cluster.to_string(), Cluster::from_secret_data(&name, &data));
+        out.insert(cluster.to_string(), Cluster::from_secret(cluster, &data, &annotations));
     }
     Ok(out)
 }

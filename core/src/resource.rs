@@ -172,6 +172,13 @@ pub struct Batch {
     pub max_bytes: i64,
 }
 
+impl Default for Batch {
+    /// 100 records, 1 MiB: what an inlet takes when its topic sets no limits.
+    fn default() -> Self {
+        Batch { max_records: default_max_records(), max_bytes: default_max_bytes() }
+    }
+}
+
 fn default_max_records() -> i64 {
     100
 }

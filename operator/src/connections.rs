@@ -2,14 +2,14 @@
 //! one [`KafkaClient`] per distinct connection, shared by every group read over it. The reset driver
 //! and the lag measurement both reach Kafka through here.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flow_adapters::kafka::KafkaClient;
 use flow_adapters::kube as k;
-use flow_core::connection::{self, Cluster, ConnectionError, KafkaConnection};
+use flow_core::connection::{self, Clusters, KafkaConnection};
 use flow_core::reset::KafkaFailure;
-use flow_core::resource::AnkkaFlowSpec;
+use flow_core::resource::AnkkaFlow;
+use kube::ResourceExt;
 
 use crate::context::Context;
 
@@ -17,7 +17,7 @@ use crate::context::Context;
 /// and one [`KafkaClient`] per distinct connection, shared by every group read over it.
 pub struct Connections<'a> {
     ctx: &'a Context,
-    clusters: Option<BTreeMap<String, Result<Cluster, ConnectionError>>>,
+    clusters: Option<Clusters>,
     clients: Vec<(KafkaConnection, Arc<KafkaClient>)>,
 }
 
@@ -38,12 +38,12 @@ impl<'a> Connections<'a> {
         Connections { ctx, clusters: None, clients: Vec::new() }
     }
 
-    /// The client of topic `topic_id`'s connection, built on first use.
+    /// The client of topic `topic_id`'s connection in `flow`, built on first use.
     ///
     /// # Errors
     /// As [`Connections::get`], or librdkafka rejecting the connection's properties.
-    pub async fn client(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<Arc<KafkaClient>, KafkaFailure> {
-        let conn = self.get(spec, topic_id).await?;
+    pub async fn client(&mut self, flow: &AnkkaFlow, topic_id: &str) -> Result<Arc<KafkaClient>, KafkaFailure> {
+        let conn = self.get(flow, topic_id).await?;
         if let Some((_, c)) = self.clients.iter().find(|(known, _)| *known == conn) {
             return Ok(Arc::clone(c));
         }
@@ -52,13 +52,16 @@ impl<'a> Connections<'a> {
         Ok(c)
     }
 
-    /// The connection of topic `topic_id` of `spec`.
+    /// The operator's connection of topic `topic_id` of `flow`, resolved by the same rules as the
+    /// reconcile's (a topic that does not resolve gets no connection, so no client is ever built for
+    /// a refused pipeline).
     ///
     /// # Errors
-    /// An undeclared topic, a missing or broken cluster Secret, or Secrets that cannot be read.
-    pub async fn get(&mut self, spec: &AnkkaFlowSpec, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
+    /// An undeclared topic, a topic that does not resolve (its problems, joined), or cluster
+    /// Secrets that cannot be read.
+    pub async fn get(&mut self, flow: &AnkkaFlow, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
         let final_ = |reason: String| KafkaFailure { transient: false, reason };
-        let topic = spec.topic(topic_id).ok_or_else(|| {
+        let topic = flow.spec.topic(topic_id).ok_or_else(|| {
             final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare"))
         })?;
         let needs_cluster = topic.cluster.is_some() || topic.bootstrap_servers.is_none();
@@ -70,14 +73,11 @@ impl<'a> Connections<'a> {
             })?;
             self.clusters = Some(listed);
         }
-        let mut usable = BTreeMap::new();
-        if let Some(all) = &self.clusters {
-            let wanted = topic.cluster.as_deref().unwrap_or(connection::DEFAULT_CLUSTER);
-            if let Some(Err(e)) = all.get(wanted) {
-                return Err(final_(e.to_string()));
-            }
-            usable = all.iter().filter_map(|(k, v)| v.as_ref().ok().map(|c| (k.clone(), c.clone()))).collect();
+        let empty = Clusters::new();
+        let clusters = self.clusters.as_ref().unwrap_or(&empty);
+        match connection::resolve_topic(topic, &flow.namespace().unwrap_or_default(), clusters) {
+            Ok(t) => Ok(t.kafka_connection().clone()),
+            Err(problems) => Err(final_(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))),
         }
-        connection::resolve(topic, &usable).map_err(|e| final_(e.to_string()))
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use flow_adapters::kafka::{self, KafkaClient, Lag};
 use flow_core::request::ResetRequest;
 use flow_core::reset::KafkaFailure;
-use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus};
+use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use flow_core::targets::{self, InletTarget};
 use kube::Api;
 use kube::api::ListParams;
@@ -19,18 +19,18 @@ use crate::connections::Connections;
 use crate::context::Context;
 use crate::metrics::LagLabels;
 
-/// The lag of each inlet of `wanted` (an inlet with the spec that declares its topic), in the order
-/// given. Inlets are grouped by their connection's client, so that each connection is asked once: one
+/// The lag of each inlet of `wanted` (an inlet with the resource that declares its topic), in the
+/// order given. Inlets are grouped by their connection's client, so that each connection is asked once: one
 /// metadata request and one ListOffsets per topic, one OffsetFetch per group.
 async fn measure(
     connections: &mut Connections<'_>,
-    wanted: Vec<(&AnkkaFlowSpec, InletTarget)>,
+    wanted: Vec<(&AnkkaFlow, InletTarget)>,
 ) -> Vec<(InletTarget, Result<Lag, KafkaFailure>)> {
     let mut results: Vec<Option<Result<Lag, KafkaFailure>>> = vec![None; wanted.len()];
     // Per client: the indices into `wanted` it serves.
     let mut by_client: Vec<(Arc<KafkaClient>, Vec<usize>)> = Vec::new();
-    for (i, (spec, inlet)) in wanted.iter().enumerate() {
-        match connections.client(spec, &inlet.topic_id).await {
+    for (i, (flow, inlet)) in wanted.iter().enumerate() {
+        match connections.client(flow, &inlet.topic_id).await {
             Ok(client) => match by_client.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &client)) {
                 Some((_, served)) => served.push(i),
                 None => by_client.push((client, vec![i])),
@@ -97,10 +97,10 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
         .count();
     ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
 
-    let wanted: Vec<(&AnkkaFlowSpec, InletTarget)> = flows
+    let wanted: Vec<(&AnkkaFlow, InletTarget)> = flows
         .iter()
-        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (&f.spec, ts)))
-        .flat_map(|(spec, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (spec, i)))
+        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f, ts)))
+        .flat_map(|(f, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (f, i)))
         .collect();
     let mut connections = Connections::new(ctx);
     let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
@@ -152,7 +152,7 @@ pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut Ankka
     let wanted: Vec<(usize, InletTarget)> =
         behind.into_iter().filter_map(|i| inlets.get(&reset.groups[i].group).map(|inlet| (i, inlet.clone()))).collect();
     let mut connections = Connections::new(ctx);
-    let measured = measure(&mut connections, wanted.iter().map(|(_, inlet)| (spec, inlet.clone())).collect()).await;
+    let measured = measure(&mut connections, wanted.iter().map(|(_, inlet)| (flow, inlet.clone())).collect()).await;
     let mut still_behind = false;
     for ((i, _), (_, lag)) in wanted.into_iter().zip(measured) {
         let g = &mut reset.groups[i];

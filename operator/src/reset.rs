@@ -12,7 +12,7 @@ use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{Effect, GroupOutcome, Input, Intent, ResetMachine, State, Timestamp, WAIT_RECHECK};
-use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec, AnkkaFlowStatus, ResetStatus};
+use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, ResetStatus};
 use flow_core::targets::InletTarget;
 use kube::{Api, ResourceExt};
 use tokio::task::JoinSet;
@@ -189,7 +189,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         while in_flight.len() < limit
             && let Some(effect) = queued.pop_front()
         {
-            in_flight.spawn(run_kafka(&mut connections, &flow.spec, effect).await);
+            in_flight.spawn(run_kafka(&mut connections, &flow, effect).await);
         }
         if !in_flight.is_empty() || writing.is_some() {
             let retry_at = machine.poll_timeout();
@@ -352,7 +352,7 @@ enum KafkaCall {
 /// first time), and returns the call as a future that yields the machine's input.
 async fn run_kafka(
     connections: &mut Connections<'_>,
-    spec: &AnkkaFlowSpec,
+    flow: &AnkkaFlow,
     call: KafkaCall,
 ) -> impl Future<Output = Input> + Send + 'static {
     let target = match &call {
@@ -360,7 +360,7 @@ async fn run_kafka(
         KafkaCall::Fence { target, .. } | KafkaCall::Commit { target, .. } => target,
     };
     let group = target.group.clone();
-    let client = connections.client(spec, &target.topic_id).await;
+    let client = connections.client(flow, &target.topic_id).await;
     async move {
         match call {
             KafkaCall::Inspect(target) => {

@@ -1,0 +1,655 @@
+//! Java client settings, as cluster Secrets and resources hold them for the JVM sidecar, turned into
+//! librdkafka's for the operator's own client.
+//!
+//! The table of every translation is in `docs/kafka-settings.md`. In short:
+//!
+//! - `sasl.jaas.config` with `PlainLoginModule` or `ScramLoginModule` becomes `sasl.username` and
+//!   `sasl.password`; with `OAuthBearerLoginModule`, its `clientId`, `clientSecret`, `scope` and
+//!   `extension_<name>` options become `sasl.oauthbearer.client.id`, `.client.secret`, `.scope` and
+//!   `.extensions`, with `sasl.oauthbearer.method=oidc`;
+//! - Kafka 4's own client-credential keys (`sasl.oauthbearer.client.credentials.client.id` and
+//!   `.client.secret`, KIP-1139's `ClientCredentialsJwtRetriever`) become librdkafka's
+//!   `sasl.oauthbearer.client.id` and `.client.secret`; a token endpoint turns OIDC on;
+//! - inline PEM material as KIP-651 writes it (`ssl.truststore.type=PEM` with
+//!   `ssl.truststore.certificates`; `ssl.keystore.type=PEM` with `ssl.keystore.certificate.chain` and
+//!   `ssl.keystore.key`) becomes `ssl.ca.pem`, `ssl.certificate.pem` and `ssl.key.pem`;
+//! - `ssl.endpoint.identification.algorithm` empty (Java's way to turn the check off) becomes `none`,
+//!   `HTTPS` becomes `https`;
+//! - settings that only a JVM reads (store formats, TLS provider choices, login tuning, classes the
+//!   operator knows) are dropped, since librdkafka refuses to build a client with a property it does
+//!   not know.
+//!
+//! librdkafka's own spellings pass unchanged, and win over a Java spelling of the same setting.
+//! What cannot be translated is an error, phrased to follow `topic '<id>': `, that never quotes a
+//! value (values hold passwords, keys and client secrets).
+
+use std::collections::BTreeMap;
+
+/// Login modules the platform knows: the username-and-password ones and the OAuth one. Any other
+/// names a class the sidecar's JVM would load.
+pub const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+/// See [`PLAIN_LOGIN_MODULE`].
+pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+/// See [`PLAIN_LOGIN_MODULE`].
+pub const OAUTHBEARER_LOGIN_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+
+/// SASL mechanisms the operator's client supports.
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+/// Java client settings that librdkafka does not know and that the operator's client can do
+/// without, dropped after translation.
+pub const JAVA_ONLY_KEYS: &[&str] = &[
+    // translated above, then dropped
+    "sasl.jaas.config",
+    "ssl.truststore.type",
+    "ssl.truststore.certificates",
+    "ssl.keystore.type",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    // store passwords: only meaningful with store files, which are refused
+    "ssl.truststore.password",
+    "ssl.keystore.password",
+    // classes of Kafka's own that the rules let through (see `properties::KNOWN_CLASSES`); what they
+    // select is what `sasl.oauthbearer.method=oidc` does in librdkafka
+    "sasl.login.callback.handler.class",
+    "sasl.oauthbearer.jwt.retriever.class",
+    "sasl.oauthbearer.jwt.validator.class",
+    // JVM TLS choices: librdkafka takes OpenSSL's defaults; Java cipher suite names are not OpenSSL's
+    "ssl.protocol",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+    "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm",
+    "ssl.secure.random.implementation",
+    // the Java client's token validation, which the broker does anyway
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.header.urlencode",
+    // broker-side keys sometimes copied into client settings
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+    // Kerberos tuning (Kerberos itself is not supported)
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter",
+    // DNS policy: librdkafka resolves every address of a name by itself
+    "client.dns.lookup",
+];
+
+/// Prefixes of Java-only keys dropped like [`JAVA_ONLY_KEYS`]: the Java client's login tuning
+/// (timeouts, retries and refresh of the OAuth login).
+pub const JAVA_ONLY_PREFIXES: &[&str] = &["sasl.login."];
+
+/// Turns the settings of one client, in the Java client's form, into librdkafka's (see the module
+/// documentation).
+///
+/// # Errors
+/// Every reason the settings cannot be used, each phrased to follow `topic '<id>': ` and quoting no
+/// value.
+pub fn for_librdkafka(mut p: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let mut why = Vec::new();
+    if let Some(line) = p.get("sasl.jaas.config").cloned() {
+        match parse_jaas(&line) {
+            Err(e) => why.push(format!("sasl.jaas.config {e}")),
+            Ok(jaas) => translate_jaas(&jaas, &mut p, &mut why),
+        }
+    }
+    rename(&mut p, "sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.id");
+    rename(&mut p, "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.client.secret");
+    if p.contains_key("sasl.oauthbearer.token.endpoint.url") {
+        p.entry("sasl.oauthbearer.method".into()).or_insert_with(|| "oidc".into());
+    }
+    pem(&mut p, &mut why);
+    if let Some(v) = p.get_mut("ssl.endpoint.identification.algorithm") {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "" | "none" => *v = "none".into(),
+            "https" => *v = "https".into(),
+            _ => why.push("ssl.endpoint.identification.algorithm is neither empty (no check) nor HTTPS".into()),
+        }
+    }
+    check_security(&p, &mut why);
+    p.retain(|k, _| !JAVA_ONLY_KEYS.contains(&k.as_str()) && !JAVA_ONLY_PREFIXES.iter().any(|x| k.starts_with(x)));
+    if why.is_empty() { Ok(p) } else { Err(why) }
+}
+
+/// Moves `from`'s value to `to`, unless `to` is set already (librdkafka's own spelling wins).
+fn rename(p: &mut BTreeMap<String, String>, from: &str, to: &str) {
+    if let Some(v) = p.remove(from) {
+        p.entry(to.into()).or_insert(v);
+    }
+}
+
+/// KIP-651 inline PEM material to librdkafka's `ssl.*.pem`.
+fn pem(p: &mut BTreeMap<String, String>, why: &mut Vec<String>) {
+    let is_pem = |k: &str, p: &BTreeMap<String, String>| p.get(k).is_some_and(|t| t.trim().eq_ignore_ascii_case("PEM"));
+    if let Some(certs) = p.get("ssl.truststore.certificates").cloned() {
+        if is_pem("ssl.truststore.type", p) {
+            p.entry("ssl.ca.pem".into()).or_insert(certs);
+        } else {
+            why.push("ssl.truststore.certificates is set without ssl.truststore.type=PEM".into());
+        }
+    }
+    let chain = p.get("ssl.keystore.certificate.chain").cloned();
+    let key = p.get("ssl.keystore.key").cloned();
+    if chain.is_some() || key.is_some() {
+        if !is_pem("ssl.keystore.type", p) {
+            why.push(
+                "ssl.keystore.certificate.chain and ssl.keystore.key are set without ssl.keystore.type=PEM".into(),
+            );
+        }
+        match (chain, key) {
+            (Some(chain), Some(key)) => {
+                p.entry("ssl.certificate.pem".into()).or_insert(chain);
+                p.entry("ssl.key.pem".into()).or_insert(key);
+            }
+            (Some(_), None) => why.push(
+                "ssl.keystore.certificate.chain is set without ssl.keystore.key: a client certificate needs its private key"
+                    .into(),
+            ),
+            (None, _) => why.push(
+                "ssl.keystore.key is set without ssl.keystore.certificate.chain: a private key needs its certificate".into(),
+            ),
+        }
+    }
+}
+
+/// The security protocol and SASL mechanism are ones the operator's client supports, with what
+/// each needs.
+fn check_security(p: &BTreeMap<String, String>, why: &mut Vec<String>) {
+    let protocol =
+        p.get("security.protocol").map_or_else(|| "PLAINTEXT".to_string(), |v| v.trim().to_ascii_uppercase());
+    if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&protocol.as_str()) {
+        why.push("security.protocol is not one of PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL".into());
+        return;
+    }
+    if !protocol.starts_with("SASL_") {
+        return;
+    }
+    let supported = MECHANISMS.join(", ");
+    let Some(mechanism) = p.get("sasl.mechanism").or_else(|| p.get("sasl.mechanisms")) else {
+        why.push(format!(
+            "security.protocol is {protocol} but sasl.mechanism is not set, which a Java client reads as Kerberos \
+             (GSSAPI): set sasl.mechanism to one of {supported}"
+        ));
+        return;
+    };
+    let has = |k: &str| p.get(k).is_some_and(|v| !v.is_empty());
+    match mechanism.trim().to_ascii_uppercase().as_str() {
+        m @ ("PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512") => {
+            if !has("sasl.username") || !has("sasl.password") {
+                why.push(format!(
+                    "sasl.mechanism {m} needs a username and a password: a sasl.jaas.config line with {} or {}, \
+                     or sasl.username and sasl.password",
+                    short(PLAIN_LOGIN_MODULE),
+                    short(SCRAM_LOGIN_MODULE)
+                ));
+            }
+        }
+        "OAUTHBEARER" => {
+            let missing: Vec<&str> = [
+                ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.token.endpoint.url"),
+                ("sasl.oauthbearer.client.id", "a client id"),
+                ("sasl.oauthbearer.client.secret", "a client secret"),
+            ]
+            .into_iter()
+            .filter(|(k, _)| !has(k))
+            .map(|(_, what)| what)
+            .collect();
+            if !missing.is_empty() {
+                why.push(format!(
+                    "sasl.mechanism OAUTHBEARER needs OIDC client credentials, and {} {} missing: set \
+                     sasl.oauthbearer.token.endpoint.url, and clientId and clientSecret in a sasl.jaas.config line with \
+                     {} (or sasl.oauthbearer.client.credentials.client.id and .client.secret)",
+                    and_list(&missing),
+                    if missing.len() == 1 { "is" } else { "are" },
+                    short(OAUTHBEARER_LOGIN_MODULE)
+                ));
+            }
+        }
+        _ => {
+            why.push(format!("sasl.mechanism names a mechanism the operator does not support: use one of {supported}"))
+        }
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// The class name of a fully qualified one.
+fn short(class: &str) -> &str {
+    class.rsplit('.').next().unwrap_or(class)
+}
+
+/// Adds librdkafka's settings for the login module of `jaas`.
+fn translate_jaas(jaas: &Jaas, p: &mut BTreeMap<String, String>, why: &mut Vec<String>) {
+    let option = |k: &str| jaas.options.get(k).filter(|v| !v.is_empty()).cloned();
+    match jaas.module.as_str() {
+        PLAIN_LOGIN_MODULE | SCRAM_LOGIN_MODULE => {
+            let missing: Vec<&str> = ["username", "password"].into_iter().filter(|k| option(k).is_none()).collect();
+            if !missing.is_empty() {
+                why.push(format!(
+                    "sasl.jaas.config {JAAS_FORM}: option '{}' is missing or empty",
+                    missing.join("' and '")
+                ));
+                return;
+            }
+            for (from, to) in [("username", "sasl.username"), ("password", "sasl.password")] {
+                if let Some(v) = option(from) {
+                    p.entry(to.into()).or_insert(v);
+                }
+            }
+        }
+        OAUTHBEARER_LOGIN_MODULE => {
+            if jaas.options.keys().any(|k| k.starts_with("unsecuredLogin")) {
+                why.push(format!(
+                    "sasl.jaas.config asks {} for unsecured tokens, which only a development broker accepts: use \
+                     OIDC client credentials (sasl.oauthbearer.token.endpoint.url with clientId and clientSecret)",
+                    short(OAUTHBEARER_LOGIN_MODULE)
+                ));
+                return;
+            }
+            for (from, to) in [
+                ("clientId", "sasl.oauthbearer.client.id"),
+                ("clientSecret", "sasl.oauthbearer.client.secret"),
+                ("scope", "sasl.oauthbearer.scope"),
+            ] {
+                if let Some(v) = option(from) {
+                    p.entry(to.into()).or_insert(v);
+                }
+            }
+            let extensions: Vec<String> = jaas
+                .options
+                .iter()
+                .filter_map(|(k, v)| k.strip_prefix("extension_").map(|name| format!("{name}={v}")))
+                .collect();
+            if !extensions.is_empty() {
+                p.entry("sasl.oauthbearer.extensions".into()).or_insert(extensions.join(","));
+            }
+            if option("clientId").is_some() || p.contains_key("sasl.oauthbearer.token.endpoint.url") {
+                p.entry("sasl.oauthbearer.method".into()).or_insert_with(|| "oidc".into());
+            }
+        }
+        // The rules on properties refuse any other module before translation; this keeps the
+        // translation total on its own.
+        other => why.push(format!(
+            "sasl.jaas.config uses login module '{other}', which the operator cannot use: use {}, {} or {}",
+            short(PLAIN_LOGIN_MODULE),
+            short(SCRAM_LOGIN_MODULE),
+            short(OAUTHBEARER_LOGIN_MODULE)
+        )),
+    }
+}
+
+/// The shape of a JAAS line, for error messages.
+const JAAS_FORM: &str = "is not of the form '<LoginModule> required <option>=\"...\" ...;'";
+
+/// A parsed `sasl.jaas.config` line: `<LoginModule> <flag> key="value"... ;`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Jaas {
+    /// The login module's class name.
+    pub module: String,
+    /// Its options (values hold secrets; never print them).
+    pub options: BTreeMap<String, String>,
+}
+
+/// The login module named first in a JAAS line, if the line has a first word (for the rules on
+/// properties, which look at the class without parsing the rest).
+pub fn jaas_module(line: &str) -> Option<&str> {
+    line.split(|c: char| c.is_whitespace() || c == ';').find(|w| !w.is_empty())
+}
+
+/// Parses one JAAS login module entry. Quoted values take `\` escapes, as Java's JAAS parser does.
+///
+/// # Errors
+/// What is wrong, phrased to follow "sasl.jaas.config ", quoting no value.
+pub fn parse_jaas(line: &str) -> Result<Jaas, String> {
+    let mut rest = line.trim();
+    let word = |rest: &mut &str| -> Option<String> {
+        let s = rest.trim_start();
+        let end = s.find(|c: char| c.is_whitespace() || c == ';').unwrap_or(s.len());
+        let (w, r) = s.split_at(end);
+        *rest = r;
+        (!w.is_empty()).then(|| w.to_string())
+    };
+    let module = word(&mut rest).ok_or_else(|| "is empty".to_string())?;
+    match word(&mut rest).as_deref() {
+        Some("required" | "requisite" | "sufficient" | "optional") => {}
+        _ => return Err(format!("{JAAS_FORM}: the login module is not followed by a control flag such as 'required'")),
+    }
+    let mut options: BTreeMap<String, String> = BTreeMap::new();
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix(';') {
+            if !after.trim().is_empty() {
+                return Err(format!("{JAAS_FORM}: there is text after the ';'"));
+            }
+            break;
+        }
+        if rest.is_empty() {
+            return Err(format!("{JAAS_FORM}: it does not end with ';'"));
+        }
+        let eq = rest.find('=').ok_or_else(|| format!("{JAAS_FORM}: an option has no '='"))?;
+        let key = rest[..eq].trim().to_string();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(format!("{JAAS_FORM}: an option name is missing or holds a space"));
+        }
+        rest = rest[eq + 1..].trim_start();
+        let value = if let Some(quoted) = rest.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => match chars.next() {
+                        Some((_, e)) => value.push(e),
+                        None => break,
+                    },
+                    '"' => {
+                        end = Some(i + 1);
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            let end = end.ok_or_else(|| format!("{JAAS_FORM}: the value of option '{key}' has no closing quote"))?;
+            rest = &quoted[end..];
+            value
+        } else {
+            let end = rest.find(|c: char| c.is_whitespace() || c == ';').unwrap_or(rest.len());
+            let (v, r) = rest.split_at(end);
+            rest = r;
+            v.to_string()
+        };
+        options.insert(key, value);
+    }
+    Ok(Jaas { module, options })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    const PLAIN: &str =
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="shop" password="s3cr\"et";"#;
+
+    #[test]
+    fn plain_jaas_becomes_username_and_password() {
+        let p = for_librdkafka(props(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.jaas.config", PLAIN),
+            ("sasl.mechanism", "PLAIN"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            props(&[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "PLAIN"),
+                ("sasl.username", "shop"),
+                ("sasl.password", "s3cr\"et")
+            ])
+        );
+    }
+
+    #[test]
+    fn scram_jaas_unquoted_values_other_flag_and_spacing() {
+        let line = "  org.apache.kafka.common.security.scram.ScramLoginModule   sufficient\n username=u1\tpassword = \"p w\" tokenauth=false ;  ";
+        let p = for_librdkafka(props(&[("sasl.jaas.config", line)])).unwrap();
+        assert_eq!(p, props(&[("sasl.username", "u1"), ("sasl.password", "p w")]));
+    }
+
+    #[test]
+    fn librdkafka_spellings_win_over_the_java_ones() {
+        let p = for_librdkafka(props(&[("sasl.jaas.config", PLAIN), ("sasl.username", "x"), ("sasl.password", "y")]))
+            .unwrap();
+        assert_eq!(p, props(&[("sasl.username", "x"), ("sasl.password", "y")]));
+        let p = for_librdkafka(props(&[
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.certificates", "java"),
+            ("ssl.ca.pem", "librdkafka"),
+        ]))
+        .unwrap();
+        assert_eq!(p, props(&[("ssl.ca.pem", "librdkafka")]));
+    }
+
+    #[test]
+    fn oauthbearer_jaas_options_become_oidc_client_credentials() {
+        let line = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                    clientId=\"flow\" clientSecret=\"c-secret\" scope=\"kafka\" extension_traceId=\"t1\" extension_zone=\"eu\";";
+        let p = for_librdkafka(props(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.jaas.config", line),
+            ("sasl.oauthbearer.token.endpoint.url", "https://idp.example.com/token"),
+            (
+                "sasl.login.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            ),
+            ("sasl.login.connect.timeout.ms", "5000"),
+            ("sasl.oauthbearer.scope.claim.name", "scp"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            props(&[
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "OAUTHBEARER"),
+                ("sasl.oauthbearer.method", "oidc"),
+                ("sasl.oauthbearer.client.id", "flow"),
+                ("sasl.oauthbearer.client.secret", "c-secret"),
+                ("sasl.oauthbearer.scope", "kafka"),
+                ("sasl.oauthbearer.extensions", "traceId=t1,zone=eu"),
+                ("sasl.oauthbearer.token.endpoint.url", "https://idp.example.com/token"),
+            ])
+        );
+    }
+
+    #[test]
+    fn kafka_4_client_credential_keys_become_librdkafkas() {
+        let p = for_librdkafka(props(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.jaas.config", "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"),
+            (
+                "sasl.oauthbearer.jwt.retriever.class",
+                "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever",
+            ),
+            ("sasl.oauthbearer.client.credentials.client.id", "flow"),
+            ("sasl.oauthbearer.client.credentials.client.secret", "c-secret"),
+            ("sasl.oauthbearer.scope", "kafka"),
+            ("sasl.oauthbearer.token.endpoint.url", "https://idp.example.com/token"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            props(&[
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "OAUTHBEARER"),
+                ("sasl.oauthbearer.method", "oidc"),
+                ("sasl.oauthbearer.client.id", "flow"),
+                ("sasl.oauthbearer.client.secret", "c-secret"),
+                ("sasl.oauthbearer.scope", "kafka"),
+                ("sasl.oauthbearer.token.endpoint.url", "https://idp.example.com/token"),
+            ])
+        );
+    }
+
+    #[test]
+    fn oauthbearer_without_client_credentials_or_with_unsecured_tokens_is_refused() {
+        let err =
+            for_librdkafka(props(&[("security.protocol", "SASL_SSL"), ("sasl.mechanism", "OAUTHBEARER")])).unwrap_err();
+        assert_eq!(
+            err,
+            [
+                "sasl.mechanism OAUTHBEARER needs OIDC client credentials, and sasl.oauthbearer.token.endpoint.url, a client \
+              id and a client secret are missing: set sasl.oauthbearer.token.endpoint.url, and clientId and clientSecret in \
+              a sasl.jaas.config line with OAuthBearerLoginModule (or sasl.oauthbearer.client.credentials.client.id and \
+              .client.secret)"
+            ]
+        );
+        let line = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"admin\";";
+        let err = for_librdkafka(props(&[("sasl.jaas.config", line)])).unwrap_err();
+        assert!(err[0].contains("unsecured tokens"), "{err:?}");
+        assert!(!err[0].contains("admin"), "{err:?}");
+    }
+
+    #[test]
+    fn kip_651_inline_pem_becomes_librdkafkas_pem_settings() {
+        let p = for_librdkafka(props(&[
+            ("security.protocol", "SSL"),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.certificates", "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----"),
+            ("ssl.keystore.type", "pem"),
+            ("ssl.keystore.certificate.chain", "-----BEGIN CERTIFICATE-----\nME\n-----END CERTIFICATE-----"),
+            ("ssl.keystore.key", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nK\n-----END ENCRYPTED PRIVATE KEY-----"),
+            ("ssl.key.password", "key-pass"),
+            ("ssl.keystore.password", "store-pass"),
+            ("ssl.truststore.password", "store-pass"),
+            ("ssl.endpoint.identification.algorithm", "HTTPS"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            props(&[
+                ("security.protocol", "SSL"),
+                ("ssl.ca.pem", "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----"),
+                ("ssl.certificate.pem", "-----BEGIN CERTIFICATE-----\nME\n-----END CERTIFICATE-----"),
+                ("ssl.key.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nK\n-----END ENCRYPTED PRIVATE KEY-----"),
+                ("ssl.key.password", "key-pass"),
+                ("ssl.endpoint.identification.algorithm", "https"),
+            ])
+        );
+    }
+
+    #[test]
+    fn pem_material_without_its_type_or_its_other_half_is_refused() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("ssl.truststore.certificates", "SECRET-PEM")], "without ssl.truststore.type=PEM"),
+            (
+                &[("ssl.truststore.type", "JKS"), ("ssl.truststore.certificates", "SECRET-PEM")],
+                "without ssl.truststore.type=PEM",
+            ),
+            (
+                &[("ssl.keystore.type", "PEM"), ("ssl.keystore.certificate.chain", "SECRET-PEM")],
+                "without ssl.keystore.key",
+            ),
+            (
+                &[("ssl.keystore.type", "PEM"), ("ssl.keystore.key", "SECRET-PEM")],
+                "without ssl.keystore.certificate.chain",
+            ),
+            (
+                &[("ssl.keystore.certificate.chain", "SECRET-PEM"), ("ssl.keystore.key", "SECRET-PEM")],
+                "without ssl.keystore.type=PEM",
+            ),
+        ];
+        for (kv, want) in cases {
+            let err = for_librdkafka(props(kv)).unwrap_err();
+            assert_eq!(err.len(), 1, "{kv:?}: {err:?}");
+            assert!(err[0].contains(want), "{kv:?}: {err:?}");
+            assert!(!err[0].contains("SECRET"), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn endpoint_identification_translated_and_java_only_keys_dropped() {
+        let p = for_librdkafka(props(&[
+            ("ssl.endpoint.identification.algorithm", ""),
+            ("ssl.protocol", "TLSv1.3"),
+            ("ssl.enabled.protocols", "TLSv1.3,TLSv1.2"),
+            ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
+            ("ssl.truststore.type", "PEM"),
+            ("client.dns.lookup", "use_all_dns_ips"),
+            ("sasl.login.retry.backoff.ms", "100"),
+            ("security.protocol", "SSL"),
+        ]))
+        .unwrap();
+        assert_eq!(p, props(&[("security.protocol", "SSL"), ("ssl.endpoint.identification.algorithm", "none")]));
+        let p = for_librdkafka(props(&[("ssl.endpoint.identification.algorithm", "HTTPS")])).unwrap();
+        assert_eq!(p["ssl.endpoint.identification.algorithm"], "https");
+        let err = for_librdkafka(props(&[("ssl.endpoint.identification.algorithm", "ldaps")])).unwrap_err();
+        assert_eq!(err, ["ssl.endpoint.identification.algorithm is neither empty (no check) nor HTTPS"]);
+    }
+
+    #[test]
+    fn sasl_needs_a_supported_mechanism_and_its_credentials() {
+        let err = for_librdkafka(props(&[("security.protocol", "SASL_SSL")])).unwrap_err();
+        assert!(err[0].contains("sasl.mechanism is not set") && err[0].contains("GSSAPI"), "{err:?}");
+        let err =
+            for_librdkafka(props(&[("security.protocol", "SASL_SSL"), ("sasl.mechanism", "GSSAPI")])).unwrap_err();
+        assert_eq!(
+            err,
+            ["sasl.mechanism names a mechanism the operator does not support: use one of PLAIN, SCRAM-SHA-256, \
+              SCRAM-SHA-512, OAUTHBEARER"]
+        );
+        let err = for_librdkafka(props(&[("security.protocol", "sasl_ssl"), ("sasl.mechanism", "SCRAM-SHA-512")]))
+            .unwrap_err();
+        assert!(err[0].starts_with("sasl.mechanism SCRAM-SHA-512 needs a username and a password"), "{err:?}");
+        let err = for_librdkafka(props(&[("security.protocol", "TLS")])).unwrap_err();
+        assert_eq!(err, ["security.protocol is not one of PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL"]);
+        for mechanism in ["SCRAM-SHA-256", "scram-sha-512", "PLAIN"] {
+            for_librdkafka(props(&[
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", mechanism),
+                ("sasl.username", "u"),
+                ("sasl.password", "p"),
+            ]))
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn malformed_jaas_is_a_clear_error_without_the_secret() {
+        let m = "org.apache.kafka.common.security.plain.PlainLoginModule";
+        let cases = [
+            (format!(r#"{m} required username="shop" password="hunter2";"#).replace("\";", ""), "no closing quote"),
+            (format!(r#"{m} required username="shop" password="hunter2""#), "does not end with ';'"),
+            (format!(r#"{m} username="shop" password="hunter2";"#), "control flag"),
+            (format!(r#"{m} required username="shop" hunter2;"#), "has no '='"),
+            (format!(r#"{m} required username="shop" passwd="hunter2";"#), "option 'password' is missing"),
+            (format!(r#"{m} required username="shop" password="hunter2"; x"#), "after the ';'"),
+            (r#"com.sun.security.auth.module.Krb5LoginModule required password="hunter2";"#.into(), "Krb5LoginModule"),
+            ("   ".into(), "is empty"),
+        ];
+        for (line, want) in cases {
+            let err = for_librdkafka(props(&[("sasl.jaas.config", &line)])).unwrap_err();
+            assert_eq!(err.len(), 1, "{err:?}");
+            assert!(err[0].starts_with("sasl.jaas.config "), "{err:?}");
+            assert!(err[0].contains(want), "{line:?}: {err:?}");
+            assert!(!err[0].contains("hunter2"), "the error quotes the secret: {err:?}");
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let err = for_librdkafka(props(&[
+            ("sasl.jaas.config", "x.Y required;"),
+            ("ssl.truststore.certificates", "pem"),
+            ("ssl.endpoint.identification.algorithm", "ldaps"),
+        ]))
+        .unwrap_err();
+        assert_eq!(err.len(), 3, "{err:?}");
+    }
+
+    #[test]
+    fn the_first_word_of_a_jaas_line_is_its_module() {
+        assert_eq!(jaas_module(PLAIN), Some(PLAIN_LOGIN_MODULE));
+        assert_eq!(jaas_module("  x.Y;"), Some("x.Y"));
+        assert_eq!(jaas_module(" ; "), None);
+    }
+}

@@ -1,0 +1,464 @@
+//! What the platform resolves for each topic of a pipeline: its Kafka connection, its settings, and,
+//! for a managed topic, how to create it.
+//!
+//! A topic names brokers itself (`bootstrapServers`) or a Kafka cluster, whose Secret
+//! `kafka-cluster-<name>` in the operator's clusters namespace holds the brokers
+//! (`bootstrap.servers`), Java `.properties` text for every client (`connection-config`), producers
+//! (`producer-config`) and consumers (`consumer-config`), and the `partitions` and `replicas` that
+//! managed topics without their own take. A topic with neither uses the cluster `default`. The
+//! topic's own maps are laid over the cluster's, key by key.
+//!
+//! [`resolve_pipeline`] turns a resource's topics and the cluster Secrets it may use into one
+//! [`ResolvedTopic`] per topic, or reports every problem at once, each a [`ConnectionError`] with a
+//! stable [`ConnectionError::kind`]: a pipeline with any problem is refused as a whole, before
+//! anything is applied, and no Kafka client is ever built for it. A [`ResolvedTopic`] holds its
+//! settings in the Java client's form, as the sidecar reads them, and the operator's own client
+//! connection in librdkafka's ([`ResolvedTopic::kafka_connection`], translated by [`java`]).
+//!
+//! `Debug` of every type here that holds settings shows keys, never values: they hold credentials.
+
+pub mod java;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::resource::{AnkkaFlowSpec, Batch, TopicSpec};
+
+/// Prefix of cluster Secret names.
+pub const CLUSTER_SECRET_PREFIX: &str = "kafka-cluster-";
+/// The cluster a topic uses when it names neither a cluster nor brokers.
+pub const DEFAULT_CLUSTER: &str = "default";
+
+/// One Kafka cluster, read from its Secret: the Secret's decoded data (`data` and `stringData`) and
+/// its annotations.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Cluster {
+    /// Cluster name: the Secret's name after [`CLUSTER_SECRET_PREFIX`].
+    pub name: String,
+    /// Brokers, trimmed; `None` when the Secret has none.
+    pub bootstrap_servers: Option<String>,
+    /// Properties for every client (`connection-config`).
+    pub connection_config: BTreeMap<String, String>,
+    /// Producer properties (`producer-config`).
+    pub producer_config: BTreeMap<String, String>,
+    /// Consumer properties (`consumer-config`).
+    pub consumer_config: BTreeMap<String, String>,
+    /// Default partition count of managed topics (`partitions`, trimmed), as written.
+    pub partitions: Option<String>,
+    /// Default replication factor of managed topics (`replicas`, trimmed), as written.
+    pub replicas: Option<String>,
+    /// What is wrong with the Secret itself; reported for every topic that uses the cluster.
+    pub problems: Vec<ConnectionError>,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("connection_config", &self.connection_config.keys().collect::<Vec<_>>())
+            .field("producer_config", &self.producer_config.keys().collect::<Vec<_>>())
+            .field("consumer_config", &self.consumer_config.keys().collect::<Vec<_>>())
+            .field("partitions", &self.partitions)
+            .field("replicas", &self.replicas)
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
+
+/// The Secret keys of the three properties blocks.
+const PROPERTIES_KEYS: [&str; 3] = ["connection-config", "producer-config", "consumer-config"];
+
+impl Cluster {
+    /// Reads cluster `name` from the decoded data and the annotations of its Secret
+    /// (`kafka-cluster-<name>`). A properties block that does not parse is one of the cluster's
+    /// [`Cluster::problems`], and is read as empty.
+    pub fn from_secret(name: &str, data: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>) -> Self {
+        let _ = annotations;
+        let secret = format!("{CLUSTER_SECRET_PREFIX}{name}");
+        let mut problems = Vec::new();
+        let mut props = |key: &str| -> BTreeMap<String, String> {
+            match data.get(key) {
+                None => BTreeMap::new(),
+                Some(text) => match java_properties::read(text.as_bytes()) {
+                    Ok(m) => m.into_iter().collect(),
+                    Err(e) => {
+                        problems.push(ConnectionError::Properties {
+                            secret: secret.clone(),
+                            key: key.into(),
+                            reason: e.to_string(),
+                        });
+                        BTreeMap::new()
+                    }
+                },
+            }
+        };
+        let [connection_config, producer_config, consumer_config] = PROPERTIES_KEYS.map(&mut props);
+        let trimmed = |key: &str| data.get(key).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        Cluster {
+            name: name.to_string(),
+            bootstrap_servers: trimmed("bootstrap.servers"),
+            connection_config,
+            producer_config,
+            consumer_config,
+            partitions: trimmed("partitions"),
+            replicas: trimmed("replicas"),
+            problems,
+        }
+    }
+
+    /// The name of the cluster's Secret.
+    pub fn secret_name(&self) -> String {
+        format!("{CLUSTER_SECRET_PREFIX}{}", self.name)
+    }
+}
+
+/// The cluster Secrets of the operator's clusters namespace, by cluster name.
+pub type Clusters = BTreeMap<String, Cluster>;
+
+/// Why a topic's connection or settings cannot be resolved. Every variant has a stable
+/// [`ConnectionError::kind`]; no message quotes a setting's value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    /// A properties block of a cluster Secret does not parse.
+    #[error("Secret '{secret}': key '{key}' is not Java properties text: {reason}")]
+    Properties {
+        /// Secret name.
+        secret: String,
+        /// Data key.
+        key: String,
+        /// Parser's reason (a line number and what is malformed, never the text).
+        reason: String,
+    },
+    /// The topic's cluster has no Secret.
+    #[error("topic '{topic}' uses Kafka cluster '{cluster}', but there is no Secret 'kafka-cluster-{cluster}'")]
+    NoSecret {
+        /// Topic id.
+        topic: String,
+        /// Cluster name.
+        cluster: String,
+    },
+    /// A cluster the topic names explicitly has a Secret without brokers.
+    #[error("Kafka cluster '{cluster}' has no bootstrap.servers")]
+    ClusterNoBrokers {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// Neither the topic nor its cluster names brokers.
+    #[error("topic '{topic}' names no bootstrap.servers and no Kafka cluster")]
+    NoBrokers {
+        /// Topic id.
+        topic: String,
+    },
+    /// A managed topic has no partition count, and its cluster gives none.
+    #[error(
+        "managed topic '{topic}' has no partitions: set it in the blueprint, or as a default in Secret 'kafka-cluster-{cluster}'"
+    )]
+    NoPartitions {
+        /// Topic id.
+        topic: String,
+        /// The topic's cluster, or `default`.
+        cluster: String,
+    },
+    /// A managed topic has no replication factor, and its cluster gives none.
+    #[error(
+        "managed topic '{topic}' has no replicas: set it in the blueprint, or as a default in Secret 'kafka-cluster-{cluster}'"
+    )]
+    NoReplicas {
+        /// Topic id.
+        topic: String,
+        /// The topic's cluster, or `default`.
+        cluster: String,
+    },
+    /// A default of a cluster Secret that a managed topic needs is not a whole number of at least 1.
+    #[error(
+        "managed topic '{topic}' takes its {key} from Secret 'kafka-cluster-{cluster}', whose key '{key}' is not a whole number of at least 1"
+    )]
+    BadDefault {
+        /// Topic id.
+        topic: String,
+        /// Cluster name.
+        cluster: String,
+        /// `partitions` or `replicas`.
+        key: &'static str,
+    },
+    /// The topic's client settings cannot be turned into the operator's client's.
+    #[error("topic '{topic}': {reason}")]
+    Untranslatable {
+        /// Topic id.
+        topic: String,
+        /// What is wrong, naming the setting, never its value.
+        reason: String,
+    },
+}
+
+impl ConnectionError {
+    /// A stable CamelCase name of the problem's kind, for logs and metrics (the event reason of a
+    /// refusal is `Refused`, whatever the kind).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConnectionError::Properties { .. } => "ClusterSecretInvalid",
+            ConnectionError::NoSecret { .. } => "ClusterSecretMissing",
+            ConnectionError::ClusterNoBrokers { .. } => "ClusterHasNoBrokers",
+            ConnectionError::NoBrokers { .. } => "NoBrokers",
+            ConnectionError::NoPartitions { .. } => "NoPartitions",
+            ConnectionError::NoReplicas { .. } => "NoReplicas",
+            ConnectionError::BadDefault { .. } => "ClusterDefaultInvalid",
+            ConnectionError::Untranslatable { .. } => "SettingsUntranslatable",
+        }
+    }
+}
+
+/// What a client needs to reach a topic's brokers, in librdkafka's form. `Debug` never shows
+/// property values, since they may hold credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KafkaConnection {
+    /// Broker list.
+    pub bootstrap_servers: String,
+    /// librdkafka properties: the topic's connection settings plus the security settings
+    /// (`security.*`, `sasl.*`, `ssl.*`) of its consumer settings, translated from the Java
+    /// client's form. Other consumer settings (fetch sizes, poll intervals, offset reset policy)
+    /// concern reading records, which the operator never does, and are left out.
+    pub properties: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for KafkaConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaConnection")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Whether a consumer setting concerns the connection's security, and so belongs to the operator's
+/// client too.
+fn is_security_key(k: &str) -> bool {
+    k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.")
+}
+
+/// Prefix of the platform's own consumer keys (batch limits), never passed to Kafka.
+pub const PLATFORM_KEY_PREFIX: &str = "flow.";
+
+/// One topic of a pipeline, resolved against the cluster Secrets: everything the operator and the
+/// sidecar need of it. Only [`resolve_topic`] and [`resolve_pipeline`] build one, so its
+/// connection always passed every rule. `Debug` shows setting keys, never values.
+#[derive(Clone, PartialEq)]
+pub struct ResolvedTopic {
+    /// Topic id inside the pipeline.
+    pub id: String,
+    /// Kafka topic name.
+    pub name: String,
+    /// Whether the platform owns (creates) the topic.
+    pub managed: bool,
+    /// The cluster whose Secret the connection comes from; `None` when the topic names its own
+    /// brokers and no cluster.
+    pub cluster: Option<String>,
+    /// Brokers: the topic's own, or its cluster's.
+    pub bootstrap_servers: String,
+    /// Properties for every client, in the Java client's form: the cluster's with the topic's laid
+    /// over, key by key.
+    pub connection_config: BTreeMap<String, String>,
+    /// Producer properties, in the Java client's form, merged the same way.
+    pub producer_config: BTreeMap<String, String>,
+    /// Consumer properties, in the Java client's form, merged the same way, without the platform's
+    /// `flow.*` keys.
+    pub consumer_config: BTreeMap<String, String>,
+    /// Partition count to create a managed topic with: the topic's, else its cluster's default.
+    /// `None` for an unmanaged topic.
+    pub partitions: Option<i32>,
+    /// Replication factor to create a managed topic with: the topic's, else its cluster's default.
+    /// `None` for an unmanaged topic.
+    pub replicas: Option<i32>,
+    /// Topic-level Kafka configuration for creating a managed topic.
+    pub topic_config: BTreeMap<String, String>,
+    /// Batch limits of every inlet reading the topic (defaults when the resource sets none).
+    pub batch: Batch,
+    /// The operator's own client connection, in librdkafka's form.
+    kafka: KafkaConnection,
+}
+
+impl ResolvedTopic {
+    /// The connection of the operator's own client (the reset driver's and the lag sampler's), in
+    /// librdkafka's form.
+    pub fn kafka_connection(&self) -> &KafkaConnection {
+        &self.kafka
+    }
+}
+
+impl fmt::Debug for ResolvedTopic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedTopic")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("managed", &self.managed)
+            .field("cluster", &self.cluster)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("connection_config", &self.connection_config.keys().collect::<Vec<_>>())
+            .field("producer_config", &self.producer_config.keys().collect::<Vec<_>>())
+            .field("consumer_config", &self.consumer_config.keys().collect::<Vec<_>>())
+            .field("partitions", &self.partitions)
+            .field("replicas", &self.replicas)
+            .field("topic_config", &self.topic_config)
+            .field("batch", &self.batch)
+            .field("kafka", &self.kafka)
+            .finish()
+    }
+}
+
+/// Every topic of a pipeline, resolved, and every problem found on the way.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Resolution {
+    /// The topics that resolved, in the resource's order.
+    pub topics: Vec<ResolvedTopic>,
+    /// Every problem, in the resource's topic order, each once. Not empty: the pipeline is refused.
+    pub problems: Vec<ConnectionError>,
+}
+
+impl Resolution {
+    /// The resolved topic of id `id`, if it resolved.
+    pub fn topic(&self, id: &str) -> Option<&ResolvedTopic> {
+        self.topics.iter().find(|t| t.id == id)
+    }
+
+    /// Whether the pipeline must be refused.
+    pub fn refused(&self) -> bool {
+        !self.problems.is_empty()
+    }
+}
+
+/// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters`.
+/// Problems common to several topics (a cluster's own) are reported once.
+pub fn resolve_pipeline(spec: &AnkkaFlowSpec, namespace: &str, clusters: &Clusters) -> Resolution {
+    let mut out = Resolution::default();
+    for topic in &spec.topics {
+        match resolve_topic(topic, namespace, clusters) {
+            Ok(t) => out.topics.push(t),
+            Err(problems) => {
+                for p in problems {
+                    if !out.problems.contains(&p) {
+                        out.problems.push(p);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Resolves `topic` of a resource in namespace `namespace` against `clusters`.
+///
+/// # Errors
+/// Every problem of the topic (see [`ConnectionError`]).
+pub fn resolve_topic(
+    topic: &TopicSpec,
+    namespace: &str,
+    clusters: &Clusters,
+) -> Result<ResolvedTopic, Vec<ConnectionError>> {
+    let _ = namespace;
+    let id = &topic.id;
+    let own_brokers = topic.bootstrap_servers.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    // The cluster: the named one; `default` when the topic names no brokers either.
+    let cluster_name = match (&topic.cluster, &topic.bootstrap_servers) {
+        (Some(c), _) => Some(c.as_str()),
+        (None, None) => Some(DEFAULT_CLUSTER),
+        (None, Some(_)) => None,
+    };
+    let cluster = match cluster_name {
+        Some(name) => match clusters.get(name) {
+            Some(c) => Some(c),
+            None => return Err(vec![ConnectionError::NoSecret { topic: id.clone(), cluster: name.into() }]),
+        },
+        None => None,
+    };
+    let mut problems: Vec<ConnectionError> = Vec::new();
+    if let Some(c) = cluster
+        && !c.problems.is_empty()
+    {
+        // Its settings are incomplete: nothing else can be judged.
+        return Err(c.problems.clone());
+    }
+    let bootstrap_servers =
+        own_brokers.map(str::to_string).or_else(|| cluster.and_then(|c| c.bootstrap_servers.clone()));
+    if bootstrap_servers.is_none() {
+        if let (Some(c), Some(_)) = (cluster, &topic.cluster) {
+            problems.push(ConnectionError::ClusterNoBrokers { cluster: c.name.clone() });
+        }
+        problems.push(ConnectionError::NoBrokers { topic: id.clone() });
+    }
+
+    let merged = |of_cluster: Option<&BTreeMap<String, String>>, of_topic: &BTreeMap<String, String>| {
+        let mut m = of_cluster.cloned().unwrap_or_default();
+        m.extend(of_topic.iter().map(|(k, v)| (k.clone(), v.clone())));
+        m
+    };
+    let connection_config = merged(cluster.map(|c| &c.connection_config), &topic.connection_config);
+    let producer_config = merged(cluster.map(|c| &c.producer_config), &topic.producer_config);
+    let mut consumer_config = merged(cluster.map(|c| &c.consumer_config), &topic.consumer_config);
+    consumer_config.retain(|k, _| !k.starts_with(PLATFORM_KEY_PREFIX));
+
+    let (partitions, replicas) = if topic.managed {
+        let shown = cluster_name.unwrap_or(DEFAULT_CLUSTER);
+        let mut size = |own: Option<i32>, default: Option<&String>, key: &'static str| -> Option<i32> {
+            if own.is_some() {
+                return own;
+            }
+            match default {
+                Some(text) => match text.parse::<i32>() {
+                    Ok(n) if n >= 1 => Some(n),
+                    _ => {
+                        problems.push(ConnectionError::BadDefault { topic: id.clone(), cluster: shown.into(), key });
+                        None
+                    }
+                },
+                None => {
+                    problems.push(if key == "partitions" {
+                        ConnectionError::NoPartitions { topic: id.clone(), cluster: shown.into() }
+                    } else {
+                        ConnectionError::NoReplicas { topic: id.clone(), cluster: shown.into() }
+                    });
+                    None
+                }
+            }
+        };
+        let p = size(topic.partitions, cluster.and_then(|c| c.partitions.as_ref()), "partitions");
+        let r = size(topic.replicas, cluster.and_then(|c| c.replicas.as_ref()), "replicas");
+        (p, r)
+    } else {
+        (None, None)
+    };
+
+    let mut client = connection_config.clone();
+    client.extend(consumer_config.iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+    let properties = match java::for_librdkafka(client) {
+        Ok(p) => Some(p),
+        Err(reasons) => {
+            problems.extend(
+                reasons.into_iter().map(|reason| ConnectionError::Untranslatable { topic: id.clone(), reason }),
+            );
+            None
+        }
+    };
+
+    match (bootstrap_servers, properties) {
+        (Some(bootstrap_servers), Some(properties)) if problems.is_empty() => Ok(ResolvedTopic {
+            id: id.clone(),
+            name: topic.name.clone(),
+            managed: topic.managed,
+            cluster: cluster.map(|c| c.name.clone()),
+            kafka: KafkaConnection { bootstrap_servers: bootstrap_servers.clone(), properties },
+            bootstrap_servers,
+            connection_config,
+            producer_config,
+            consumer_config,
+            partitions,
+            replicas,
+            topic_config: topic.topic_config.clone(),
+            batch: topic.batch.clone().unwrap_or_default(),
+        }),
+        _ => Err(problems),
+    }
+}
+
+#[cfg(test)]
+mod tests;

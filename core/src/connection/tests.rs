@@ -1,0 +1,261 @@
+use super::*;
+use crate::targets::tests::topic;
+
+fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+    kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Cluster `name` from Secret data `data`, with no annotations.
+fn cluster(name: &str, data: &[(&str, &str)]) -> Cluster {
+    Cluster::from_secret(name, &map(data), &BTreeMap::new())
+}
+
+fn clusters(list: Vec<Cluster>) -> Clusters {
+    list.into_iter().map(|c| (c.name.clone(), c)).collect()
+}
+
+/// A topic of cluster `cluster` (no brokers of its own).
+fn of_cluster(id: &str, cluster: Option<&str>) -> TopicSpec {
+    let mut t = topic(id, &format!("shop.{id}"));
+    t.bootstrap_servers = None;
+    t.cluster = cluster.map(str::to_string);
+    t
+}
+
+fn problems(t: &TopicSpec, c: &Clusters) -> Vec<String> {
+    resolve_topic(t, "shop", c).unwrap_err().iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn topic_brokers_need_no_cluster() {
+    let t = topic("cart-events", "shop.cart-events.v1");
+    let r = resolve_topic(&t, "shop", &Clusters::new()).unwrap();
+    assert_eq!(r.bootstrap_servers, "127.0.0.1:19092");
+    assert_eq!(r.cluster, None);
+    assert_eq!(r.kafka_connection().bootstrap_servers, "127.0.0.1:19092");
+    assert_eq!(r.name, "shop.cart-events.v1");
+    assert!(!r.managed);
+    assert_eq!((r.partitions, r.replicas), (None, None));
+    assert_eq!(r.batch, Batch { max_records: 100, max_bytes: 1_048_576 });
+}
+
+#[test]
+fn the_cluster_secret_supplies_brokers_and_every_properties_block() {
+    let mut t = of_cluster("cart-events", Some("shop"));
+    t.consumer_config = map(&[("auto.offset.reset", "earliest"), ("flow.batch.max-records", "500")]);
+    t.producer_config = map(&[("linger.ms", "5")]);
+    t.connection_config = map(&[("request.timeout.ms", "20000")]);
+    t.batch = Some(Batch { max_records: 500, max_bytes: 4_194_304 });
+    let c = clusters(vec![cluster(
+        "shop",
+        &[
+            ("bootstrap.servers", " kafka:9092 \n"),
+            ("connection-config", "security.protocol=SSL\nrequest.timeout.ms=10000\n"),
+            ("producer-config", "acks=all\nlinger.ms=20\n"),
+            ("consumer-config", "max.poll.records=10\nssl.endpoint.identification.algorithm=\n"),
+        ],
+    )]);
+    let r = resolve_topic(&t, "shop", &c).unwrap();
+    assert_eq!(r.cluster.as_deref(), Some("shop"));
+    assert_eq!(r.bootstrap_servers, "kafka:9092");
+    assert_eq!(r.connection_config, map(&[("request.timeout.ms", "20000"), ("security.protocol", "SSL")]));
+    assert_eq!(r.producer_config, map(&[("acks", "all"), ("linger.ms", "5")]));
+    assert_eq!(
+        r.consumer_config,
+        map(&[
+            ("auto.offset.reset", "earliest"),
+            ("max.poll.records", "10"),
+            ("ssl.endpoint.identification.algorithm", "")
+        ]),
+        "the topic's entries laid over the cluster's, without flow.* keys"
+    );
+    assert_eq!(r.batch, Batch { max_records: 500, max_bytes: 4_194_304 });
+    // The operator's client: the connection settings plus the consumer's security ones, translated.
+    let k = r.kafka_connection();
+    assert_eq!(k.bootstrap_servers, "kafka:9092");
+    assert_eq!(
+        k.properties,
+        map(&[
+            ("request.timeout.ms", "20000"),
+            ("security.protocol", "SSL"),
+            ("ssl.endpoint.identification.algorithm", "none")
+        ])
+    );
+}
+
+#[test]
+fn the_default_cluster_serves_a_topic_that_names_neither() {
+    let t = of_cluster("cart-events", None);
+    let c = clusters(vec![cluster("default", &[("bootstrap.servers", "k:9092")])]);
+    let r = resolve_topic(&t, "shop", &c).unwrap();
+    assert_eq!(r.cluster.as_deref(), Some("default"));
+    assert_eq!(r.bootstrap_servers, "k:9092");
+}
+
+#[test]
+fn managed_topics_take_partitions_and_replicas_from_the_topic_else_the_cluster() {
+    let c = clusters(vec![
+        cluster("shop", &[("bootstrap.servers", "k:9092"), ("partitions", " 6\n"), ("replicas", "3")]),
+        cluster("bare", &[("bootstrap.servers", "k:9092")]),
+        cluster("typo", &[("bootstrap.servers", "k:9092"), ("partitions", "six"), ("replicas", "0")]),
+        cluster("default", &[("bootstrap.servers", "k:9092")]),
+    ]);
+    let mut t = of_cluster("valid-carts", Some("shop"));
+    t.managed = true;
+    let r = resolve_topic(&t, "shop", &c).unwrap();
+    assert_eq!((r.partitions, r.replicas), (Some(6), Some(3)));
+    t.partitions = Some(2);
+    let r = resolve_topic(&t, "shop", &c).unwrap();
+    assert_eq!((r.partitions, r.replicas), (Some(2), Some(3)));
+
+    let mut bare = of_cluster("valid-carts", Some("bare"));
+    bare.managed = true;
+    assert_eq!(
+        problems(&bare, &c),
+        [
+            "managed topic 'valid-carts' has no partitions: set it in the blueprint, or as a default in Secret 'kafka-cluster-bare'",
+            "managed topic 'valid-carts' has no replicas: set it in the blueprint, or as a default in Secret 'kafka-cluster-bare'",
+        ]
+    );
+    bare.replicas = Some(1);
+    assert_eq!(
+        problems(&bare, &c),
+        [
+            "managed topic 'valid-carts' has no partitions: set it in the blueprint, or as a default in Secret 'kafka-cluster-bare'"
+        ]
+    );
+    // A topic with its own brokers has no cluster: the message names the default cluster.
+    let mut own = topic("valid-carts", "cart.valid-carts");
+    own.managed = true;
+    own.partitions = Some(3);
+    assert_eq!(
+        problems(&own, &c),
+        [
+            "managed topic 'valid-carts' has no replicas: set it in the blueprint, or as a default in Secret 'kafka-cluster-default'"
+        ]
+    );
+
+    let mut typo = of_cluster("valid-carts", Some("typo"));
+    typo.managed = true;
+    assert_eq!(
+        problems(&typo, &c),
+        [
+            "managed topic 'valid-carts' takes its partitions from Secret 'kafka-cluster-typo', whose key 'partitions' is not a whole number of at least 1",
+            "managed topic 'valid-carts' takes its replicas from Secret 'kafka-cluster-typo', whose key 'replicas' is not a whole number of at least 1",
+        ]
+    );
+    // An unmanaged topic needs neither.
+    let r = resolve_topic(&of_cluster("in", Some("typo")), "shop", &c).unwrap();
+    assert_eq!((r.partitions, r.replicas), (None, None));
+}
+
+#[test]
+fn missing_secret_and_missing_brokers_keep_the_platforms_messages() {
+    let t = of_cluster("cart-events", None);
+    assert_eq!(
+        problems(&t, &Clusters::new()),
+        ["topic 'cart-events' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'"]
+    );
+    let empty = clusters(vec![cluster("default", &[]), cluster("shop", &[("bootstrap.servers", "  ")])]);
+    assert_eq!(problems(&t, &empty), ["topic 'cart-events' names no bootstrap.servers and no Kafka cluster"]);
+    // Named explicitly: the cluster's own problem is reported as well.
+    assert_eq!(
+        problems(&of_cluster("cart-events", Some("shop")), &empty),
+        [
+            "Kafka cluster 'shop' has no bootstrap.servers",
+            "topic 'cart-events' names no bootstrap.servers and no Kafka cluster"
+        ]
+    );
+}
+
+#[test]
+fn a_secret_whose_properties_do_not_parse_is_a_problem_of_every_topic_using_it() {
+    let c = cluster("shop", &[("bootstrap.servers", "k:9092"), ("producer-config", "a=\\u12")]);
+    assert_eq!(c.problems.len(), 1);
+    let text = c.problems[0].to_string();
+    assert!(
+        text.starts_with("Secret 'kafka-cluster-shop': key 'producer-config' is not Java properties text: "),
+        "{text}"
+    );
+    assert_eq!(c.problems[0].kind(), "ClusterSecretInvalid");
+    let c = clusters(vec![c]);
+    assert_eq!(problems(&of_cluster("a", Some("shop")), &c), [text]);
+}
+
+#[test]
+fn a_pipeline_reports_every_problem_once_in_topic_order() {
+    let mut spec = crate::targets::tests::cart(0);
+    spec.topics = vec![
+        of_cluster("a", Some("shop")),
+        of_cluster("b", Some("shop")),
+        of_cluster("c", Some("missing")),
+        topic("d", "shop.d"),
+    ];
+    let c = clusters(vec![cluster("shop", &[])]);
+    let r = resolve_pipeline(&spec, "shop", &c);
+    assert!(r.refused());
+    let texts: Vec<String> = r.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        [
+            "Kafka cluster 'shop' has no bootstrap.servers",
+            "topic 'a' names no bootstrap.servers and no Kafka cluster",
+            "topic 'b' names no bootstrap.servers and no Kafka cluster",
+            "topic 'c' uses Kafka cluster 'missing', but there is no Secret 'kafka-cluster-missing'",
+        ]
+    );
+    let kinds: Vec<&str> = r.problems.iter().map(ConnectionError::kind).collect();
+    assert_eq!(kinds, ["ClusterHasNoBrokers", "NoBrokers", "NoBrokers", "ClusterSecretMissing"]);
+    assert_eq!(r.topics.len(), 1);
+    assert!(r.topic("d").is_some() && r.topic("a").is_none());
+}
+
+#[test]
+fn a_cluster_secret_written_for_jvm_clients_is_translated_for_the_operator() {
+    let plain =
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="shop" password="s3cr\"et";"#;
+    let c = clusters(vec![cluster(
+        "default",
+        &[
+            ("bootstrap.servers", "127.0.0.1:19094"),
+            (
+                "connection-config",
+                // properties text reads `\\` as `\`, as the Java client's loader does
+                &format!(
+                    "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={}\n",
+                    plain.replace('\\', "\\\\")
+                ),
+            ),
+        ],
+    )]);
+    let r = resolve_topic(&of_cluster("cart-events", None), "shop", &c).unwrap();
+    assert_eq!(r.connection_config["sasl.jaas.config"], plain, "the sidecar gets the Java form");
+    let k = r.kafka_connection();
+    assert_eq!(k.properties["sasl.username"], "shop");
+    assert_eq!(k.properties["sasl.password"], "s3cr\"et");
+    assert!(!k.properties.contains_key("sasl.jaas.config"));
+    for debug in [format!("{r:?}"), format!("{:?}", c["default"]), format!("{k:?}")] {
+        assert!(!debug.contains("s3cr") && !debug.contains("SASL_PLAINTEXT"), "Debug shows a value: {debug}");
+    }
+}
+
+#[test]
+fn untranslatable_settings_are_problems_that_name_the_topic_and_no_value() {
+    let mut t = topic("cart-events", "shop.cart-events.v1");
+    t.connection_config.insert(
+        "sasl.jaas.config".into(),
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";"#.into(),
+    );
+    t.connection_config.insert("ssl.endpoint.identification.algorithm".into(), "hunter3".into());
+    let err = resolve_topic(&t, "shop", &Clusters::new()).unwrap_err();
+    let texts: Vec<String> = err.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        [
+            "topic 'cart-events': sasl.jaas.config is not of the form '<LoginModule> required <option>=\"...\" ...;': \
+             option 'username' is missing or empty",
+            "topic 'cart-events': ssl.endpoint.identification.algorithm is neither empty (no check) nor HTTPS",
+        ]
+    );
+    assert!(err.iter().all(|e| e.kind() == "SettingsUntranslatable"));
+}
