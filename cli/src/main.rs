@@ -4,19 +4,23 @@
 //! any notes for stderr) or a [`Failure`], and the single print site below writes it (stdout for
 //! results, stderr for notes and problems).
 
+mod cluster;
 mod commands;
 mod exit;
+mod output;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{Failure, Output};
 
 /// Ankka Flow: streaming pipelines on Kubernetes.
 ///
-/// Exit codes: 0 success; 1 refused or failed (every problem on stderr, one per line); 2 usage error.
+/// Exit codes: 0 success; 1 refused or failed (every problem on stderr, one per line); 2 usage
+/// error; 3, 4 and 5 how a reset that `flow reset --wait` waited for ended (refused, groups failed,
+/// timed out). Installed as `kubectl-flow` on the PATH, it also runs as `kubectl flow`.
 #[derive(Parser, Debug)]
 // `version` is not propagated: `flow generate --version <v>` is an option of its own.
 #[command(name = "flow", version)]
@@ -60,17 +64,64 @@ enum Command {
     /// Check it with: kubectl -n <ns> get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsets
     Reset(commands::reset::Args),
     /// Print the CLI version and the protocol version it speaks.
-    Version,
+    Version(commands::VersionArgs),
+    /// Print a shell completion script: bash, zsh or fish.
+    ///
+    /// Load it for the current shell with `source <(flow completion bash)` (or zsh), or
+    /// `flow completion fish | source`; put the same line in your shell's start-up file to keep it.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), for `man`: `flow man > flow.1 && man ./flow.1`.
+    Man,
+}
+
+/// The name the program was run as: `kubectl flow` when kubectl runs it as its plugin
+/// `kubectl-flow`, else `flow`. Help and usage texts show it.
+fn program_name() -> &'static str {
+    let arg0 = std::env::args_os().next().unwrap_or_default();
+    let file = std::path::Path::new(&arg0).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    if file.starts_with("kubectl-flow") { "kubectl flow" } else { "flow" }
+}
+
+/// The command line definition, under the name the program runs as.
+fn command(name: &'static str) -> clap::Command {
+    Cli::command().bin_name(name)
+}
+
+/// `flow completion <shell>`. The script completes `flow` (kubectl completes its plugins' names
+/// itself).
+fn completion(shell: clap_complete::Shell) -> Output {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command("flow"), "flow", &mut out);
+    Output::from(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `flow man`.
+fn man() -> Result<Output, Failure> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(command("flow"))
+        .render(&mut out)
+        .map_err(|e| Failure::refused(format!("cannot render the manual page: {e}")))?;
+    Ok(Output::from(String::from_utf8_lossy(&out).into_owned()))
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let name = program_name();
+    let cli = match Cli::from_arg_matches(&command(name).get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result: Result<Output, Failure> = match cli.command {
         Command::Verify(args) => commands::verify::run(&args),
         Command::Generate(args) => commands::generate::run(args),
-        Command::Reset(args) => commands::reset::run(args).await.map(Output::from),
-        Command::Version => Ok(Output::from(commands::version())),
+        Command::Reset(args) => commands::reset::run(args).await,
+        Command::Version(args) => commands::version(&args),
+        Command::Completion { shell } => Ok(completion(shell)),
+        Command::Man => man(),
     };
     match result {
         Ok(Output { stdout, stderr }) => {
@@ -82,7 +133,9 @@ async fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(stdout.as_bytes());
             ExitCode::from(exit::SUCCESS)
         }
-        Err(Failure { problems, code }) => {
+        Err(Failure { stdout, problems, code }) => {
+            let _ = std::io::stdout().write_all(stdout.as_bytes());
+            let _ = std::io::stdout().flush();
             let mut err = std::io::stderr().lock();
             for p in problems {
                 let _ = writeln!(err, "{p}");
@@ -96,8 +149,77 @@ async fn main() -> ExitCode {
 mod tests {
     use clap::CommandFactory;
 
+    use super::*;
+
     #[test]
     fn cli_definition_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("flow").chain(args.iter().copied()))
+    }
+
+    /// Every command that talks to the cluster takes --kubeconfig, --context and -n.
+    #[test]
+    fn cluster_commands_take_kubeconfig_context_and_namespace() {
+        for args in [
+            &["reset", "cart", "--kubeconfig", "k", "--context", "c", "-n", "shop"][..],
+            &["reset", "status", "u1", "--kubeconfig", "k", "--context", "c", "-n", "shop"],
+        ] {
+            parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        parse(&["reset", "status", "u1", "-A"]).expect("-A where it lists");
+        assert!(parse(&["reset", "status", "u1", "-A", "-n", "shop"]).is_err(), "-A and -n exclude each other");
+    }
+
+    #[test]
+    fn o_is_the_output_format_everywhere() {
+        for args in [
+            &["verify", "b.conf", "-o", "json"][..],
+            &["generate", "b.conf", "-o", "json"],
+            &["generate", "b.conf", "-o", "yaml", "--output-file", "out.yaml"],
+            &["reset", "cart", "-o", "yaml"],
+            &["reset", "status", "u1", "-o", "json"],
+            &["version", "-o", "json"],
+        ] {
+            parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        // The old `-o <file>` of generate is refused with a pointer to --output-file, never taken
+        // as a file name.
+        let e = parse(&["generate", "b.conf", "-o", "cart.yaml"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(e.to_string().contains("--output-file cart.yaml"), "{e}");
+    }
+
+    #[test]
+    fn a_pipeline_named_status_can_be_reset() {
+        let Command::Reset(args) = parse(&["reset", "-n", "shop", "--", "status"]).unwrap().command else {
+            panic!("not reset")
+        };
+        assert_eq!(args.pipeline_name(), Some("status"));
+        let Command::Reset(args) = parse(&["reset", "--pipeline", "status", "-n", "shop"]).unwrap().command else {
+            panic!("not reset")
+        };
+        assert_eq!(args.pipeline_name(), Some("status"));
+    }
+
+    #[test]
+    fn wait_takes_a_timeout() {
+        parse(&["reset", "cart", "--wait", "--timeout", "90s"]).expect("--timeout with --wait");
+        parse(&["reset", "cart", "--wait", "--timeout", "1m30s"]).expect("a compound duration");
+        assert!(parse(&["reset", "cart", "--timeout", "90s"]).is_err(), "--timeout needs --wait");
+        assert!(parse(&["reset", "cart", "--wait", "--timeout", "soon"]).is_err());
+    }
+
+    #[test]
+    fn completion_and_man_page_name_the_commands() {
+        for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh, clap_complete::Shell::Fish] {
+            let out = completion(shell).stdout;
+            assert!(out.contains("generate") && out.contains("kubeconfig"), "{shell}: {out}");
+        }
+        let page = man().unwrap().stdout;
+        assert!(page.starts_with(".ie") || page.contains(".TH flow"), "{page}");
+        assert!(page.contains("reset"), "{page}");
     }
 }

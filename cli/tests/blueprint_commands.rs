@@ -1,5 +1,5 @@
 //! `flow verify`, `flow generate` and `flow version` as a user runs them: the built binary, its exit
-//! codes, and what goes to stdout and what to stderr (reference.md §5, §15).
+//! codes, and what goes to stdout and what to stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -111,7 +111,7 @@ fn generate_to_a_file_says_so_on_stderr() {
     let file = std::env::temp_dir().join(format!("flow-generate-{}.yaml", std::process::id()));
     let mut args = CART_GENERATE.to_vec();
     let f = file.display().to_string();
-    args.extend(["-o", &f]);
+    args.extend(["--output-file", &f]);
     let o = flow(&fixtures("cart"), &args);
     assert_eq!(out(&o), (Some(0), String::new(), format!("wrote {f}\n")));
     let written = std::fs::read_to_string(&file).expect("the file is written");
@@ -185,8 +185,19 @@ fn usage_errors_exit_2_and_help_exits_0() {
 }
 
 #[test]
-fn version_line() {
-    assert_eq!(out(&flow(&root(), &["version"])), (Some(0), "flow 0.1.0, protocol 1.0\n".into(), String::new()));
+fn version_line_names_the_version_the_protocol_and_the_commit() {
+    let (code, stdout, stderr) = out(&flow(&root(), &["version"]));
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+    let commit = stdout.strip_prefix("flow 0.1.0, protocol 1.0, commit ").and_then(|c| c.strip_suffix('\n'));
+    let commit = commit.unwrap_or_else(|| panic!("{stdout:?}"));
+    // Built from a git checkout: the abbreviated commit id.
+    assert!(commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()), "{commit:?}");
+    let (code, stdout, _) = out(&flow(&root(), &["version", "-o", "json"]));
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(
+        (code, v["version"].as_str(), v["protocol"].as_str(), v["commit"].as_str()),
+        (Some(0), Some("0.1.0"), Some("1.0"), Some(commit))
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `flow generate <blueprint.conf> ... [-o <file>]` (reference.md §5.2): the `AnkkaFlow` resource
-//! as YAML, for `kubectl apply -f -`.
+//! `flow generate <blueprint.conf> ... [-o yaml|json] [--output-file <file>]`: the `AnkkaFlow`
+//! resource, for `kubectl apply -f -`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -31,13 +31,39 @@ pub struct Args {
     /// Namespace of the resource (metadata.namespace). Default: none, so kubectl's namespace applies.
     #[arg(short = 'n', long = "namespace", value_name = "NS")]
     namespace: Option<String>,
-    /// Write the YAML to this file (and say so on stderr) instead of stdout.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+    /// Output format of the resource: yaml or json.
+    #[arg(short = 'o', long = "output", value_name = "FORMAT", default_value = "yaml", value_parser = resource_format)]
+    output: ResourceFormat,
+    /// Write the resource to this file (and say so on stderr) instead of stdout.
+    #[arg(long = "output-file", value_name = "FILE")]
+    output_file: Option<PathBuf>,
     /// Delete the pipeline's managed topics when the resource is deleted (spec.onDelete.managedTopics:
     /// Delete). Default: keep them.
     #[arg(long)]
     delete_managed_topics: bool,
+}
+
+/// The formats of the generated resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResourceFormat {
+    /// YAML (the default).
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+/// Parses `-o`. Before it meant the output format, `-o` named the output file; a value that is no
+/// format is refused with the new spelling, so that an old command line never writes a file named
+/// `json` or prints YAML where a file was expected.
+fn resource_format(value: &str) -> Result<ResourceFormat, String> {
+    match value {
+        "yaml" => Ok(ResourceFormat::Yaml),
+        "json" => Ok(ResourceFormat::Json),
+        other => Err(format!(
+            "'{other}' is not an output format: -o takes yaml or json; to write the resource to a file, use \
+             --output-file {other}"
+        )),
+    }
 }
 
 /// `git -C <dir> describe --tags --always --dirty`, trimmed; `unversioned` when git fails, is
@@ -61,7 +87,7 @@ fn git_version(blueprint: &Path) -> String {
         .unwrap_or_else(|| "unversioned".to_string())
 }
 
-/// Runs the command: the YAML on stdout (or in `--output`), notes on stderr.
+/// Runs the command: the resource on stdout (or in `--output-file`), notes on stderr.
 ///
 /// # Errors
 /// Every problem `verify` finds, then images, pipeline id and namespace problems (exit 1); nothing
@@ -77,12 +103,19 @@ pub fn run(args: Args) -> Result<Output, Failure> {
         delete_managed_topics: args.delete_managed_topics,
     };
     let generated = blueprint::generate(&input).map_err(Failure::all)?;
-    let yaml = blueprint::to_yaml(&generated.resource).map_err(|e| Failure::refused(format!("yaml: {e}")))?;
+    let text = match args.output {
+        ResourceFormat::Yaml => {
+            blueprint::to_yaml(&generated.resource).map_err(|e| Failure::refused(format!("yaml: {e}")))?
+        }
+        ResourceFormat::Json => serde_json::to_string_pretty(&generated.resource)
+            .map(|s| s + "\n")
+            .map_err(|e| Failure::refused(format!("json: {e}")))?,
+    };
     let mut stderr: Vec<String> = generated.notes.iter().map(ToString::to_string).collect();
-    match args.output {
-        None => Ok(Output { stdout: yaml, stderr }),
+    match args.output_file {
+        None => Ok(Output { stdout: text, stderr }),
         Some(file) => {
-            std::fs::write(&file, yaml)
+            std::fs::write(&file, text)
                 .map_err(|e| Failure::refused(format!("output: cannot write '{}': {e}", file.display())))?;
             stderr.push(format!("wrote {}", file.display()));
             Ok(Output { stdout: String::new(), stderr })

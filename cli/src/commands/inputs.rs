@@ -39,7 +39,7 @@ pub fn read(path: &Path, name: String) -> Source {
     Source { name, text }
 }
 
-/// Every `*.json` file directly in `dir`, sorted by file name (reference.md §5.1).
+/// Every `*.json` file directly in `dir`, sorted by file name.
 fn descriptors(dir: &Path) -> DescriptorSource {
     if !dir.is_dir() {
         return DescriptorSource::NotADirectory(shown(dir));

@@ -1,17 +1,22 @@
-//! `flow reset <pipeline> [--streamlet <name>]... [-n <ns>] [--replace] [--wait]` (reference.md §5.3),
+//! `flow reset <pipeline> [--streamlet <name>]... [-n <ns>] [--replace] [--wait [--timeout <d>]]`,
 //! and `flow reset status <id>`.
 //!
 //! Checks the guards against the resource and its pods, then writes the request annotation. The
 //! operator carries the request out, checking the same guards again.
+
+use std::time::Duration;
 
 use flow_adapters::kube as k;
 use flow_core::names::CLI_FIELD_MANAGER;
 use flow_core::request::ResetRequest;
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets;
-use kube::{Api, Client, Config};
+use kube::Api;
+use serde::Serialize;
 
-use crate::exit::Failure;
+use crate::cluster::{Cluster, ClusterArgs};
+use crate::exit::{Failure, Output};
+use crate::output::{self, Format};
 
 pub mod status;
 
@@ -21,21 +26,43 @@ pub mod status;
 pub struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
-    /// The AnkkaFlow's name (the pipeline).
-    #[arg(required = true)]
+    /// The AnkkaFlow's name (the pipeline). A pipeline named `status` is reset with
+    /// `flow reset -- status` or `flow reset --pipeline status`.
+    #[arg(required_unless_present = "pipeline_option", conflicts_with = "pipeline_option")]
     pipeline: Option<String>,
+    /// The AnkkaFlow's name, as an option (the same as the first argument).
+    #[arg(long = "pipeline", id = "pipeline_option", value_name = "PIPELINE")]
+    pipeline_option: Option<String>,
     /// Reset only this streamlet; repeatable. Default: every streamlet with an inlet.
     #[arg(long = "streamlet", value_name = "NAME")]
     streamlets: Vec<String>,
     /// Namespace of the AnkkaFlow. Default: the kubeconfig context's namespace.
-    #[arg(short = 'n', long = "namespace")]
+    #[arg(short = 'n', long = "namespace", value_name = "NS")]
     namespace: Option<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Supersede a request that is still pending (the operator records that it was superseded).
     #[arg(long)]
     replace: bool,
-    /// After requesting, wait until the operator has finished the request and print its status.
+    /// After requesting, wait until the operator has finished the request (progress on stderr),
+    /// print its status, and exit with a code that says how it ended.
     #[arg(long)]
     wait: bool,
+    /// With --wait: give up waiting after this long (30s, 5m, 1h30m); the request stays and the
+    /// operator carries it on. Default: wait as long as it takes.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = humantime::parse_duration)]
+    timeout: Option<Duration>,
+    /// Output format: text (the request line), json or yaml (the request; with --wait, the final
+    /// status as `flow reset status` prints it).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    output: Format,
+}
+
+impl Args {
+    /// The pipeline named, as argument or option.
+    pub fn pipeline_name(&self) -> Option<&str> {
+        self.pipeline.as_deref().or(self.pipeline_option.as_deref())
+    }
 }
 
 /// Subcommands of `flow reset`.
@@ -46,32 +73,35 @@ enum Sub {
     /// Reads the AnkkaFlow's status, which the operator keeps up to date: the request's phase, and
     /// for each consumer group its topic, partitions, records to reprocess, outcome and message.
     /// The id is enough: every namespace the kubeconfig's user may list is searched unless -n or
-    /// --pipeline narrows it.
+    /// --pipeline narrows it; a user who may not list every namespace gets the answer of the
+    /// kubeconfig's namespace, with a note on stderr.
     Status(status::Args),
 }
 
-pub(crate) fn api_failure(e: kube::Error) -> Failure {
-    match e {
-        kube::Error::Api(s) => Failure::refused(format!("reset failed: {}", s.message)),
-        other => Failure::refused(format!("cannot reach Kubernetes: {other}")),
-    }
+/// What `flow reset -o json|yaml` prints.
+#[derive(Serialize, Debug)]
+struct Requested<'a> {
+    id: &'a str,
+    namespace: &'a str,
+    pipeline: &'a str,
+    /// The streamlets named with `--streamlet` (empty: every streamlet with an inlet).
+    streamlets: &'a [String],
 }
 
 /// Runs the command.
 ///
 /// # Errors
-/// Every refusal of reference.md §5.3, with its exact message, as a [`Failure`] with exit code 1.
-pub async fn run(args: Args) -> Result<String, Failure> {
-    let config = Config::infer().await.map_err(|e| Failure::refused(format!("cannot reach Kubernetes: {e}")))?;
-    let ns = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config).map_err(|e| Failure::refused(format!("cannot reach Kubernetes: {e}")))?;
-    let mut args = args;
-    let pipeline = match (args.command.take(), &args.pipeline) {
-        (Some(Sub::Status(status_args)), _) => return status::run(client, status_args).await,
-        // clap requires the pipeline when no subcommand is given.
-        (None, pipeline) => pipeline.clone().unwrap_or_default(),
-    };
-    let api: Api<AnkkaFlow> = Api::namespaced(client.clone(), &ns);
+/// Every refusal of the guards, with its exact message, as a [`Failure`] with exit code 1; with
+/// `--wait`, how the request ended when it did not end well (exit codes 3 to 5, `crate::exit`).
+pub async fn run(mut args: Args) -> Result<Output, Failure> {
+    if let Some(Sub::Status(status_args)) = args.command.take() {
+        return status::run(status_args).await;
+    }
+    let cluster = Cluster::connect(&args.cluster).await?;
+    let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
+    // clap requires the pipeline when no subcommand is given.
+    let pipeline = args.pipeline_name().unwrap_or_default().to_string();
+    let api: Api<AnkkaFlow> = Api::namespaced(cluster.client.clone(), &ns);
     // The write is conditional on the resource version read, so the guards are checked against what
     // is written over. The operator's status writes also change the version: on a conflict, read again
     // and check again, a few times.
@@ -79,22 +109,38 @@ pub async fn run(args: Args) -> Result<String, Failure> {
         let flow = match api.get_opt(&pipeline).await {
             Ok(Some(f)) => f,
             Ok(None) => return Err(Failure::refused(format!("no pipeline '{pipeline}' in namespace '{ns}'"))),
-            Err(e) => return Err(api_failure(e)),
+            Err(e) => return Err(cluster.failure(e)),
         };
-        let request = checked_request(&client, &ns, &pipeline, &args, &flow).await?;
+        let request = checked_request(&cluster, &ns, &pipeline, &args, &flow).await?;
         let version = flow.metadata.resource_version.as_deref();
         match k::write_request(&api, &pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER).await {
             Ok(()) => {
                 let line = format!("reset requested for '{pipeline}': {}\n", request.id);
                 if !args.wait {
-                    return Ok(line);
+                    return Ok(Output::from(match args.output {
+                        Format::Text => line,
+                        other => output::render(
+                            &Requested {
+                                id: &request.id,
+                                namespace: &ns,
+                                pipeline: &pipeline,
+                                streamlets: &args.streamlets,
+                            },
+                            other,
+                        )?,
+                    }));
                 }
-                // The request line first, at once, so that a user (or script) has the id while waiting.
-                print!("{line}");
-                return status::wait(client, &ns, &pipeline, &request.id).await;
+                // The request line first, at once, so that a user (or script) has the id while
+                // waiting: on stdout for text, on stderr when stdout carries one JSON or YAML document.
+                if args.output == Format::Text {
+                    print!("{line}");
+                } else {
+                    eprint!("{line}");
+                }
+                return status::wait(&cluster, &ns, &pipeline, &request.id, args.timeout, args.output).await;
             }
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(api_failure(e)),
+            Err(e) => return Err(cluster.failure(e)),
         }
     }
     Err(Failure::refused(format!(
@@ -104,7 +150,7 @@ pub async fn run(args: Args) -> Result<String, Failure> {
 
 /// Checks every guard against `flow` and its pods; returns the request to write.
 async fn checked_request(
-    client: &Client,
+    cluster: &Cluster,
     ns: &str,
     pipeline: &str,
     args: &Args,
@@ -123,7 +169,7 @@ async fn checked_request(
             pending.id, pipeline, pipeline
         )));
     }
-    let pods = k::running_pods(client, ns, &flow.spec.pipeline).await.map_err(api_failure)?;
+    let pods = k::running_pods(&cluster.client, ns, &flow.spec.pipeline).await.map_err(|e| cluster.failure(e))?;
     let running = targets::running(&flow.spec, &selected, &pods);
     if !running.is_empty() {
         return Err(Failure::refused(targets::cli_running_message(&running)));

@@ -66,14 +66,32 @@ pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
     let c = check(&input.verify);
     let mut problems = c.problems;
 
-    let (images, file_ok, p) = images::read(input.images_file.as_ref(), &input.images, &input.verify.env);
+    let (images, p) = images::read(input.images_file.as_ref(), &input.images, &input.verify.env);
     problems.extend(p);
     if let Some(raw) = &c.raw {
+        let takes_image: Vec<&String> =
+            raw.streamlets.iter().filter(|(_, d)| !d.starts_with("builtin/")).map(|(n, _)| n).collect();
+        // A mistyped name on the command line would leave the image unused without a word.
+        for (arg, name) in &images.args {
+            if !raw.streamlets.contains_key(name) {
+                let known = takes_image.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+                problems.push(Problem::UnknownImageStreamlet { argument: arg.clone(), streamlet: name.clone(), known });
+            }
+        }
         for (name, reference) in &raw.streamlets {
             let builtin = reference.starts_with("builtin/");
-            match (builtin, images.contains_key(name)) {
-                (true, true) => problems.push(Problem::BuiltinImage(name.clone())),
-                (false, false) if file_ok => problems.push(Problem::NoImage(name.clone())),
+            match (builtin, images.by_name.get(name)) {
+                (true, Some(_)) => problems.push(Problem::BuiltinImage(name.clone())),
+                (false, None) if images.file_ok => problems.push(Problem::NoImage(name.clone())),
+                (false, Some(image)) => {
+                    if let Some(reason) = images::reference_problem(image) {
+                        problems.push(Problem::InvalidImage {
+                            streamlet: name.clone(),
+                            reference: image.clone(),
+                            reason,
+                        });
+                    }
+                }
                 _ => {}
             }
         }
@@ -143,7 +161,11 @@ pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
             let d = v.deployment.streamlets.get(name);
             StreamletSpec {
                 name: name.to_string(),
-                image: if s.builtin { String::new() } else { images.get(name.as_str()).cloned().unwrap_or_default() },
+                image: if s.builtin {
+                    String::new()
+                } else {
+                    images.by_name.get(name.as_str()).cloned().unwrap_or_default()
+                },
                 replicas: d.map_or(1, |d| d.replicas),
                 config: d.map(|d| d.config.clone()).unwrap_or_default(),
                 inlets: s.inlets.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect(),

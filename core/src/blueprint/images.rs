@@ -6,19 +6,28 @@ use super::problems::Problem;
 use super::tree::{self, Node};
 use super::{Source, SourceError};
 
-/// Reads the images file and the `--image` arguments into streamlet name → image reference; an
-/// `--image` wins over the file for the same name. Names that are no streamlet are not refused.
+/// The images of the streamlets, as read.
+#[derive(Debug, Default)]
+pub struct Images {
+    /// Streamlet name → image reference; an `--image` wins over the file for the same name.
+    pub by_name: BTreeMap<String, String>,
+    /// Whether the file (if any) was read whole.
+    pub file_ok: bool,
+    /// The well-formed `--image` arguments, as (argument, name), in the order given.
+    pub args: Vec<(String, String)>,
+}
+
+/// Reads the images file and the `--image` arguments. Names of the file that are no streamlet are
+/// not refused here (an images file may serve several blueprints); [`check`] refuses an `--image`
+/// that names no streamlet.
 ///
 /// # Errors
 /// `images: <reason>` for a file that cannot be read or parsed or that maps a name to something
-/// other than a reference; `--image '<value>' is not name=reference` per bad argument. The map
-/// holds what could be read; the flag tells whether the file (if any) was read whole.
-pub fn read(
-    file: Option<&Source>,
-    args: &[String],
-    env: &HashMap<String, String>,
-) -> (BTreeMap<String, String>, bool, Vec<Problem>) {
+/// other than a reference; `--image '<value>' is not name=reference` per bad argument. The images
+/// hold what could be read.
+pub fn read(file: Option<&Source>, args: &[String], env: &HashMap<String, String>) -> (Images, Vec<Problem>) {
     let mut images = BTreeMap::new();
+    let mut given = Vec::new();
     let mut problems = Vec::new();
     let mut file_ok = true;
     if let Some(f) = file {
@@ -56,9 +65,47 @@ pub fn read(
         match a.split_once('=') {
             Some((name, reference)) if !name.trim().is_empty() && !reference.trim().is_empty() => {
                 images.insert(name.trim().to_string(), reference.trim().to_string());
+                given.push((a.clone(), name.trim().to_string()));
             }
             _ => problems.push(Problem::ImageArgument(a.clone())),
         }
     }
-    (images, file_ok, problems)
+    (Images { by_name: images, file_ok, args: given }, problems)
+}
+
+/// Why `reference` is not an image reference a container runtime accepts (the distribution
+/// project's grammar: `[registry[:port]/]path[:tag][@algorithm:digest]`, lower-case path), or
+/// `None` when it is one.
+pub fn reference_problem(reference: &str) -> Option<String> {
+    use oci_spec::distribution::{ParseError, Reference};
+    match reference.parse::<Reference>() {
+        Ok(_) => None,
+        // The grammar has no separate rule for capitals, so say so when they are all that is wrong.
+        Err(ParseError::ReferenceInvalidFormat)
+            if reference.chars().any(|c| c.is_ascii_uppercase())
+                && lowercase_path(reference).parse::<Reference>().is_ok() =>
+        {
+            Some(ParseError::NameContainsUppercase.to_string())
+        }
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// `reference` with its repository path (not the registry host, tag or digest) in lower case.
+fn lowercase_path(reference: &str) -> String {
+    let (name, rest) = match reference.find(['@']) {
+        Some(at) => reference.split_at(at),
+        None => (reference, ""),
+    };
+    // A tag follows the last ':' after the last '/'.
+    let slash = name.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match name[slash..].find(':') {
+        Some(c) => name.split_at(slash + c),
+        None => (name, ""),
+    };
+    let (host, path) = match name.split_once('/') {
+        Some((h, p)) if h.contains(['.', ':']) || h == "localhost" => (format!("{h}/"), p),
+        _ => (String::new(), name),
+    };
+    format!("{host}{}{tag}{rest}", path.to_ascii_lowercase())
 }

@@ -193,6 +193,25 @@ pub enum Problem {
     NoImage(String),
     /// `Streamlet '<name>' is built in and takes no image.`
     BuiltinImage(String),
+    /// *Ours*: `--image '<arg>' names streamlet '<name>', which the blueprint does not have; the
+    /// streamlets that take an image are: <a>, <b>.`
+    UnknownImageStreamlet {
+        /// The argument as given.
+        argument: String,
+        /// The name in it.
+        streamlet: String,
+        /// The streamlets that take an image, joined with `, ` (`none` when there are none).
+        known: String,
+    },
+    /// *Ours*: `Streamlet '<name>' has image '<ref>', which is not an image reference: <reason>.`
+    InvalidImage {
+        /// The streamlet.
+        streamlet: String,
+        /// The reference as given.
+        reference: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `pipeline id '<id>' must be 1-40 of [a-z0-9-], not starting or ending with '-'`.
     PipelineId(String),
     /// *Ours*: a `-n` value that Kubernetes would refuse.
@@ -323,6 +342,17 @@ impl fmt::Display for RawProblem<'_> {
             P::ImageArgument(v) => write!(f, "--image '{v}' is not name=reference"),
             P::NoImage(s) => write!(f, "Streamlet '{s}' has no image."),
             P::BuiltinImage(s) => write!(f, "Streamlet '{s}' is built in and takes no image."),
+            P::UnknownImageStreamlet { argument, streamlet, known } => {
+                let known = if known.is_empty() { "none" } else { known };
+                write!(
+                    f,
+                    "--image '{argument}' names streamlet '{streamlet}', which the blueprint does not have; \
+                     the streamlets that take an image are: {known}."
+                )
+            }
+            P::InvalidImage { streamlet, reference, reason } => {
+                write!(f, "Streamlet '{streamlet}' has image '{reference}', which is not an image reference: {reason}.")
+            }
             P::PipelineId(id) => {
                 write!(f, "pipeline id '{id}' must be 1-40 of [a-z0-9-], not starting or ending with '-'")
             }

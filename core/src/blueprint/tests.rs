@@ -651,11 +651,64 @@ fn image_messages() {
         ]
     );
     g.images = vec!["sink=a=b".into()];
-    assert_eq!(generated(&g).spec.streamlet("sink").unwrap().image, "a=b", "split at the first =");
+    assert_eq!(
+        gen_problems(&g),
+        ["Streamlet 'sink' has image 'a=b', which is not an image reference: invalid reference format."],
+        "split at the first ="
+    );
+    g.images = vec![];
     g.images_file = Some(Source::text("images.conf", "router = {"));
     assert_eq!(gen_problems(&g), ["images: ParseError at 1:11: expected }"]);
     g.images_file = Some(Source::text("images.conf", "router = [1]\nextra = x"));
     assert_eq!(gen_problems(&g), ["images: 'router' must be an image reference, not [1]"]);
+}
+
+#[test]
+fn an_image_for_a_streamlet_the_blueprint_lacks_is_refused() {
+    let mut g = gen_input(cart(&[]), Some("router = \"r:1\"\nsink = \"s:1\"\nelsewhere = \"e:1\""));
+    assert!(generate(&g).is_ok(), "an images file may name streamlets of other blueprints");
+    g.images = vec!["routr=registry.example.com/cart-router:1.2".into(), "sink=s:2".into()];
+    assert_eq!(
+        gen_problems(&g),
+        ["--image 'routr=registry.example.com/cart-router:1.2' names streamlet 'routr', which the blueprint \
+             does not have; the streamlets that take an image are: router, sink."]
+    );
+}
+
+#[test]
+fn malformed_image_references_are_refused() {
+    let good = [
+        "r:1",
+        "registry.example.com/cart-router:1.2",
+        "localhost:5000/shop/router",
+        "ghcr.io/acme/router@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "Registry.Example.com:443/acme/router:V1.2",
+    ];
+    for r in good {
+        assert_eq!(images::reference_problem(r), None, "{r}");
+    }
+    let bad = [
+        ("registry.example.com/Cart-Router:1.2", "repository name must be lowercase"),
+        ("router:1.2:3", "invalid reference format"),
+        ("router:", "invalid reference format"),
+        ("router with space", "invalid reference format"),
+        ("router@sha256:abc", "invalid reference format"),
+        ("router@sha256:0123456789abcdef0123456789abcdef", "invalid checksum digest length"),
+        ("-router", "invalid reference format"),
+    ];
+    for (r, why) in bad {
+        assert_eq!(images::reference_problem(r).as_deref(), Some(why), "{r}");
+    }
+    let mut g = gen_input(cart(&[]), Some("router = \"Router:1\"\nsink = \"s:1\""));
+    g.images = vec!["sink=sink:1:2".into()];
+    assert_eq!(
+        gen_problems(&g),
+        [
+            "Streamlet 'router' has image 'Router:1', which is not an image reference: repository name must be \
+             lowercase.",
+            "Streamlet 'sink' has image 'sink:1:2', which is not an image reference: invalid reference format.",
+        ]
+    );
 }
 
 #[test]

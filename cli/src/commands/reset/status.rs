@@ -1,5 +1,5 @@
 //! `flow reset status <id>`: where a reset request stands, group by group, read from the resource's
-//! status (written by the operator) and its annotations.
+//! status (written by the operator) and its annotations; and the waiting of `flow reset --wait`.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -9,39 +9,35 @@ use flow_adapters::kube as k;
 use flow_core::request::ResetRequest;
 use flow_core::resource::{AnkkaFlow, GroupStatus};
 use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde::Serialize;
 
-use super::api_failure;
-use crate::exit::Failure;
-
-/// Output formats.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Format {
-    /// A summary line and one row per consumer group.
-    #[default]
-    Table,
-    /// The report as JSON.
-    Json,
-    /// The report as YAML.
-    Yaml,
-}
+use crate::cluster::{Cluster, ClusterArgs};
+use crate::exit::{self, Failure, Output};
+use crate::output::{self, Format};
 
 /// Arguments of `flow reset status`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The request id, as `flow reset` printed it.
     id: String,
-    /// Namespace to look in. Default: every namespace the kubeconfig's user may list.
-    #[arg(short = 'n', long = "namespace")]
+    /// Namespace to look in. Default: every namespace the kubeconfig's user may list, else (when
+    /// the user may not list every namespace) the kubeconfig context's namespace.
+    #[arg(short = 'n', long = "namespace", value_name = "NS")]
     namespace: Option<String>,
+    /// Look in every namespace, and fail when the user may not list them all.
+    #[arg(short = 'A', long = "all-namespaces", conflicts_with = "namespace")]
+    all_namespaces: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Look only at this pipeline (its AnkkaFlow's name).
-    #[arg(long)]
+    #[arg(long, value_name = "PIPELINE")]
     pipeline: Option<String>,
-    /// Output format.
+    /// Output format: text (a summary and a table), json or yaml.
     #[arg(short = 'o', long = "output", value_enum, default_value_t)]
     output: Format,
-    /// Keep watching until the request is done (or refused), printing each change.
+    /// Keep watching until the request is done (or refused), printing each change; with -o yaml
+    /// the output is one YAML stream, each document starting with `---`.
     #[arg(long)]
     watch: bool,
 }
@@ -79,6 +75,52 @@ impl Report {
     /// Finished, and every group it reset has caught up (its lag was seen at 0).
     fn caught_up(&self) -> bool {
         self.finished() && self.groups.iter().filter(|g| g.outcome == "Reset").all(|g| g.caught_up_at.is_some())
+    }
+
+    /// One line for stderr while `--wait` waits: the phase, how many groups are finished, and why
+    /// it waits.
+    fn progress(&self) -> String {
+        let mut line = format!("reset {} of '{}': {}", self.id, self.pipeline, self.phase);
+        if !self.groups.is_empty() {
+            let finished = self.groups.iter().filter(|g| matches!(g.outcome.as_str(), "Reset" | "Failed")).count();
+            line.push_str(&format!(", {finished} of {} consumer groups finished", self.groups.len()));
+        }
+        if !self.detail.is_empty() {
+            line.push_str(&format!(" ({})", self.detail));
+        }
+        line
+    }
+
+    /// How a finished request ended, as the exit code of `flow reset --wait` and the line for
+    /// stderr; `None` while it is not finished, and for a request done with every group reset.
+    fn ending(&self, ns: &str) -> Option<(u8, String)> {
+        let (id, pipeline) = (&self.id, &self.pipeline);
+        match self.phase.as_str() {
+            "Refused" => {
+                Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was refused: {}", self.detail)))
+            }
+            "Superseded" => {
+                Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was superseded by a newer request")))
+            }
+            "Done" => {
+                let failed: Vec<&str> =
+                    self.groups.iter().filter(|g| g.outcome == "Failed").map(|g| g.group.as_str()).collect();
+                (!failed.is_empty()).then(|| {
+                    (
+                        exit::GROUPS_FAILED,
+                        format!(
+                            "reset {id} of '{pipeline}' is done, but {} of {} consumer groups could not be reset: {}; \
+                             kubectl -n {ns} get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsetsFailed \
+                             says why",
+                            failed.len(),
+                            self.groups.len(),
+                            failed.join(", ")
+                        ),
+                    )
+                })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -118,38 +160,79 @@ fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
     }
 }
 
-/// Finds request `id` among the AnkkaFlows `args` selects.
-async fn find(client: &Client, args: &Args) -> Result<Report, Failure> {
-    let api: Api<AnkkaFlow> = match &args.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
+/// Where to look for a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Scope {
+    /// One namespace.
+    Namespace(String),
+    /// Every namespace.
+    All,
+}
+
+/// The AnkkaFlows in `scope` (only `pipeline`, when given).
+async fn flows(cluster: &Cluster, scope: &Scope, pipeline: Option<&str>) -> Result<Vec<AnkkaFlow>, kube::Error> {
+    let api: Api<AnkkaFlow> = match scope {
+        Scope::Namespace(ns) => Api::namespaced(cluster.client.clone(), ns),
+        Scope::All => Api::all(cluster.client.clone()),
     };
-    let flows = match &args.pipeline {
-        Some(p) => api.get_opt(p).await.map_err(api_failure)?.into_iter().collect(),
-        None => api.list(&ListParams::default()).await.map_err(api_failure)?.items,
-    };
-    flows.iter().find_map(|f| report_from(f, &args.id)).ok_or_else(|| {
-        let scope = match (&args.pipeline, &args.namespace) {
-            (Some(p), Some(ns)) => format!("pipeline '{p}' in namespace '{ns}'"),
-            (Some(p), None) => format!("pipeline '{p}'"),
-            (None, Some(ns)) => format!("namespace '{ns}'"),
-            (None, None) => "any namespace".to_string(),
+    match (scope, pipeline) {
+        (Scope::Namespace(_), Some(p)) => Ok(api.get_opt(p).await?.into_iter().collect()),
+        // Across namespaces a name is no key: select by it.
+        (Scope::All, Some(p)) => {
+            Ok(api.list(&ListParams::default().fields(&format!("metadata.name={p}"))).await?.items)
+        }
+        (_, None) => Ok(api.list(&ListParams::default()).await?.items),
+    }
+}
+
+/// The scope `args` ask for. Without `-n` or `-A`, every namespace; but when the user may not list
+/// AnkkaFlows in every namespace (a namespace-scoped user), the kubeconfig's namespace, with a note
+/// for stderr.
+async fn scope(cluster: &Cluster, args: &Args) -> Result<(Scope, Option<String>), Failure> {
+    if let Some(ns) = &args.namespace {
+        return Ok((Scope::Namespace(ns.clone()), None));
+    }
+    if args.all_namespaces {
+        return Ok((Scope::All, None));
+    }
+    match flows(cluster, &Scope::All, args.pipeline.as_deref()).await {
+        Ok(_) => Ok((Scope::All, None)),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            let ns = cluster.namespace.clone();
+            let note = format!(
+                "note: you may not list AnkkaFlows in every namespace, so only namespace '{ns}' (the kubeconfig's) \
+                 was searched; name another with -n"
+            );
+            Ok((Scope::Namespace(ns), Some(note)))
+        }
+        Err(e) => Err(cluster.failure(e)),
+    }
+}
+
+/// Finds request `id` in `scope`.
+async fn find(cluster: &Cluster, scope: &Scope, pipeline: Option<&str>, id: &str) -> Result<Report, Failure> {
+    let flows = flows(cluster, scope, pipeline).await.map_err(|e| cluster.failure(e))?;
+    flows.iter().find_map(|f| report_from(f, id)).ok_or_else(|| {
+        let scope = match (pipeline, scope) {
+            (Some(p), Scope::Namespace(ns)) => format!("pipeline '{p}' in namespace '{ns}'"),
+            (Some(p), Scope::All) => format!("pipeline '{p}'"),
+            (None, Scope::Namespace(ns)) => format!("namespace '{ns}'"),
+            (None, Scope::All) => "any namespace".to_string(),
         };
         Failure::refused(format!(
-            "no reset request '{}' in {scope}: the id is the one `flow reset` printed; the last 10 requests of each pipeline are kept",
-            args.id
+            "no reset request '{id}' in {scope}: the id is the one `flow reset` printed; the last 10 requests of each pipeline are kept"
         ))
     })
 }
 
 /// Renders `r` in `format`.
+///
+/// # Errors
+/// The report cannot be serialised (not expected).
 pub fn render(r: &Report, format: Format) -> Result<String, Failure> {
     match format {
-        Format::Json => serde_json::to_string_pretty(r)
-            .map(|s| s + "\n")
-            .map_err(|e| Failure::refused(format!("cannot render JSON: {e}"))),
-        Format::Yaml => serde_saphyr::to_string(r).map_err(|e| Failure::refused(format!("cannot render YAML: {e}"))),
-        Format::Table => Ok(table(r, &Rates::new())),
+        Format::Text => Ok(table(r, &Rates::new())),
+        other => output::render(r, other),
     }
 }
 
@@ -221,15 +304,22 @@ fn table(r: &Report, rates: &Rates) -> String {
 ///
 /// # Errors
 /// No such request; the cluster cannot be reached or read.
-pub async fn run(client: Client, args: Args) -> Result<String, Failure> {
+pub async fn run(args: Args) -> Result<Output, Failure> {
+    let cluster = Cluster::connect(&args.cluster).await?;
+    let (scope, note) = scope(&cluster, &args).await?;
+    let pipeline = args.pipeline.as_deref();
     if !args.watch {
-        return render(&find(&client, &args).await?, args.output);
+        let stdout = render(&find(&cluster, &scope, pipeline, &args.id).await?, args.output)?;
+        return Ok(Output { stdout, stderr: note.into_iter().collect() });
     }
-    let redraw = args.output == Format::Table && std::io::stdout().is_terminal();
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
+    let redraw = args.output == Format::Text && std::io::stdout().is_terminal();
     let mut last: Option<(Report, Instant)> = None;
     let mut rates = Rates::new();
     loop {
-        let r = find(&client, &args).await?;
+        let r = find(&cluster, &scope, pipeline, &args.id).await?;
         let now = Instant::now();
         if last.as_ref().map(|(l, _)| l) != Some(&r) {
             if let Some((prev, at)) = &last {
@@ -242,15 +332,15 @@ pub async fn run(client: Client, args: Args) -> Result<String, Failure> {
                 }
             }
             let text = match args.output {
-                Format::Table => table(&r, &rates),
-                other => render(&r, other)?,
+                Format::Text => table(&r, &rates),
+                other => output::render_in_stream(&r, other)?,
             };
             if redraw {
                 print!("\x1b[2J\x1b[H");
             }
             print!("{text}");
             if r.caught_up() || matches!(r.phase.as_str(), "Refused" | "Superseded") {
-                return Ok(String::new());
+                return Ok(Output::default());
             }
             last = Some((r, now));
         }
@@ -258,24 +348,55 @@ pub async fn run(client: Client, args: Args) -> Result<String, Failure> {
     }
 }
 
-/// Waits until request `id` of `pipeline` in `ns` is finished, then renders it as a table.
+/// Waits until request `id` of `pipeline` in `ns` is finished, printing its progress on stderr
+/// whenever it changes, then renders its status in `format`.
 ///
 /// # Errors
-/// The cluster cannot be read, or the request disappears.
-pub async fn wait(client: Client, ns: &str, pipeline: &str, id: &str) -> Result<String, Failure> {
-    let args = Args {
-        id: id.to_string(),
-        namespace: Some(ns.to_string()),
-        pipeline: Some(pipeline.to_string()),
-        output: Format::Table,
-        watch: true,
-    };
+/// The cluster cannot be read, or the request disappears; and, with its own exit code, a request
+/// that was refused or superseded, one done with groups that failed, and `timeout` running out.
+pub async fn wait(
+    cluster: &Cluster,
+    ns: &str,
+    pipeline: &str,
+    id: &str,
+    timeout: Option<Duration>,
+    format: Format,
+) -> Result<Output, Failure> {
+    let scope = Scope::Namespace(ns.to_string());
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut shown = String::new();
     loop {
-        let r = find(&client, &args).await?;
-        if r.finished() {
-            return render(&r, Format::Table);
+        let r = find(cluster, &scope, Some(pipeline), id).await?;
+        let line = r.progress();
+        if line != shown {
+            eprintln!("{line}");
+            shown = line;
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if r.finished() {
+            let stdout = render(&r, format)?;
+            return match r.ending(ns) {
+                None => Ok(Output::from(stdout)),
+                Some((code, problem)) => Err(Failure::with_code(code, stdout, problem)),
+            };
+        }
+        if let (Some(deadline), Some(timeout)) = (deadline, timeout)
+            && Instant::now() >= deadline
+        {
+            return Err(Failure::with_code(
+                exit::TIMED_OUT,
+                render(&r, format)?,
+                format!(
+                    "timed out after {} waiting for reset {id} of '{pipeline}' ({}); the request stays and the \
+                     operator carries it on: flow reset status {id} -n {ns} --watch",
+                    humantime::format_duration(timeout),
+                    r.phase
+                ),
+            ));
+        }
+        let pause = deadline.map_or(Duration::from_secs(1), |d| {
+            d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))
+        });
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -345,5 +466,53 @@ mod tests {
             "catch-up: cart.router.in caught up at 2026-11-29T16:00:09Z\n"
         );
         assert!(r(g).caught_up());
+    }
+
+    fn report(phase: &str, outcomes: &[&str]) -> Report {
+        Report {
+            id: "u1".into(),
+            namespace: "shop".into(),
+            pipeline: "cart".into(),
+            phase: phase.into(),
+            detail: String::new(),
+            requested_at: None,
+            finished_at: None,
+            groups: outcomes
+                .iter()
+                .enumerate()
+                .map(|(i, o)| GroupStatus {
+                    group: format!("cart.s{i}.in"),
+                    outcome: (*o).into(),
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn how_a_waited_for_request_ended_is_its_exit_code() {
+        assert_eq!(report("Resetting", &["Reset", "Pending"]).ending("shop"), None, "not finished");
+        assert_eq!(report("Done", &["Reset", "Reset"]).ending("shop"), None, "done well: exit 0");
+        let (code, line) = report("Done", &["Reset", "Failed"]).ending("shop").unwrap();
+        assert_eq!(code, exit::GROUPS_FAILED);
+        assert!(
+            line.starts_with("reset u1 of 'cart' is done, but 1 of 2 consumer groups could not be reset: cart.s1.in;")
+        );
+        let mut refused = report("Refused", &[]);
+        refused.detail = "streamlet [router] still has 1 pod(s)".into();
+        assert_eq!(
+            refused.ending("shop"),
+            Some((exit::RESET_REFUSED, "reset u1 of 'cart' was refused: streamlet [router] still has 1 pod(s)".into()))
+        );
+        assert_eq!(report("Superseded", &[]).ending("shop").unwrap().0, exit::RESET_REFUSED);
+    }
+
+    #[test]
+    fn progress_counts_finished_groups() {
+        assert_eq!(report("Requested", &[]).progress(), "reset u1 of 'cart': Requested");
+        assert_eq!(
+            report("Resetting", &["Reset", "Committing", "Failed"]).progress(),
+            "reset u1 of 'cart': Resetting, 2 of 3 consumer groups finished"
+        );
     }
 }

@@ -1,0 +1,116 @@
+//! Logging in to Kubernetes the way kubectl does: `--kubeconfig`, `--context` and `-n` on every
+//! command that talks to the cluster, and errors that name the API server and the cause.
+
+use std::path::PathBuf;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::exit::Failure;
+
+/// The options of every command that talks to the cluster.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ClusterArgs {
+    /// The kubeconfig file to use. Default: $KUBECONFIG (several files joined with ':' are merged,
+    /// as kubectl does), else ~/.kube/config, else the pod's service account when run in a pod.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use. Default: its current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// A client, the namespace of the kubeconfig context, and the API server's address for messages.
+pub struct Cluster {
+    /// The client.
+    pub client: Client,
+    /// The context's namespace (`default` when it names none).
+    pub namespace: String,
+    /// The API server's URL.
+    pub server: String,
+}
+
+impl Cluster {
+    /// Logs in as `args` say, the way kubectl does.
+    ///
+    /// # Errors
+    /// `cannot reach Kubernetes: <reason>` when there is no usable kubeconfig (or in-cluster
+    /// service account), the context is unknown, or the client cannot be built.
+    pub async fn connect(args: &ClusterArgs) -> Result<Cluster, Failure> {
+        let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+        let unreachable = |reason: String| Failure::refused(format!("cannot reach Kubernetes: {reason}"));
+        let config = match (&args.kubeconfig, &args.context) {
+            (Some(path), _) => {
+                let kubeconfig = Kubeconfig::read_from(path).map_err(|e| unreachable(causes(&e)))?;
+                Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(|e| unreachable(causes(&e)))?
+            }
+            // A context only exists in a kubeconfig, so the in-cluster fallback does not apply.
+            (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(|e| unreachable(causes(&e)))?,
+            (None, None) => Config::infer().await.map_err(|e| unreachable(causes(&e)))?,
+        };
+        let namespace = config.default_namespace.clone();
+        let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+        let client = Client::try_from(config).map_err(|e| unreachable(format!("{server}: {}", causes(&e))))?;
+        Ok(Cluster { client, namespace, server })
+    }
+
+    /// The failure of an API call: the API server's own answer as `reset failed: <message>`, or
+    /// `cannot reach Kubernetes: <server>: <cause>` when no answer came.
+    pub fn failure(&self, e: kube::Error) -> Failure {
+        match e {
+            kube::Error::Api(s) => Failure::refused(format!("reset failed: {}", s.message)),
+            other => Failure::refused(format!("cannot reach Kubernetes: {}: {}", self.server, causes(&other))),
+        }
+    }
+}
+
+/// An error and its sources, joined with `: `, leaving out a source whose text an outer error
+/// already shows (`client error (Connect): client error (Connect)`, or an outer text that ends with
+/// its source's).
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut texts: Vec<String> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        if !texts.iter().any(|t| t.contains(&text)) {
+            texts.push(text);
+        }
+        next = err.source();
+    }
+    texts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct E(&'static str, Option<Box<E>>);
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for E {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn causes_keep_each_text_once() {
+        let e = E(
+            "ServiceError: client error (Connect)",
+            Some(Box::new(E(
+                "client error (Connect)",
+                Some(Box::new(E("tcp connect error", Some(Box::new(E("Connection refused (os error 111)", None)))))),
+            ))),
+        );
+        assert_eq!(
+            causes(&e),
+            "ServiceError: client error (Connect): tcp connect error: Connection refused (os error 111)"
+        );
+        let e = E("failed to read kubeconfig: no such file", Some(Box::new(E("no such file", None))));
+        assert_eq!(causes(&e), "failed to read kubeconfig: no such file");
+    }
+}
