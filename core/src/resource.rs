@@ -199,9 +199,20 @@ pub struct AnkkaFlowStatus {
     /// Reasons for the phase, joined with `; `; empty when Ready.
     #[serde(default)]
     pub detail: String,
+    /// When `phase` last changed (RFC 3339); kept while the phase stays the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
     /// Per streamlet: desired and ready replicas.
     #[serde(default)]
     pub streamlets: Vec<StreamletStatus>,
+    /// Per topic: whether it exists in Kafka.
+    #[serde(default)]
+    pub topics: Vec<TopicStatus>,
+    /// `Ready`, `Applied` and (once a reset was requested) `ResetComplete`, as the Kubernetes API
+    /// conventions define conditions (docs/rendering.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
     /// The latest reset request and where it stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset: Option<ResetStatus>,
@@ -233,6 +244,42 @@ pub struct StreamletStatus {
     /// `rolling out`, `<ready> of <desired> ready`, or empty.
     #[serde(default)]
     pub detail: String,
+}
+
+/// Observed state of one topic.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicStatus {
+    /// Topic id.
+    pub id: String,
+    /// Whether the topic exists in Kafka (a managed topic counts as existing once the operator
+    /// created it).
+    pub exists: bool,
+    /// Empty, `created by the operator`, `topic '<kafka-name>' does not exist`, or
+    /// `Kafka unreachable: <reason>`.
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// One condition, as the Kubernetes API conventions define it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type, CamelCase: `Ready`, `Applied`, `ResetComplete`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Why, in one CamelCase word.
+    pub reason: String,
+    /// Why, for people; may be empty.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    pub last_transition_time: String,
+    /// The `metadata.generation` the condition was set from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 /// The latest reset request, as the operator last saw it.

@@ -207,6 +207,25 @@ impl fmt::Display for DescriptorProblem {
     }
 }
 
+impl DescriptorProblem {
+    /// Whether the problem is one of the JSON's shape (a field of the wrong JSON type, a field the
+    /// format does not have, an unknown parameter type): the descriptor does not parse, as opposed
+    /// to parsing into values that break a rule.
+    pub fn is_shape(&self) -> bool {
+        use DescriptorProblem as P;
+        matches!(
+            self,
+            P::Unreadable(_)
+                | P::NotJson(_)
+                | P::NotAnObject(_)
+                | P::NotAString(_)
+                | P::NotAnArray(_)
+                | P::UnknownField(_)
+                | P::UnknownParamType(_)
+        )
+    }
+}
+
 /// A descriptor file that did not validate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejected {
@@ -351,6 +370,20 @@ impl Descriptor {
         outlets.sort_by(|a, b| a.name.cmp(&b.name));
         params.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(Descriptor { protocol_version, sdk_name, sdk_version, name, description, inlets, outlets, params })
+    }
+
+    /// Parses and validates the `streamlet` object of a descriptor, as a resource's `descriptor`
+    /// field holds it, in a descriptor of this platform's protocol version and no `sdk`: the form
+    /// the operator mounts for the sidecar as `descriptor.json`.
+    ///
+    /// # Errors
+    /// Every problem found in the object, as [`Descriptor::parse`] reports them.
+    pub fn from_streamlet_object(streamlet: &Map<String, Value>) -> Result<Descriptor, Rejected> {
+        let mut root = Map::new();
+        root.insert("protocol_version".into(), Value::String(PROTOCOL_VERSION.into()));
+        root.insert("streamlet".into(), Value::Object(streamlet.clone()));
+        // A JSON value written by serde_json always reads back.
+        Descriptor::parse(&Value::Object(root).to_string())
     }
 
     /// The `streamlet.name` blueprints refer to.

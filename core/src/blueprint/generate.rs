@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::descriptor::PROTOCOL_VERSION;
 use super::names::{KafkaTopicName, PipelineId};
 use super::problems::{Note, Problem};
-use super::{CLEANUP_POLICY, Source, VerifyInput, check, images};
+use super::{CLEANUP_POLICY, Source, VerifyInput, check, default_pipeline, images, name_problems};
 use crate::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, MANAGED_BY, is_dns_label};
 use crate::resource::{AnkkaFlow, AnkkaFlowSpec, Batch, ManagedTopicsPolicy, OnDelete, StreamletSpec, TopicSpec};
 
@@ -48,12 +48,10 @@ pub struct Generated {
 /// The pipeline id: `--pipeline`, else `blueprint.name`, else the blueprint's file name up to its
 /// first `.` (reference.md §5.2).
 fn pipeline_text(input: &GenerateInput, blueprint_name: Option<&str>) -> String {
-    if let Some(p) = input.pipeline.as_deref().or(blueprint_name) {
-        return p.to_string();
+    match &input.pipeline {
+        Some(p) => p.clone(),
+        None => default_pipeline(&input.verify.blueprint.name, blueprint_name),
     }
-    let path = input.verify.blueprint.name.as_str();
-    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
-    file.split('.').next().unwrap_or(file).to_string()
 }
 
 /// Generates the resource (reference.md §5.2).
@@ -114,6 +112,7 @@ pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
     }
 
     let (Some(v), Some(pipeline)) = (c.verified, pipeline) else { return Err(problems) };
+    problems.extend(name_problems(pipeline.as_str(), &v));
 
     let mut topics = Vec::new();
     for (id, t) in &v.blueprint.topics {

@@ -123,11 +123,52 @@ pub(crate) struct Checked {
 /// # Errors
 /// Every problem found, descriptors first, then the blueprint, then the `--conf` files.
 pub fn verify(input: &VerifyInput) -> Result<Verified, Vec<Problem>> {
-    let c = check(input);
+    let mut c = check(input);
+    // The pipeline id `flow generate` takes without `--pipeline`; one that is not a valid id is
+    // generate's to refuse, and then there are no names to check.
+    if let Some(v) = &c.verified {
+        let pipeline = default_pipeline(&input.blueprint.name, v.blueprint.name.as_deref());
+        if names::PipelineId::parse(&pipeline).is_some() {
+            c.problems.extend(name_problems(&pipeline, v));
+        }
+    }
     match c.verified {
         Some(v) if c.problems.is_empty() => Ok(v),
         _ => Err(c.problems),
     }
+}
+
+/// The pipeline id when `--pipeline` is not given: `blueprint.name`, else the blueprint's file name
+/// up to its first `.` (`blueprint.conf` -> `blueprint`).
+pub(crate) fn default_pipeline(blueprint_path: &str, blueprint_name: Option<&str>) -> String {
+    if let Some(name) = blueprint_name {
+        return name.to_string();
+    }
+    let file = blueprint_path.rsplit(['/', '\\']).next().unwrap_or(blueprint_path);
+    file.split('.').next().unwrap_or(file).to_string()
+}
+
+/// The names the operator would render for `pipeline` that Kubernetes would refuse (the operator
+/// runs the same check, see [`crate::render::names`]).
+pub(crate) fn name_problems(pipeline: &str, v: &Verified) -> Vec<Problem> {
+    let streamlets: Vec<crate::render::names::NamedStreamlet<'_>> = v
+        .blueprint
+        .streamlets
+        .iter()
+        .map(|(name, s)| crate::render::names::NamedStreamlet {
+            name: name.as_str(),
+            stage_secret: if s.builtin {
+                v.deployment
+                    .streamlets
+                    .get(name)
+                    .and_then(|d| d.config.get(crate::render::plan::STAGE_SECRET_PARAM))
+                    .and_then(|s| s.as_str())
+            } else {
+                None
+            },
+        })
+        .collect();
+    crate::render::names::check(pipeline, &streamlets).into_iter().map(Problem::Name).collect()
 }
 
 pub(crate) fn check(input: &VerifyInput) -> Checked {

@@ -216,6 +216,9 @@ pub enum Problem {
     PipelineId(String),
     /// *Ours*: a `-n` value that Kubernetes would refuse.
     Namespace(String),
+    /// *Ours*: a name or label value the operator would render that Kubernetes would refuse (the
+    /// operator refuses the resource with the same text).
+    Name(crate::render::names::NameProblem),
 }
 
 fn plural_ports(f: &mut fmt::Formatter<'_>, one: &str, many: &str, ports: &[String]) -> fmt::Result {
@@ -356,6 +359,7 @@ impl fmt::Display for RawProblem<'_> {
             P::PipelineId(id) => {
                 write!(f, "pipeline id '{id}' must be 1-40 of [a-z0-9-], not starting or ending with '-'")
             }
+            P::Name(p) => write!(f, "{p}"),
             P::Namespace(ns) => write!(
                 f,
                 "namespace '{ns}' is not a Kubernetes namespace name: 1-63 of [a-z0-9-], not starting or ending with '-'"

@@ -755,6 +755,40 @@ fn long_managed_topic_names_are_refused_at_generate() {
 }
 
 #[test]
+fn names_the_operator_could_not_render_are_refused_by_verify_and_generate() {
+    let pipeline = "p".repeat(40);
+    let streamlet = "s".repeat(50);
+    let bp = fixture("cart/blueprint.conf")
+        .replace("name = cart", &format!("name = {pipeline}"))
+        .replace("router = cart-router", &format!("{streamlet} = cart-router"))
+        .replace("router.", &format!("{streamlet}."));
+    let want = format!(
+        "streamlet '{streamlet}': label app.kubernetes.io/name would be '{pipeline}-{streamlet}', 91 characters, \
+         but a label value holds at most 63; shorten the pipeline id or the streamlet name"
+    );
+    assert_eq!(texts(&verify(&input("cart", &bp, &[])).unwrap_err()), std::slice::from_ref(&want));
+    let images = fixture("cart/images.conf").replace("router", &streamlet);
+    let mut g = gen_input(input("cart", &bp, &[]), Some(&images));
+    assert_eq!(gen_problems(&g), [want]);
+    // generate checks the pipeline it writes: a short --pipeline fits
+    g.pipeline = Some("cart".into());
+    assert_eq!(generated(&g).spec.pipeline, "cart");
+    // verify checks the pipeline generate would take without --pipeline; an invalid one is
+    // generate's to refuse
+    let invalid = bp.replace(&format!("name = {pipeline}"), "name = Not_An_Id");
+    assert!(verify(&input("cart", &invalid, &[])).is_ok());
+    // the built-in's Secret name is checked too
+    let verify_graph =
+        input("graph", &fixture("graph/blueprint.conf"), &["flow.streamlets.graph { config { secret = Neo4j_Shop } }"]);
+    assert_eq!(
+        texts(&verify(&verify_graph).unwrap_err()),
+        [
+            "streamlet 'graph': 'secret' parameter 'Neo4j_Shop' is not a Kubernetes object name: at most 253 of [a-z0-9-.], beginning and ending with a letter or digit"
+        ]
+    );
+}
+
+#[test]
 fn delta_topic_notes() {
     let graph = |topic_settings: &str, managed: bool| {
         let bp = format!(

@@ -1,10 +1,6 @@
-//! What the operator applies for a pipeline, and the status it reports: pure functions of the
-//! resource and of what was observed.
-//!
-//! Rendered here: one Deployment per streamlet, `flow-<pipeline>-<streamlet>`, with the resource's
-//! replicas and the labels of reference.md §8.5. The sidecar and its configuration Secret are not
-//! rendered by this version (the streamlet runtime is out of scope, product.md §2.4); the pod runs
-//! the streamlet's `process` container.
+//! The Deployment and status the operator used before it rendered through [`super::plan`]: only the
+//! `process` container, no sidecar, no Secret, no topics. Kept until the operator's reconcile moves
+//! to the plan, then removed.
 
 use std::collections::BTreeMap;
 
@@ -13,18 +9,9 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::names::{LABEL_MANAGED_BY, LABEL_NAME, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY, streamlet_object_name};
+use super::names::streamlet_labels;
+use crate::names::{LABEL_PIPELINE, LABEL_STREAMLET, streamlet_object_name};
 use crate::resource::{AnkkaFlowSpec, AnkkaFlowStatus, StreamletSpec, StreamletStatus};
-
-/// Labels of every per-streamlet object and its pods.
-pub fn streamlet_labels(pipeline: &str, streamlet: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
-        (LABEL_PIPELINE.to_string(), pipeline.to_string()),
-        (LABEL_STREAMLET.to_string(), streamlet.to_string()),
-        (LABEL_NAME.to_string(), format!("{pipeline}-{streamlet}")),
-    ])
-}
 
 /// The Deployment of one streamlet, owned by the resource (`owner` is its controller reference).
 pub fn deployment(spec: &AnkkaFlowSpec, s: &StreamletSpec, namespace: &str, owner: OwnerReference) -> Deployment {
@@ -133,14 +120,14 @@ pub fn status(
         phase: Some(phase.into()),
         detail: details.join("; "),
         streamlets,
-        reset: None,
-        reset_history: Vec::new(),
+        ..AnkkaFlowStatus::default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::{LABEL_MANAGED_BY, LABEL_NAME};
     use crate::targets::tests::cart;
 
     fn owner() -> OwnerReference {

@@ -1,0 +1,235 @@
+//! The status of a pipeline: its phase, a detail per streamlet and per topic, and the conditions.
+//!
+//! # Phase
+//! A streamlet is *settled* when its Deployment exists, carries the config hash just rendered and the
+//! resource's image, and has rolled out (`observedGeneration >= generation`, `updatedReplicas >=
+//! replicas`). Its detail is `rolling out` until it is settled, then `<ready> of <desired> ready`
+//! while fewer replicas are ready than desired, then empty.
+//!
+//! A topic that exists in Kafka shows `exists: true`. A managed topic that does not exist (or whose
+//! Kafka could not be reached) is created by this reconcile, so it shows `exists: true` with
+//! `created by the operator`. An unmanaged topic that is missing shows `exists: false` with
+//! `topic '<kafka-name>' does not exist`, or `Kafka unreachable: <reason>`.
+//!
+//! The phase is `Degraded` when a topic does not exist; else `Ready` when every streamlet is settled
+//! with all its replicas ready; else `Pending` while a streamlet is not settled; else `Degraded`. A
+//! refused resource is `Failed`. The detail joins the missing topics' details and the streamlets'
+//! `<name>: <detail>` with `; `.
+//!
+//! # Conditions
+//! Per the Kubernetes API conventions: `Ready` (True when the phase is `Ready`; its reason is the
+//! phase), `Applied` (whether the last reconcile applied everything), and `ResetComplete` once a
+//! reset was requested. A condition's `lastTransitionTime` changes only when its `status` does; the
+//! status's own `lastTransitionTime` only when the phase does.
+//!
+//! # Order of use
+//! The plan gives a status without conditions or reset ([`super::plan::Plan::status`]); the reset
+//! driver fills `reset` and `resetHistory`; [`finish`] then adds the times and the conditions, and
+//! [`needs_write`] says whether it differs from the stored status.
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::resource::{AnkkaFlowStatus, Condition, StreamletSpec, StreamletStatus, TopicStatus};
+
+/// The phase of a pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// A streamlet is rolling out.
+    Pending,
+    /// Every streamlet rolled out with all its replicas ready, and every topic exists.
+    Ready,
+    /// A topic does not exist, or a streamlet has fewer ready replicas than desired.
+    Degraded,
+    /// The resource was refused: nothing was applied.
+    Failed,
+}
+
+impl Phase {
+    /// The status's string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Ready => "Ready",
+            Phase::Degraded => "Degraded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+/// What was observed of a streamlet's Deployment (one owned by the resource).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObservedDeployment {
+    /// Its pod template's config-hash annotation.
+    pub config_hash: Option<String>,
+    /// The image of its `process` container; `None` when it has none (a built-in).
+    pub process_image: Option<String>,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `status.observedGeneration`.
+    pub observed_generation: i64,
+    /// `status.updatedReplicas`.
+    pub updated_replicas: i32,
+    /// `status.readyReplicas`.
+    pub ready_replicas: i32,
+}
+
+/// A streamlet's status, and whether it is settled.
+pub(crate) fn streamlet_status(
+    s: &StreamletSpec,
+    rendered_hash: &str,
+    observed: Option<&ObservedDeployment>,
+) -> (StreamletStatus, bool) {
+    let wanted_image = (!s.builtin).then_some(s.image.as_str());
+    let settled = observed.is_some_and(|d| {
+        d.config_hash.as_deref() == Some(rendered_hash)
+            && d.process_image.as_deref() == wanted_image
+            && d.observed_generation >= d.generation
+            && d.updated_replicas >= s.replicas
+    });
+    let ready = observed.map_or(0, |d| d.ready_replicas);
+    let detail = if !settled {
+        "rolling out".to_string()
+    } else if ready < s.replicas {
+        format!("{ready} of {} ready", s.replicas)
+    } else {
+        String::new()
+    };
+    (StreamletStatus { name: s.name.clone(), desired: s.replicas, ready, detail }, settled)
+}
+
+/// Phase and detail from the streamlets (with whether each is settled) and the topics.
+pub(crate) fn phase(streamlets: &[(StreamletStatus, bool)], topics: &[TopicStatus]) -> (Phase, String) {
+    let mut details: Vec<String> = topics.iter().filter(|t| !t.exists).map(|t| t.detail.clone()).collect();
+    details.extend(
+        streamlets.iter().filter(|(s, _)| !s.detail.is_empty()).map(|(s, _)| format!("{}: {}", s.name, s.detail)),
+    );
+    let phase = if topics.iter().any(|t| !t.exists) {
+        Phase::Degraded
+    } else if streamlets.iter().all(|(s, settled)| *settled && s.ready >= s.desired) {
+        Phase::Ready
+    } else if streamlets.iter().any(|(_, settled)| !settled) {
+        Phase::Pending
+    } else {
+        Phase::Degraded
+    };
+    (phase, details.join("; "))
+}
+
+/// How the last reconcile ended, for the `Applied` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// Everything of the plan was applied.
+    Applied,
+    /// The resource was refused; nothing was applied. `reason` is the refusal events' reason
+    /// (`Refused` or `SidecarImageMissing`).
+    Refused {
+        /// Event reason.
+        reason: String,
+    },
+    /// A step was rejected (by Kafka, or by the API server: a quota, an admission webhook,
+    /// validation); the steps after it were not carried out.
+    Failed {
+        /// What failed and why, as [`super::plan::apply_failed`] words it.
+        message: String,
+    },
+}
+
+/// Condition type: the pipeline is ready.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type: the last reconcile applied everything.
+pub const CONDITION_APPLIED: &str = "Applied";
+/// Condition type: the latest reset request is done.
+pub const CONDITION_RESET_COMPLETE: &str = "ResetComplete";
+
+/// `now` as a Kubernetes API time: RFC 3339 in UTC, whole seconds.
+pub fn api_time(now: Timestamp) -> String {
+    // Whole seconds, as the API's own times; a Timestamp always formats.
+    Timestamp::from_second(now.as_second()).map_or_else(|_| now.to_string(), |t| t.to_string())
+}
+
+fn condition(type_: &str, status: bool, reason: &str, message: String, generation: Option<i64>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: String::new(),
+        observed_generation: generation,
+    }
+}
+
+/// A CamelCase reason from a phase string written by someone else (the reset driver): the string
+/// itself when it is one, else `Unknown`.
+fn camel(s: &str) -> &str {
+    let ok = s.starts_with(|c: char| c.is_ascii_uppercase()) && s.chars().all(|c| c.is_ascii_alphanumeric());
+    if ok { s } else { "Unknown" }
+}
+
+/// Completes a status: `lastTransitionTime` (kept from `previous` while the phase is the same) and
+/// the conditions (each keeping its `lastTransitionTime` from `previous` while its status is the
+/// same). Call it last, once the reset driver filled `reset`.
+pub fn finish(
+    mut status: AnkkaFlowStatus,
+    previous: Option<&AnkkaFlowStatus>,
+    outcome: &ApplyOutcome,
+    now: Timestamp,
+) -> AnkkaFlowStatus {
+    let now = api_time(now);
+    status.last_transition_time = match previous {
+        Some(p) if p.phase == status.phase && p.last_transition_time.is_some() => p.last_transition_time.clone(),
+        _ => Some(now.clone()),
+    };
+    let generation = status.observed_generation;
+    let phase = status.phase.clone().unwrap_or_default();
+    let mut conditions = vec![condition(
+        CONDITION_READY,
+        phase == Phase::Ready.as_str(),
+        camel(&phase),
+        status.detail.clone(),
+        generation,
+    )];
+    conditions.push(match outcome {
+        ApplyOutcome::Applied => condition(CONDITION_APPLIED, true, "Applied", String::new(), generation),
+        ApplyOutcome::Refused { reason } => {
+            condition(CONDITION_APPLIED, false, camel(reason), status.detail.clone(), generation)
+        }
+        ApplyOutcome::Failed { message } => {
+            condition(CONDITION_APPLIED, false, "ApplyFailed", message.clone(), generation)
+        }
+    });
+    if let Some(reset) = &status.reset {
+        let done = reset.phase == "Done";
+        let who = if reset.id.is_empty() { "the reset request".to_string() } else { format!("reset {}", reset.id) };
+        let mut message = format!("{who} is {}", reset.phase.to_ascii_lowercase());
+        if !reset.detail.is_empty() {
+            message.push_str(": ");
+            message.push_str(&reset.detail);
+        }
+        conditions.push(condition(CONDITION_RESET_COMPLETE, done, camel(&reset.phase), message, generation));
+    }
+    for c in &mut conditions {
+        let before = previous.and_then(|p| p.conditions.iter().find(|b| b.type_ == c.type_));
+        c.last_transition_time = match before {
+            Some(b) if b.status == c.status && !b.last_transition_time.is_empty() => b.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+    }
+    status.conditions = conditions;
+    status
+}
+
+/// Whether `new` must be written over `current`: they differ in anything but the transition times.
+pub fn needs_write(current: Option<&AnkkaFlowStatus>, new: &AnkkaFlowStatus) -> bool {
+    fn without_times(s: &AnkkaFlowStatus) -> AnkkaFlowStatus {
+        let mut s = s.clone();
+        s.last_transition_time = None;
+        for c in &mut s.conditions {
+            c.last_transition_time.clear();
+        }
+        s
+    }
+    current.is_none_or(|c| without_times(c) != without_times(new))
+}
+
+#[cfg(test)]
+mod tests;

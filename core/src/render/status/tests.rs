@@ -1,0 +1,223 @@
+use super::*;
+use crate::resource::ResetStatus;
+use crate::targets::tests::streamlet;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn deployment(hash: &str, image: &str, generation: i64, observed: i64, updated: i32, ready: i32) -> ObservedDeployment {
+    ObservedDeployment {
+        config_hash: Some(hash.into()),
+        process_image: Some(image.into()),
+        generation,
+        observed_generation: observed,
+        updated_replicas: updated,
+        ready_replicas: ready,
+    }
+}
+
+fn topic(id: &str, exists: bool, detail: &str) -> TopicStatus {
+    TopicStatus { id: id.into(), exists, detail: detail.into() }
+}
+
+#[test]
+fn a_streamlet_is_settled_only_with_the_new_hash_image_and_a_finished_rollout() {
+    let s = streamlet("router", 3, &[]);
+    let image = s.image.clone();
+    let settled = |d: Option<&ObservedDeployment>| streamlet_status(&s, "h", d);
+    assert_eq!(settled(None).0.detail, "rolling out");
+    assert!(!settled(None).1);
+    assert!(settled(Some(&deployment("h", &image, 2, 2, 3, 3))).1);
+    assert_eq!(settled(Some(&deployment("h", &image, 2, 2, 3, 3))).0.detail, "");
+    for not in [
+        deployment("old", &image, 2, 2, 3, 3),
+        deployment("h", "other:1", 2, 2, 3, 3),
+        deployment("h", &image, 3, 2, 3, 3),
+        deployment("h", &image, 2, 2, 2, 3),
+    ] {
+        let (st, ok) = settled(Some(&not));
+        assert!(!ok, "{not:?}");
+        assert_eq!(st.detail, "rolling out");
+    }
+    let (st, ok) = settled(Some(&deployment("h", &image, 2, 2, 3, 1)));
+    assert!(ok);
+    assert_eq!((st.desired, st.ready, st.detail.as_str()), (3, 1, "1 of 3 ready"));
+}
+
+#[test]
+fn a_builtin_has_no_process_image_to_compare() {
+    let mut s = streamlet("graph", 1, &[]);
+    s.builtin = true;
+    s.image = String::new();
+    let mut d = deployment("h", "", 1, 1, 1, 1);
+    d.process_image = None;
+    assert!(streamlet_status(&s, "h", Some(&d)).1);
+}
+
+#[test]
+fn phase_rules() {
+    let ok = (StreamletStatus { name: "a".into(), desired: 1, ready: 1, detail: String::new() }, true);
+    let rolling = (StreamletStatus { name: "b".into(), desired: 1, ready: 0, detail: "rolling out".into() }, false);
+    let short = (StreamletStatus { name: "c".into(), desired: 3, ready: 1, detail: "1 of 3 ready".into() }, true);
+    let present = topic("t", true, "");
+    let created = topic("m", true, "created by the operator");
+    let missing = topic("u", false, "topic 'shop.cart-events.v1' does not exist");
+
+    let present_only = [present.clone()];
+    assert_eq!(phase(std::slice::from_ref(&ok), &[present.clone(), created]), (Phase::Ready, String::new()));
+    assert_eq!(phase(&[], &[]), (Phase::Ready, String::new()));
+    assert_eq!(phase(&[ok.clone(), rolling.clone()], &present_only), (Phase::Pending, "b: rolling out".into()));
+    assert_eq!(phase(&[ok, short.clone()], &present_only), (Phase::Degraded, "c: 1 of 3 ready".into()));
+    // not settled wins over too few ready
+    assert_eq!(phase(&[rolling.clone(), short.clone()], &[]).0, Phase::Pending);
+    // a missing topic wins over everything, and comes first in the detail
+    assert_eq!(
+        phase(&[rolling, short], &[present, missing]),
+        (Phase::Degraded, "topic 'shop.cart-events.v1' does not exist; b: rolling out; c: 1 of 3 ready".to_string())
+    );
+}
+
+fn draft(phase: &str, detail: &str) -> AnkkaFlowStatus {
+    AnkkaFlowStatus {
+        observed_generation: Some(4),
+        phase: Some(phase.into()),
+        detail: detail.into(),
+        ..AnkkaFlowStatus::default()
+    }
+}
+
+fn cond<'a>(s: &'a AnkkaFlowStatus, type_: &str) -> &'a Condition {
+    s.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+#[test]
+fn times_are_whole_seconds_in_utc() {
+    assert_eq!(api_time(ts("2026-09-28T10:00:00.123456Z")), "2026-09-28T10:00:00Z");
+    assert_eq!(api_time(ts("2026-09-28T12:00:05+02:00")), "2026-09-28T10:00:05Z");
+}
+
+#[test]
+fn ready_and_applied_conditions() {
+    let t0 = ts("2026-09-28T10:00:00Z");
+    let s = finish(draft("Ready", ""), None, &ApplyOutcome::Applied, t0);
+    assert_eq!(s.last_transition_time.as_deref(), Some("2026-09-28T10:00:00Z"));
+    assert_eq!(
+        s.conditions,
+        vec![
+            Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "Ready".into(),
+                message: String::new(),
+                last_transition_time: "2026-09-28T10:00:00Z".into(),
+                observed_generation: Some(4),
+            },
+            Condition {
+                type_: "Applied".into(),
+                status: "True".into(),
+                reason: "Applied".into(),
+                message: String::new(),
+                last_transition_time: "2026-09-28T10:00:00Z".into(),
+                observed_generation: Some(4),
+            },
+        ]
+    );
+
+    let pending = finish(draft("Pending", "router: rolling out"), None, &ApplyOutcome::Applied, t0);
+    let ready = cond(&pending, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str(), ready.message.as_str()),
+        ("False", "Pending", "router: rolling out")
+    );
+
+    let refused = finish(
+        draft("Failed", "no sidecar image is configured: set FLOW_SIDECAR_IMAGE on the operator"),
+        None,
+        &ApplyOutcome::Refused { reason: "SidecarImageMissing".into() },
+        t0,
+    );
+    let applied = cond(&refused, "Applied");
+    assert_eq!((applied.status.as_str(), applied.reason.as_str()), ("False", "SidecarImageMissing"));
+    assert_eq!(applied.message, refused.detail);
+    assert_eq!(cond(&refused, "Ready").reason, "Failed");
+
+    let failed = finish(
+        draft("Pending", "router: rolling out"),
+        None,
+        &ApplyOutcome::Failed { message: "could not apply Deployment 'flow-cart-router': exceeded quota".into() },
+        t0,
+    );
+    let applied = cond(&failed, "Applied");
+    assert_eq!((applied.status.as_str(), applied.reason.as_str()), ("False", "ApplyFailed"));
+    assert_eq!(applied.message, "could not apply Deployment 'flow-cart-router': exceeded quota");
+    assert!(failed.conditions.iter().all(|c| c.type_ != "ResetComplete"), "no reset, no condition");
+}
+
+#[test]
+fn transition_times_are_kept_while_the_phase_and_each_condition_status_stay() {
+    let t0 = ts("2026-09-28T10:00:00Z");
+    let t1 = ts("2026-09-28T10:05:00Z");
+    let t2 = ts("2026-09-28T10:09:00Z");
+    let first = finish(draft("Pending", "router: rolling out"), None, &ApplyOutcome::Applied, t0);
+    // same phase, another detail: the time stays, the detail changes
+    let second = finish(draft("Pending", "sink: rolling out"), Some(&first), &ApplyOutcome::Applied, t1);
+    assert_eq!(second.last_transition_time.as_deref(), Some("2026-09-28T10:00:00Z"));
+    assert_eq!(cond(&second, "Ready").last_transition_time, "2026-09-28T10:00:00Z");
+    assert!(needs_write(Some(&first), &second));
+    // Pending -> Degraded: the phase time moves, Ready stays False so its time does not
+    let third = finish(draft("Degraded", "sink: 0 of 1 ready"), Some(&second), &ApplyOutcome::Applied, t2);
+    assert_eq!(third.last_transition_time.as_deref(), Some("2026-09-28T10:09:00Z"));
+    assert_eq!(cond(&third, "Ready").last_transition_time, "2026-09-28T10:00:00Z");
+    assert_eq!(cond(&third, "Applied").last_transition_time, "2026-09-28T10:00:00Z");
+    // Degraded -> Ready: both move
+    let fourth = finish(draft("Ready", ""), Some(&third), &ApplyOutcome::Applied, t2);
+    assert_eq!(cond(&fourth, "Ready").last_transition_time, "2026-09-28T10:09:00Z");
+}
+
+#[test]
+fn a_status_is_written_only_when_it_differs_in_more_than_its_times() {
+    let t0 = ts("2026-09-28T10:00:00Z");
+    let a = finish(draft("Ready", ""), None, &ApplyOutcome::Applied, t0);
+    let mut b = a.clone();
+    b.last_transition_time = Some("2030-01-01T00:00:00Z".into());
+    b.conditions[0].last_transition_time = "2030-01-01T00:00:00Z".into();
+    assert!(!needs_write(Some(&a), &b));
+    assert!(needs_write(None, &b));
+    let mut c = a.clone();
+    c.conditions[1].message = "x".into();
+    assert!(needs_write(Some(&a), &c));
+    let mut d = a.clone();
+    d.topics.push(topic("t", true, ""));
+    assert!(needs_write(Some(&a), &d));
+}
+
+#[test]
+fn reset_complete_follows_the_reset_phase() {
+    let t0 = ts("2026-09-28T10:00:00Z");
+    let t1 = ts("2026-09-28T10:01:00Z");
+    let mut waiting = draft("Ready", "");
+    waiting.reset = Some(ResetStatus {
+        id: "1b7c".into(),
+        phase: "Waiting".into(),
+        detail: "router is not scaled to 0".into(),
+        ..ResetStatus::default()
+    });
+    let w = finish(waiting.clone(), None, &ApplyOutcome::Applied, t0);
+    let c = cond(&w, "ResetComplete");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        ("False", "Waiting", "reset 1b7c is waiting: router is not scaled to 0")
+    );
+    let mut done = waiting;
+    done.reset = Some(ResetStatus { id: "1b7c".into(), phase: "Done".into(), ..ResetStatus::default() });
+    let d = finish(done, Some(&w), &ApplyOutcome::Applied, t1);
+    let c = cond(&d, "ResetComplete");
+    assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("True", "Done", "reset 1b7c is done"));
+    assert_eq!(c.last_transition_time, "2026-09-28T10:01:00Z");
+    let mut odd = draft("Ready", "");
+    odd.reset = Some(ResetStatus { id: String::new(), phase: "not parsed".into(), ..ResetStatus::default() });
+    let o = finish(odd, None, &ApplyOutcome::Applied, t0);
+    let c = cond(&o, "ResetComplete");
+    assert_eq!((c.reason.as_str(), c.message.as_str()), ("Unknown", "the reset request is not parsed"));
+}
