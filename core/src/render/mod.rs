@@ -10,7 +10,7 @@
 //! ```
 //!
 //! - [`plan`]: the entry point: inputs, the three decisions, the ordered [`plan::Action`]s.
-//! - [`topics`]: topic resolution against the cluster Secrets, and the topic decisions.
+//! - [`topics`]: what to do about each topic (resolved by [`crate::connection`]) given Kafka's view.
 //! - [`conf`], [`secret`]: the per-streamlet Secret (`descriptor.json`, `streamlet.conf`) and the
 //!   config hash.
 //! - [`workload`]: the Deployment, the ServiceAccount, Role and RoleBinding.

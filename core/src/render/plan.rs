@@ -33,9 +33,10 @@ use super::names::{self, NamedStreamlet, streamlet_object_name};
 use super::refusal::{Problem, REASON_REFUSED, REASON_SIDECAR_IMAGE_MISSING};
 use super::secret::{config_hash, streamlet_secret};
 use super::status::{self, ApplyOutcome, ObservedDeployment, Phase};
-use super::topics::{self, ClusterSecret, KafkaTopic, ResolvedTopic, TopicCreation};
+use super::topics::{self, KafkaTopic, TopicCreation};
 use super::workload::{self, DeploymentParts};
 use crate::blueprint::descriptor::{self, Descriptor, PortKind};
+use crate::connection::{self, Clusters, ResolvedTopic};
 use crate::events::{Event, EventType};
 use crate::names::GroupId;
 use crate::resource::{AnkkaFlow, AnkkaFlowStatus, ManagedTopicsPolicy, StreamletSpec};
@@ -73,8 +74,8 @@ pub struct Inputs<'a> {
     pub flow: &'a AnkkaFlow,
     /// `FLOW_SIDECAR_IMAGE`; `None` (or blank) when unset.
     pub sidecar_image: Option<&'a str>,
-    /// The Kafka cluster Secrets, by cluster name, decoded.
-    pub clusters: &'a BTreeMap<String, ClusterSecret>,
+    /// The Kafka cluster Secrets, by cluster name.
+    pub clusters: &'a Clusters,
     /// The Neo4j Secrets of [`stage_secrets_to_read`], by name.
     pub stage_secrets: &'a BTreeMap<String, StageSecret>,
 }
@@ -378,9 +379,9 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
             let mut managed: Vec<_> = spec.topics.iter().filter(|t| t.managed).collect();
             managed.sort_by(|a, b| a.id.cmp(&b.id));
             for t in managed {
-                match topics::resolve(t, inputs.clusters) {
+                match connection::resolve_topic(t, &owner.namespace, inputs.clusters) {
                     Ok(r) => deletion.delete_topics.push(r),
-                    Err(problems) => deletion.unresolved.extend(problems),
+                    Err(problems) => deletion.unresolved.extend(problems.iter().map(ToString::to_string)),
                 }
             }
         }
@@ -401,16 +402,11 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     for (id, count) in topic_counts.iter().filter(|(_, n)| **n > 1) {
         problems.push(Problem::TopicDeclaredTwice { topic: id.to_string(), count: *count });
     }
+    let resolution = connection::resolve_pipeline(spec, &owner.namespace, inputs.clusters);
+    problems.extend(resolution.problems.into_iter().map(Problem::Topic));
     let mut resolved: BTreeMap<String, ResolvedTopic> = BTreeMap::new();
-    let mut sorted_topics: Vec<_> = spec.topics.iter().collect();
-    sorted_topics.sort_by(|a, b| a.id.cmp(&b.id));
-    for t in sorted_topics {
-        match topics::resolve(t, inputs.clusters) {
-            Ok(r) => {
-                resolved.entry(t.id.clone()).or_insert(r);
-            }
-            Err(p) => problems.extend(p.into_iter().map(Problem::Topic)),
-        }
+    for t in resolution.topics {
+        resolved.entry(t.id.clone()).or_insert(t);
     }
 
     // Streamlets.

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::blueprint::descriptor::{DescriptorProblem, PortKind};
+use crate::connection::ConnectionError;
 
 use super::names::NameProblem;
 
@@ -18,8 +19,8 @@ pub const REASON_REFUSED: &str = "Refused";
 pub enum Problem {
     /// The operator has no sidecar image (`FLOW_SIDECAR_IMAGE`).
     NoSidecarImage,
-    /// A topic that does not resolve against the cluster Secrets, in the connection model's words.
-    Topic(String),
+    /// A topic that does not resolve against the cluster Secrets.
+    Topic(ConnectionError),
     /// *Ours*: two topics with one id.
     TopicDeclaredTwice {
         /// Topic id.
@@ -124,7 +125,7 @@ impl fmt::Display for Problem {
         use Problem as P;
         match self {
             P::NoSidecarImage => write!(f, "no sidecar image is configured: set FLOW_SIDECAR_IMAGE on the operator"),
-            P::Topic(text) => f.write_str(text),
+            P::Topic(e) => e.fmt(f),
             P::TopicDeclaredTwice { topic, count } => write!(f, "topic '{topic}' is declared {count} times"),
             P::StreamletDeclaredTwice { streamlet, count } => {
                 write!(f, "streamlet '{streamlet}' is declared {count} times")

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::blueprint::{DescriptorSource, GenerateInput, Source, VerifyInput, generate};
+use crate::connection::Cluster;
 use crate::names::{LABEL_MANAGED_BY, LABEL_NAME, LABEL_PIPELINE, LABEL_STREAMLET};
 use crate::render::names::streamlet_labels;
 use crate::render::secret::{CONF_KEY, DESCRIPTOR_KEY};
@@ -50,24 +51,22 @@ fn generated(example: &str) -> AnkkaFlow {
     flow
 }
 
-fn secret(kv: &[(&str, &str)]) -> ClusterSecret {
+fn secret(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
     kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+fn cluster(name: &str, kv: &[(&str, &str)]) -> (String, Cluster) {
+    (name.to_string(), Cluster::from_secret(name, &secret(kv), &BTreeMap::new()))
+}
+
 /// `kafka-cluster-shop` and `kafka-cluster-default` of the examples.
-fn clusters() -> BTreeMap<String, ClusterSecret> {
+fn clusters() -> Clusters {
     BTreeMap::from([
-        (
-            "shop".to_string(),
-            secret(&[
-                ("bootstrap.servers", "kafka.kafka.svc:9092"),
-                ("connection-config", "security.protocol=PLAINTEXT\n"),
-            ]),
+        cluster(
+            "shop",
+            &[("bootstrap.servers", "kafka.kafka.svc:9092"), ("connection-config", "security.protocol=PLAINTEXT\n")],
         ),
-        (
-            "default".to_string(),
-            secret(&[("bootstrap.servers", "kafka.kafka.svc:9092"), ("partitions", "3"), ("replicas", "1")]),
-        ),
+        cluster("default", &[("bootstrap.servers", "kafka.kafka.svc:9092"), ("partitions", "3"), ("replicas", "1")]),
     ])
 }
 
@@ -448,8 +447,6 @@ fn topic_resolution_failures_refuse() {
         [
             "topic 'cart-events' uses Kafka cluster 'shop', but there is no Secret 'kafka-cluster-shop'",
             "topic 'review-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
-            "managed topic 'review-carts' has no partitions: set it in the blueprint, or as a default in Secret 'kafka-cluster-default'",
-            "managed topic 'review-carts' has no replicas: set it in the blueprint, or as a default in Secret 'kafka-cluster-default'",
             "topic 'valid-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
         ]
     );
@@ -794,7 +791,14 @@ fn a_cluster_secret_edit_rolls_exactly_the_streamlets_that_use_it() {
     let flow = generated("cart");
     let before = valid(&flow, &nothing());
     let mut edited = clusters();
-    edited.get_mut("shop").unwrap().insert("consumer-config".into(), "fetch.min.bytes=1024\n".into());
+    edited.extend([cluster(
+        "shop",
+        &[
+            ("bootstrap.servers", "kafka.kafka.svc:9092"),
+            ("connection-config", "security.protocol=PLAINTEXT\n"),
+            ("consumer-config", "fetch.min.bytes=1024\n"),
+        ],
+    )]);
     let after = match decide(&Inputs {
         flow: &flow,
         sidecar_image: Some(SIDECAR),
@@ -889,7 +893,13 @@ fn deletion_deletes_managed_topics_and_nothing_else() {
         panic!()
     };
     assert!(d.delete_topics.is_empty() && d.remove_finalizer);
-    assert_eq!(d.unresolved.len(), 4, "{:?}", d.unresolved);
+    assert_eq!(
+        d.unresolved,
+        [
+            "topic 'review-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
+            "topic 'valid-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
+        ]
+    );
 }
 
 #[test]

@@ -5,112 +5,23 @@ fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
     kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-fn clusters(list: &[(&str, &[(&str, &str)])]) -> BTreeMap<String, ClusterSecret> {
-    list.iter().map(|(n, kv)| (n.to_string(), map(kv))).collect()
-}
-
-fn managed(id: &str, name: &str) -> TopicSpec {
-    let mut t = topic(id, name);
-    t.managed = true;
-    t.bootstrap_servers = None;
-    t
-}
-
 fn notes(d: &TopicDecision) -> Vec<(String, String)> {
     d.events.iter().map(|e| (e.reason.clone(), e.note.clone())).collect()
-}
-
-#[test]
-fn resolution_merges_the_cluster_under_the_topic() {
-    let mut t = managed("valid-carts", "cart.valid-carts");
-    t.cluster = Some("shop".into());
-    t.partitions = Some(12);
-    t.producer_config = map(&[("linger.ms", "5")]);
-    t.consumer_config = map(&[("auto.offset.reset", "earliest")]);
-    t.topic_config = map(&[("retention.ms", "86400000")]);
-    let c = clusters(&[(
-        "shop",
-        &[
-            ("bootstrap.servers", " kafka:9092\n"),
-            ("connection-config", "security.protocol=SASL_PLAINTEXT\n"),
-            ("producer-config", "linger.ms=50\nacks=all\n"),
-            ("consumer-config", "auto.offset.reset=latest\n"),
-            ("partitions", "3"),
-            ("replicas", " 2 "),
-        ],
-    )]);
-    let r = resolve(&t, &c).unwrap();
-    assert_eq!(r.bootstrap_servers, "kafka:9092");
-    assert_eq!(r.cluster.as_deref(), Some("shop"));
-    assert_eq!(r.connection_config, map(&[("security.protocol", "SASL_PLAINTEXT")]));
-    assert_eq!(r.producer_config, map(&[("acks", "all"), ("linger.ms", "5")]));
-    assert_eq!(r.consumer_config, map(&[("auto.offset.reset", "earliest")]));
-    assert_eq!(
-        r.managed,
-        Some(ManagedSettings { partitions: 12, replicas: 2, topic_config: map(&[("retention.ms", "86400000")]) })
-    );
-    assert_eq!(r.batch, Batch { max_records: 100, max_bytes: 1_048_576 });
-    assert!(!format!("{r:?}").contains("SASL_PLAINTEXT"), "Debug shows no values");
-}
-
-#[test]
-fn unmanaged_topics_get_no_partitions_and_own_brokers_need_no_cluster() {
-    let t = topic("cart-events", "shop.cart-events.v1");
-    let r = resolve(&t, &BTreeMap::new()).unwrap();
-    assert_eq!(r.bootstrap_servers, "127.0.0.1:19092");
-    assert_eq!((r.cluster, r.managed), (None, None));
-}
-
-#[test]
-fn resolution_refusals() {
-    let t = managed("valid-carts", "cart.valid-carts");
-    assert_eq!(
-        resolve(&t, &BTreeMap::new()).unwrap_err(),
-        [
-            "topic 'valid-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
-            "managed topic 'valid-carts' has no partitions: set it in the blueprint, or as a default in Secret 'kafka-cluster-default'",
-            "managed topic 'valid-carts' has no replicas: set it in the blueprint, or as a default in Secret 'kafka-cluster-default'",
-        ]
-    );
-    let mut named = topic("cart-events", "shop.cart-events.v1");
-    named.bootstrap_servers = None;
-    named.cluster = Some("shop".into());
-    assert_eq!(
-        resolve(&named, &clusters(&[("shop", &[("connection-config", "a=b")])])).unwrap_err(),
-        [
-            "topic 'cart-events' uses Kafka cluster 'shop', but there is no Secret 'kafka-cluster-shop'",
-            "Kafka cluster 'shop' has no bootstrap.servers",
-        ]
-    );
-    let mut blank = topic("cart-events", "shop.cart-events.v1");
-    blank.bootstrap_servers = Some("  ".into());
-    blank.cluster = None;
-    // blank brokers name nothing, and no cluster was implied since the field is set
-    assert_eq!(
-        resolve(&blank, &BTreeMap::new()).unwrap_err(),
-        ["topic 'cart-events' names no bootstrap.servers and no Kafka cluster"]
-    );
 }
 
 /// Partitions, replicas and topic config of a managed topic.
 type Managed<'a> = (i32, i32, &'a [(&'a str, &'a str)]);
 
 fn resolved(managed: Option<Managed<'_>>) -> ResolvedTopic {
-    ResolvedTopic {
-        id: "valid-carts".into(),
-        name: "cart.valid-carts".into(),
-        cluster: None,
-        bootstrap_servers: "k:9092".into(),
-        connection_config: BTreeMap::new(),
-        producer_config: BTreeMap::new(),
-        consumer_config: BTreeMap::new(),
-        batch: Batch { max_records: 100, max_bytes: 1_048_576 },
-        managed: managed.map(|(partitions, replicas, config)| ManagedSettings {
-            partitions,
-            replicas,
-            topic_config: map(config),
-        }),
+    let mut t = topic("valid-carts", "cart.valid-carts");
+    t.bootstrap_servers = Some("k:9092".into());
+    if let Some((partitions, replicas, config)) = managed {
+        t.managed = true;
+        t.partitions = Some(partitions);
+        t.replicas = Some(replicas);
+        t.topic_config = map(config);
     }
+    crate::connection::resolve_topic(&t, "shop", &Default::default()).unwrap()
 }
 
 fn live(partitions: i32, replication: i32, configs: &[(&str, &str)]) -> KafkaTopic {
