@@ -287,6 +287,19 @@ mod tests {
             stage[0].to_string(),
             "streamlet 'graph': 'secret' parameter 'Neo4j_Shop' is not a Kubernetes object name: at most 253 of [a-z0-9-.], beginning and ending with a letter or digit"
         );
+        let too_long = NameProblem {
+            streamlet: Some("s".into()),
+            used_as: NameUse::StreamletObjects,
+            value: "x".repeat(254),
+            fault: NameFault::TooLong { length: 254, max: 253 },
+        };
+        assert_eq!(
+            too_long.to_string(),
+            format!(
+                "streamlet 's': Secret and Deployment name would be '{}', 254 characters, but a Kubernetes object name holds at most 253; shorten the pipeline id or the streamlet name",
+                "x".repeat(254)
+            )
+        );
         let bad_streamlet = check("cart", &[plain("_x")]);
         assert_eq!(
             bad_streamlet.iter().map(ToString::to_string).collect::<Vec<_>>(),

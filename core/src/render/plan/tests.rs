@@ -146,6 +146,42 @@ fn the_cart_secrets_are_rendered_byte_for_byte() {
     assert_eq!((owner.controller, owner.block_owner_deletion), (Some(true), Some(true)));
 }
 
+/// The rendered file reads as HOCON with the paths the sidecar looks up.
+#[test]
+fn the_rendered_streamlet_conf_reads_back_as_hocon() {
+    use crate::blueprint::tree::{self, Node};
+    let v = valid(&generated("cart"), &nothing());
+    let root = tree::parse(&rendered(&v, "router").streamlet_conf, &HashMap::new()).unwrap();
+    let at = |path: &[&str]| -> Node {
+        let mut node = Node::Object(root.clone());
+        for key in path {
+            node = node.as_object().and_then(|o| o.get(*key)).cloned().unwrap_or_else(|| panic!("{path:?}"));
+        }
+        node
+    };
+    let text = |path: &[&str]| at(path).as_text().map(str::to_string).unwrap_or_else(|| panic!("{path:?}"));
+    assert_eq!(text(&["flow", "pipeline"]), "cart");
+    assert_eq!(text(&["flow", "streamlet"]), "router");
+    assert_eq!(at(&["flow", "config", "review-threshold"]).render(), "250");
+    let inlet = ["flow", "inlets", "in"];
+    assert_eq!(text(&[&inlet[..], &["topic"]].concat()), "shop.cart-events.v1");
+    assert_eq!(text(&[&inlet[..], &["group"]].concat()), "cart.router.in");
+    assert_eq!(text(&[&inlet[..], &["client-id"]].concat()), "cart.router.in");
+    assert_eq!(text(&[&inlet[..], &["bootstrap", "servers"]].concat()), "kafka.kafka.svc:9092");
+    assert_eq!(text(&[&inlet[..], &["connection-config", "security.protocol"]].concat()), "PLAINTEXT");
+    assert_eq!(text(&[&inlet[..], &["consumer-config", "auto.offset.reset"]].concat()), "earliest");
+    assert_eq!(at(&[&inlet[..], &["batch", "max-records"]].concat()).render(), "100");
+    assert_eq!(at(&[&inlet[..], &["batch", "max-bytes"]].concat()).render(), "1048576");
+    assert_eq!(text(&["flow", "outlets", "valid", "client-id"]), "cart.router.valid");
+    assert!(at(&["flow", "outlets", "review", "producer-config"]).as_object().unwrap().is_empty());
+    let g = valid(&generated("graph"), &neo4j_secret(&["uri", "username", "password"], "1"));
+    let root = tree::parse(&rendered(&g, "graph").streamlet_conf, &HashMap::new()).unwrap();
+    let stage = root["flow"].as_object().unwrap()["stage"].as_object().unwrap();
+    assert_eq!(stage["name"].as_text(), Some("neo4j-merge-sink"));
+    assert_eq!(stage["neo4j"].as_object().unwrap()["credentials-dir"].as_text(), Some("/etc/flow/neo4j"));
+    assert!(root["flow"].as_object().unwrap()["outlets"].as_object().unwrap().is_empty());
+}
+
 fn env_of(c: &Container) -> Vec<(String, String)> {
     c.env
         .iter()
