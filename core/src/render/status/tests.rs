@@ -192,17 +192,17 @@ fn a_status_is_written_only_when_it_differs_in_more_than_its_times() {
     assert!(needs_write(Some(&a), &d));
 }
 
+/// A reset status from its JSON, as the reset driver writes it.
+fn reset(value: serde_json::Value) -> Option<ResetStatus> {
+    Some(serde_json::from_value(value).unwrap())
+}
+
 #[test]
 fn reset_complete_follows_the_reset_phase() {
     let t0 = ts("2026-09-28T10:00:00Z");
     let t1 = ts("2026-09-28T10:01:00Z");
     let mut waiting = draft("Ready", "");
-    waiting.reset = Some(ResetStatus {
-        id: "1b7c".into(),
-        phase: "Waiting".into(),
-        detail: "router is not scaled to 0".into(),
-        ..ResetStatus::default()
-    });
+    waiting.reset = reset(serde_json::json!({"id": "1b7c", "phase": "Waiting", "detail": "router is not scaled to 0"}));
     let w = finish(waiting.clone(), None, &ApplyOutcome::Applied, t0);
     let c = cond(&w, "ResetComplete");
     assert_eq!(
@@ -210,14 +210,24 @@ fn reset_complete_follows_the_reset_phase() {
         ("False", "Waiting", "reset 1b7c is waiting: router is not scaled to 0")
     );
     let mut done = waiting;
-    done.reset = Some(ResetStatus { id: "1b7c".into(), phase: "Done".into(), ..ResetStatus::default() });
+    done.reset = reset(serde_json::json!({"id": "1b7c", "phase": "Done"}));
     let d = finish(done, Some(&w), &ApplyOutcome::Applied, t1);
     let c = cond(&d, "ResetComplete");
     assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("True", "Done", "reset 1b7c is done"));
     assert_eq!(c.last_transition_time, "2026-09-28T10:01:00Z");
-    let mut odd = draft("Ready", "");
-    odd.reset = Some(ResetStatus { id: String::new(), phase: "not parsed".into(), ..ResetStatus::default() });
-    let o = finish(odd, None, &ApplyOutcome::Applied, t0);
-    let c = cond(&o, "ResetComplete");
-    assert_eq!((c.reason.as_str(), c.message.as_str()), ("Unknown", "the reset request is not parsed"));
+    let mut malformed = draft("Ready", "");
+    malformed.reset = reset(serde_json::json!({"id": "", "phase": "Refused", "detail": "the annotation is not JSON"}));
+    let m = finish(malformed, None, &ApplyOutcome::Applied, t0);
+    let c = cond(&m, "ResetComplete");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        ("False", "Refused", "the reset request is refused: the annotation is not JSON")
+    );
+}
+
+#[test]
+fn reasons_are_camel_case_words() {
+    assert_eq!(camel("Waiting"), "Waiting");
+    assert_eq!(camel("not parsed"), "Unknown");
+    assert_eq!(camel(""), "Unknown");
 }
