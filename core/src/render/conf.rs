@@ -248,3 +248,66 @@ mod tests {
         );
     }
 }
+
+/// Values in `streamlet.conf` come from tenants (topic settings, parameters); whatever they hold,
+/// the file must read back to exactly them, so that no value can add or change another key.
+#[cfg(test)]
+mod round_trip {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::blueprint::tree;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z.]{1,12}",
+            "\\PC{0,16}",
+            Just("\" }\n      group = \"other\"".to_string()),
+            Just("${HOME}\\n\\\"".to_string()),
+            Just("\u{1}\t\r\u{7f}é€𝄞".to_string()),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_value_reads_back_as_written(
+            props in proptest::collection::btree_map(text(), text(), 0..4),
+            topic in text(),
+            param in text(),
+        ) {
+            let conf = StreamletConf {
+                pipeline: "p".into(),
+                streamlet: "s".into(),
+                config: Map::from_iter([("k".to_string(), Value::String(param.clone()))]),
+                stage: None,
+                inlets: vec![InletConf {
+                    name: "in".into(),
+                    topic: topic.clone(),
+                    group: "p.s.in".into(),
+                    client_id: "p.s.in".into(),
+                    bootstrap_servers: "b:9092".into(),
+                    connection_config: props.clone(),
+                    consumer_config: BTreeMap::new(),
+                    max_records: 1,
+                    max_bytes: 2,
+                }],
+                outlets: vec![],
+            };
+            let root = tree::parse(&conf.render(), &HashMap::new()).map_err(|e| TestCaseError::fail(e.0))?;
+            let inlet = root["flow"].as_object().unwrap()["inlets"].as_object().unwrap()["in"].as_object().unwrap();
+            prop_assert_eq!(inlet["topic"].as_text(), Some(topic.as_str()));
+            prop_assert_eq!(inlet["group"].as_text(), Some("p.s.in"));
+            let read: BTreeMap<String, String> = inlet["connection-config"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_text().unwrap_or_default().to_string()))
+                .collect();
+            prop_assert_eq!(read, props);
+            let config = root["flow"].as_object().unwrap()["config"].as_object().unwrap();
+            prop_assert_eq!(config["k"].as_text(), Some(param.as_str()));
+        }
+    }
+}
