@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flow_core::connection::KafkaConnection;
+use flow_core::redact::Secrets;
 use flow_core::reset::{Committed, Inspection, KafkaFailure, Positions};
 use flow_core::targets::InletTarget;
 use rdkafka::client::ClientContext;
@@ -71,46 +72,139 @@ fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
     KafkaFailure { transient, reason }
 }
 
-/// The client context of the operator's consumers: it keeps librdkafka's last authentication error.
-/// librdkafka reports a SASL failure only through this callback; the calls themselves just time out,
-/// which would otherwise read as a transient failure.
-#[derive(Default)]
+/// A failure that no retry of the same call can cure, as librdkafka reported it to the client's
+/// context: the calls themselves only time out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Cause {
+    /// The TLS handshake failed: the broker's certificate was not trusted (wrong CA, wrong name), or
+    /// the broker refused the client's certificate (unknown CA, expired).
+    Tls(String),
+    /// SASL authentication failed: wrong username or password, a rejected token, or no token at all
+    /// (the OAuth token endpoint refused the client or could not be reached).
+    Authentication(String),
+}
+
+/// The client context of the operator's consumers. It keeps the first [`Cause`] librdkafka reports,
+/// and hands librdkafka's log lines to `tracing` with every credential of the client's configuration
+/// taken out.
 pub struct Watch {
-    auth: std::sync::Mutex<Option<String>>,
+    bootstrap_servers: String,
+    secrets: Secrets,
+    cause: std::sync::Mutex<Option<Cause>>,
 }
 
 impl Watch {
-    fn remember_auth(&self, reason: &str) {
-        *self.auth.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
+    fn new(bootstrap_servers: &str, secrets: Secrets) -> Self {
+        Watch { bootstrap_servers: bootstrap_servers.to_string(), secrets, cause: std::sync::Mutex::new(None) }
+    }
+
+    fn remember(&self, cause: Cause) {
+        let mut known = self.cause.lock().unwrap_or_else(|p| p.into_inner());
+        if known.is_none() {
+            *known = Some(cause);
+        }
+    }
+
+    /// The final failure librdkafka reported so far, if any, worded for the user.
+    pub(crate) fn cause(&self) -> Option<KafkaFailure> {
+        let cause = self.cause.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let at = &self.bootstrap_servers;
+        let reason = match cause {
+            Cause::Tls(r) => format!("TLS with the Kafka cluster at {at} failed: {r}"),
+            Cause::Authentication(r) => format!("authentication with the Kafka cluster at {at} failed: {r}"),
+        };
+        Some(KafkaFailure { transient: false, reason: self.secrets.redact(&reason) })
+    }
+
+    /// Sorts one librdkafka report (a log line or an error event's text) into a [`Cause`], if it is
+    /// one.
+    fn sort(&self, text: &str) {
+        if let Some(cause) = cause_of(text) {
+            self.remember(cause);
+        }
     }
 }
 
+/// The [`Cause`] a librdkafka log line or error text reports, if any. librdkafka words them as
+/// `<broker>: SSL handshake failed: <OpenSSL's reason> (after <n>ms in state <state>)`, `<broker>:
+/// SASL authentication error: <broker's reason> (after ...)` and `Failed to acquire SASL OAUTHBEARER
+/// token: <reason>`; the broker name and the timing are left out.
+fn cause_of(text: &str) -> Option<Cause> {
+    let after = |marker: &str| {
+        text.find(marker).map(|at| {
+            let rest = &text[at + marker.len()..];
+            rest.split(" (after ").next().unwrap_or(rest).trim().to_string()
+        })
+    };
+    if let Some(r) = after("SSL handshake failed: ") {
+        return Some(Cause::Tls(tls_reason(&r)));
+    }
+    // TLS 1.3: the broker checks the client's certificate after the client thinks the handshake
+    // done, and answers with an alert on the first read ("Receive failed: ...:ssl/tls alert bad
+    // certificate: SSL alert number 42").
+    if text.contains("alert") && (text.contains("SSL routines") || text.contains("SSL alert number")) {
+        let r = after("Receive failed: ").or_else(|| after("SSL transport error: ")).unwrap_or_else(|| text.to_string());
+        return Some(Cause::Tls(tls_reason(&r)));
+    }
+    if let Some(r) = after("SASL authentication error: ") {
+        return Some(Cause::Authentication(r));
+    }
+    if let Some(r) = after("Failed to acquire SASL OAUTHBEARER token: ") {
+        return Some(Cause::Authentication(format!("no OAUTHBEARER token: {r}")));
+    }
+    None
+}
+
+/// OpenSSL's reason with the meaning a user needs put first.
+fn tls_reason(openssl: &str) -> String {
+    let l = openssl.to_ascii_lowercase();
+    let meaning = if l.contains("certificate verify failed") || l.contains("could not be verified") {
+        "the broker's certificate is not signed by a CA the client trusts (ssl.ca.pem / ssl.ca.location) or does not name the broker"
+    } else if l.contains("certificate expired") {
+        "the broker refused the client's certificate: it has expired"
+    } else if l.contains("unknown ca") || l.contains("bad certificate") {
+        "the broker refused the client's certificate: it is not signed by a CA the broker trusts, or none was sent"
+    } else if l.contains("certificate unknown") {
+        // what a Java broker answers for a certificate its CA signed that fails validation
+        "the broker refused the client's certificate: it has expired, is not valid yet, or is not for client authentication"
+    } else if l.contains("certificate required") {
+        "the broker requires a client certificate (ssl.certificate.pem and ssl.key.pem)"
+    } else if l.contains("bad decrypt") || l.contains("ssl.key") {
+        "the client's private key cannot be read (a wrong ssl.key.password?)"
+    } else {
+        return openssl.to_string();
+    };
+    format!("{meaning} ({openssl})")
+}
+
 impl ClientContext for Watch {
-    /// librdkafka logs a failed SASL handshake (facility `FAIL`) from its broker thread, at once,
-    /// while the call that needed the connection goes on until its deadline.
+    /// librdkafka's log lines: delivered whenever the client's queue is served (the client's pump
+    /// thread does it), scrubbed of credentials, then logged. A failed TLS handshake (facility `FAIL`)
+    /// and a failed SASL authentication reach the context only here, or as an error event.
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
-        if let Some(at) = log_message.find("SASL authentication error: ") {
-            let reason = &log_message[at + "SASL authentication error: ".len()..];
-            self.remember_auth(reason.split(" (after ").next().unwrap_or(reason));
-        }
+        self.sort(log_message);
+        let line = self.secrets.redact(log_message);
         match level {
             rdkafka::config::RDKafkaLogLevel::Debug | rdkafka::config::RDKafkaLogLevel::Info => {
-                tracing::debug!(target: "librdkafka", "{fac} {log_message}")
+                tracing::debug!(target: "librdkafka", "{fac} {line}")
             }
-            rdkafka::config::RDKafkaLogLevel::Notice => tracing::info!(target: "librdkafka", "{fac} {log_message}"),
-            rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
-            _ => tracing::error!(target: "librdkafka", "{fac} {log_message}"),
+            rdkafka::config::RDKafkaLogLevel::Notice => tracing::info!(target: "librdkafka", "{fac} {line}"),
+            rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {line}"),
+            _ => tracing::error!(target: "librdkafka", "{fac} {line}"),
         }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        let auth = matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
-        ) || reason.contains("SASL authentication");
-        if auth {
-            self.remember_auth(reason);
+        self.sort(reason);
+        if self.cause.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+            && matches!(
+                error.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+            )
+        {
+            self.remember(Cause::Authentication(reason.to_string()));
         }
+        let (error, reason) = (self.secrets.redact(&error.to_string()), self.secrets.redact(reason));
         tracing::debug!(%error, reason, "librdkafka");
     }
 }
@@ -119,6 +213,9 @@ impl ConsumerContext for Watch {}
 
 /// The consumer behind a [`KafkaClient`].
 type Client = BaseConsumer<Watch>;
+
+/// How often the pump thread serves the client's queue.
+const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The operator's client of one Kafka connection, shared by every group that connection serves.
 ///
@@ -129,18 +226,34 @@ type Client = BaseConsumer<Watch>;
 /// UNKNOWN_MEMBER_ID otherwise; see Kafka's `validateOffsetCommit`), exactly as Kafka's own
 /// `kafka-consumer-groups --reset-offsets` does. Building one costs a bootstrap connection (tens of
 /// milliseconds on loopback), so a reset builds one per connection, not one per group or per step.
+///
+/// A pump thread serves the client's queue while the client lives: librdkafka delivers log lines and
+/// error events there, and runs the OAUTHBEARER OIDC token refresh from it (the token request is made
+/// by the thread that serves the queue); without it, a connection needing a token would wait for one
+/// until its deadline. The client never subscribes, so serving the queue never returns a record.
 pub struct KafkaClient {
-    consumer: Client,
-    bootstrap_servers: String,
+    consumer: Arc<Client>,
+    pump: Option<(Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
     deadlines: Deadlines,
+}
+
+impl Drop for KafkaClient {
+    fn drop(&mut self) {
+        if let Some((stop, thread)) = self.pump.take() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = thread.join();
+        }
+    }
 }
 
 impl KafkaClient {
     /// A client of `conn` whose every request has deadline `d.request`.
     ///
     /// # Errors
-    /// A final [`KafkaFailure`] when librdkafka rejects the connection's properties.
+    /// A final [`KafkaFailure`] when librdkafka rejects the connection's properties; its reason never
+    /// holds a credential of them.
     pub fn new(conn: &KafkaConnection, d: Deadlines) -> Result<Self, KafkaFailure> {
+        let secrets = Secrets::of(&conn.properties);
         let mut cfg = ClientConfig::new();
         for (k, v) in &conn.properties {
             cfg.set(k, v);
@@ -153,33 +266,35 @@ impl KafkaClient {
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
             .set("socket.timeout.ms", d.request.as_millis().to_string());
-        let consumer = cfg.create_with_context(Watch::default()).map_err(|e| KafkaFailure {
+        let watch = Watch::new(&conn.bootstrap_servers, secrets.clone());
+        let consumer: Client = cfg.create_with_context(watch).map_err(|e| KafkaFailure {
             transient: false,
-            reason: format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers),
+            reason: secrets.redact(&format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers)),
         })?;
-        Ok(KafkaClient { consumer, bootstrap_servers: conn.bootstrap_servers.clone(), deadlines: d })
+        let consumer = Arc::new(consumer);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (c, halt) = (Arc::clone(&consumer), Arc::clone(&stop));
+        let pump = std::thread::Builder::new()
+            .name("kafka-pump".into())
+            .spawn(move || {
+                while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Serves log lines, error events (to the context) and token refreshes; never a
+                    // record, since the client subscribes to nothing.
+                    let _ = c.poll(PUMP_INTERVAL);
+                }
+            })
+            .map_err(|e| KafkaFailure { transient: true, reason: format!("cannot start a Kafka client thread: {e}") })?;
+        Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
     }
 
-    /// Runs `f`, and turns its failure into an authentication failure (final) when librdkafka
-    /// reported one meanwhile.
+    /// Runs `f`; a failure becomes the final [`Cause`] librdkafka reported meanwhile, if any. Either
+    /// way the reason holds no credential.
     fn call<T>(&self, f: impl FnOnce(&Client, Deadlines) -> Result<T, KafkaFailure>) -> Result<T, KafkaFailure> {
-        let c = &self.consumer;
-        f(c, self.deadlines)
-            .inspect_err(|_| {
-                // Error events reach the context only when the client's queue is served. The
-                // client never subscribes, so this poll only delivers pending events.
-                let _ = c.poll(Duration::ZERO);
-            })
-            .map_err(|failure| match c.context().auth.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-                Some(reason) => KafkaFailure {
-                    transient: false,
-                    reason: format!(
-                        "authentication with the Kafka cluster at {} failed: {reason}",
-                        self.bootstrap_servers
-                    ),
-                },
-                None => failure,
-            })
+        let c = &*self.consumer;
+        f(c, self.deadlines).map_err(|failure| match c.context().cause() {
+            Some(cause) => cause,
+            None => KafkaFailure { reason: c.context().secrets.redact(&failure.reason), ..failure },
+        })
     }
 }
 
@@ -425,306 +540,7 @@ pub async fn lags(
     .await
 }
 
-/// Consumer-group calls of librdkafka's admin API that the safe rdkafka API lacks:
-/// DescribeConsumerGroups, ListConsumerGroupOffsets and AlterConsumerGroupOffsets. Each names its
-/// group per call, so one client serves every group of a connection.
-///
-/// DescribeConsumerGroups matters beyond convenience: rdkafka's `fetch_group_list` uses the classic
-/// DescribeGroups, which does not list the members of a KIP-848 `consumer` protocol group, so such a
-/// live group would describe as `Dead` with no member. librdkafka asks ConsumerGroupDescribe (KIP-848)
-/// and DescribeGroups as the group needs, so both protocols report their members.
-///
-/// This module is the only unsafe code of the project. Every object librdkafka allocates for a call
-/// is owned by a guard and freed whatever path is taken; librdkafka copies the request objects it is
-/// given, so they are freed right after the call.
-mod admin {
-    use std::collections::BTreeMap;
-    use std::ffi::{CStr, CString, c_char};
-    use std::ptr;
-
-    use flow_core::reset::{Position, Positions};
-    use rdkafka::bindings as rd;
-    use rdkafka::consumer::Consumer;
-    use rdkafka::types::RDKafkaErrorCode;
-    use rdkafka::{Offset, TopicPartitionList};
-
-    use super::{Client, Deadlines, KafkaFailure};
-
-    /// The queue, options and result event of one admin call.
-    struct Call {
-        queue: *mut rd::rd_kafka_queue_t,
-        options: *mut rd::rd_kafka_AdminOptions_t,
-        event: *mut rd::rd_kafka_event_t,
-    }
-
-    impl Drop for Call {
-        fn drop(&mut self) {
-            // SAFETY: each pointer is null or was returned by the matching librdkafka constructor
-            // and is freed exactly once, here.
-            unsafe {
-                if !self.event.is_null() {
-                    rd::rd_kafka_event_destroy(self.event);
-                }
-                if !self.options.is_null() {
-                    rd::rd_kafka_AdminOptions_destroy(self.options);
-                }
-                if !self.queue.is_null() {
-                    rd::rd_kafka_queue_destroy(self.queue);
-                }
-            }
-        }
-    }
-
-    /// Runs one admin operation `op` on `c`: `issue` sends it (given the client handle, the options
-    /// and the result queue); returns the result event once it arrived without a request-level error.
-    fn call(
-        c: &Client,
-        op: rd::rd_kafka_admin_op_t,
-        what: &str,
-        d: Deadlines,
-        issue: impl FnOnce(*mut rd::rd_kafka_t, *mut rd::rd_kafka_AdminOptions_t, *mut rd::rd_kafka_queue_t),
-    ) -> Result<Call, KafkaFailure> {
-        let rk = c.client().native_ptr();
-        let ms = i32::try_from(d.request.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: `rk` is the live handle of `c`, borrowed for this call; the queue and options are
-        // owned by the returned `Call` (or freed by its drop on an early return).
-        unsafe {
-            let mut call = Call { queue: rd::rd_kafka_queue_new(rk), options: ptr::null_mut(), event: ptr::null_mut() };
-            call.options = rd::rd_kafka_AdminOptions_new(rk, op);
-            let mut errstr = [0 as c_char; 256];
-            rd::rd_kafka_AdminOptions_set_request_timeout(call.options, ms, errstr.as_mut_ptr(), errstr.len());
-            issue(rk, call.options, call.queue);
-            call.event = rd::rd_kafka_queue_poll(call.queue, ms.saturating_add(1000));
-            if call.event.is_null() {
-                return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, what, "no answer in time"));
-            }
-            let err = rd::rd_kafka_event_error(call.event);
-            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-                return Err(failure(err, what, &text(rd::rd_kafka_event_error_string(call.event))));
-            }
-            Ok(call)
-        }
-    }
-
-    fn text(p: *const c_char) -> String {
-        if p.is_null() {
-            return String::new();
-        }
-        // SAFETY: librdkafka returns NUL-terminated strings that live as long as their event.
-        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-    }
-
-    /// The failure of admin call `what` with Kafka's `code` and its `reason` (the code's own text
-    /// when empty), classified by [`super::classify_code`].
-    pub(super) fn failure(code: rd::rd_kafka_resp_err_t, what: &str, reason: &str) -> KafkaFailure {
-        let code = RDKafkaErrorCode::from(code);
-        let text = if reason.is_empty() { code.to_string() } else { reason.to_string() };
-        let mut f = super::classify_code(Some(code), &text);
-        if !matches!(code, RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) {
-            f.reason = format!("{what}: {text}");
-        }
-        f
-    }
-
-    fn group_name(group: &str) -> Result<CString, KafkaFailure> {
-        CString::new(group).map_err(|_| KafkaFailure { transient: false, reason: "NUL in the group id".into() })
-    }
-
-    /// The single group result of a ListConsumerGroupOffsets or AlterConsumerGroupOffsets event:
-    /// its per-partition list, or the group-level error.
-    ///
-    /// # Safety
-    /// `groups` and `n` come from the matching `*_result_groups` call on a live event.
-    unsafe fn only_group(
-        groups: *mut *const rd::rd_kafka_group_result_t,
-        n: usize,
-        what: &str,
-    ) -> Result<*const rd::rd_kafka_topic_partition_list_t, KafkaFailure> {
-        if groups.is_null() || n == 0 {
-            return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__BAD_MSG, what, "Kafka returned no group"));
-        }
-        // SAFETY: per the contract, `groups` points at `n` >= 1 results owned by the event.
-        unsafe {
-            let g = *groups;
-            let error = rd::rd_kafka_group_result_error(g);
-            if !error.is_null() {
-                return Err(failure(rd::rd_kafka_error_code(error), what, &text(rd::rd_kafka_error_string(error))));
-            }
-            Ok(rd::rd_kafka_group_result_partitions(g))
-        }
-    }
-
-    /// The elements of a partition list owned by a live event.
-    ///
-    /// # Safety
-    /// `list` is null or a valid list that outlives the returned slice.
-    unsafe fn elements<'a>(list: *const rd::rd_kafka_topic_partition_list_t) -> &'a [rd::rd_kafka_topic_partition_t] {
-        // SAFETY: per the contract; `elems` holds `cnt` initialised elements.
-        unsafe {
-            if list.is_null() || (*list).elems.is_null() {
-                return &[];
-            }
-            std::slice::from_raw_parts((*list).elems, usize::try_from((*list).cnt).unwrap_or(0))
-        }
-    }
-
-    /// The group's state (`Empty`, `Stable`, `Dead`, ...) and its number of members, classic and
-    /// consumer protocol alike. A group that does not exist is `Dead` with no member.
-    ///
-    /// # Errors
-    /// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
-    pub fn describe_group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
-        const WHAT: &str = "describing the consumer group";
-        let name = group_name(group)?;
-        let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS;
-        let call = call(c, op, WHAT, d, |rk, options, queue| {
-            let mut groups = [name.as_ptr()];
-            // SAFETY: live handle, options and queue; librdkafka copies the names before returning.
-            unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, groups.as_mut_ptr(), 1, options, queue) }
-        })?;
-        // SAFETY: the result and the descriptions belong to `call.event`, alive until `call` drops.
-        unsafe {
-            let result = rd::rd_kafka_event_DescribeConsumerGroups_result(call.event);
-            let mut n = 0usize;
-            let descs = rd::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut n);
-            if descs.is_null() || n == 0 {
-                return Ok(("Dead".into(), 0));
-            }
-            let desc = *descs;
-            let error = rd::rd_kafka_ConsumerGroupDescription_error(desc);
-            if !error.is_null() {
-                let code = rd::rd_kafka_error_code(error);
-                if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
-                    return Ok(("Dead".into(), 0));
-                }
-                return Err(failure(code, WHAT, &text(rd::rd_kafka_error_string(error))));
-            }
-            let state = text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(desc)));
-            let members = u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(desc)).unwrap_or(u32::MAX);
-            Ok((state, members))
-        }
-    }
-
-    /// The group's committed positions (offset and commit metadata) on partitions `ps` of `topic`, in
-    /// one OffsetFetch; `None` where it has none.
-    ///
-    /// # Errors
-    /// A [`KafkaFailure`]; a partition-level error names the partition.
-    pub fn list_group_offsets(
-        c: &Client,
-        group: &str,
-        topic: &str,
-        ps: &[i32],
-        d: Deadlines,
-    ) -> Result<Positions, KafkaFailure> {
-        const WHAT: &str = "reading the group's committed offsets";
-        let name = group_name(group)?;
-        let mut tpl = TopicPartitionList::new();
-        for p in ps {
-            tpl.add_partition(topic, *p);
-        }
-        let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS;
-        let call = call(c, op, WHAT, d, |rk, options, queue| {
-            // SAFETY: `name` and `tpl` outlive the constructor, which copies both; the request
-            // object is copied by the call and freed right after it.
-            unsafe {
-                let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
-                rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
-                rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
-            }
-        })?;
-        // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
-        unsafe {
-            let result = rd::rd_kafka_event_ListConsumerGroupOffsets_result(call.event);
-            let mut n = 0usize;
-            let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut n);
-            let list = only_group(groups, n, WHAT)?;
-            let mut out: Positions = ps.iter().map(|p| (*p, None)).collect();
-            for e in elements(list) {
-                if text(e.topic) != topic || !out.contains_key(&e.partition) {
-                    continue;
-                }
-                if e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-                    return Err(failure(
-                        e.err,
-                        WHAT,
-                        &format!("partition {}: {}", e.partition, RDKafkaErrorCode::from(e.err)),
-                    ));
-                }
-                let metadata = if e.metadata.is_null() {
-                    String::new()
-                } else {
-                    let bytes = std::slice::from_raw_parts(e.metadata.cast::<u8>(), e.metadata_size);
-                    String::from_utf8_lossy(bytes).into_owned()
-                };
-                let pos = super::absolute(Offset::from_raw(e.offset)).map(|offset| Position { offset, metadata });
-                out.insert(e.partition, pos);
-            }
-            Ok(out)
-        }
-    }
-
-    /// Commits `offsets` of `topic` with commit metadata `metadata` for the group, without joining it,
-    /// in one OffsetCommit; then examines every partition's result.
-    ///
-    /// # Errors
-    /// A [`KafkaFailure`]: UNKNOWN_MEMBER_ID (members present) and other retriable codes are
-    /// transient; when some partitions failed, the reason lists each with Kafka's code.
-    pub fn alter_group_offsets(
-        c: &Client,
-        group: &str,
-        topic: &str,
-        offsets: &BTreeMap<i32, i64>,
-        metadata: &str,
-        d: Deadlines,
-    ) -> Result<(), KafkaFailure> {
-        const WHAT: &str = "committing the group's offsets";
-        let name = group_name(group)?;
-        let mut tpl = TopicPartitionList::new();
-        for (p, o) in offsets {
-            let mut e = tpl.add_partition(topic, *p);
-            e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
-            e.set_metadata(metadata);
-        }
-        let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS;
-        let call = call(c, op, WHAT, d, |rk, options, queue| {
-            // SAFETY: as in `list_group_offsets`.
-            unsafe {
-                let mut req = [rd::rd_kafka_AlterConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
-                rd::rd_kafka_AlterConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
-                rd::rd_kafka_AlterConsumerGroupOffsets_destroy(req[0]);
-            }
-        })?;
-        // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
-        let failed: Vec<(i32, rd::rd_kafka_resp_err_t)> = unsafe {
-            let result = rd::rd_kafka_event_AlterConsumerGroupOffsets_result(call.event);
-            let mut n = 0usize;
-            let groups = rd::rd_kafka_AlterConsumerGroupOffsets_result_groups(result, &mut n);
-            let list = only_group(groups, n, WHAT)?;
-            elements(list)
-                .iter()
-                .filter(|e| e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
-                .map(|e| (e.partition, e.err))
-                .collect()
-        };
-        let Some((_, first)) = failed.first() else { return Ok(()) };
-        let mut f = failure(*first, WHAT, "");
-        // Kafka answers UNKNOWN_MEMBER_ID on every partition when the group has members: its own
-        // reason says so; otherwise list each partition and its code.
-        if !f.transient || failed.iter().any(|(_, e)| e != first) || failed.len() < offsets.len() {
-            let listed: Vec<String> =
-                failed.iter().map(|(p, e)| format!("partition {p}: {}", RDKafkaErrorCode::from(*e))).collect();
-            f.reason = format!(
-                "{WHAT}: the commit failed on {} of {} partition(s) of '{topic}' ({})",
-                failed.len(),
-                offsets.len(),
-                listed.join("; ")
-            );
-            f.transient = failed.iter().all(|(_, e)| failure(*e, WHAT, "").transient);
-        }
-        Err(f)
-    }
-}
+mod admin;
 
 #[cfg(test)]
 mod tests {

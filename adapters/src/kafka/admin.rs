@@ -1,0 +1,317 @@
+//! Consumer-group calls of librdkafka's admin API that the safe rdkafka API lacks:
+//! DescribeConsumerGroups, ListConsumerGroupOffsets and AlterConsumerGroupOffsets. Each names its
+//! group per call, so one client serves every group of a connection.
+//!
+//! DescribeConsumerGroups matters beyond convenience: rdkafka's `fetch_group_list` uses the classic
+//! DescribeGroups, which does not list the members of a KIP-848 `consumer` protocol group, so such a
+//! live group would describe as `Dead` with no member. librdkafka asks ConsumerGroupDescribe (KIP-848)
+//! and DescribeGroups as the group needs, so both protocols report their members.
+//!
+//! This module is the only unsafe code of the project: the workspace denies `unsafe_code`, and only
+//! this file allows it. Every object librdkafka allocates for a call is owned by a guard and freed
+//! whatever path is taken; librdkafka copies the request objects it is given, so they are freed right
+//! after the call.
+
+#![allow(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString, c_char};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+use flow_core::reset::{Position, Positions};
+use rdkafka::bindings as rd;
+use rdkafka::consumer::Consumer;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{Client, Deadlines, KafkaFailure};
+
+/// How long one wait for an admin result lasts before the client's context is asked for a final cause.
+const SLICE_MS: i32 = 100;
+
+/// The queue, options and result event of one admin call.
+struct Call {
+    queue: *mut rd::rd_kafka_queue_t,
+    options: *mut rd::rd_kafka_AdminOptions_t,
+    event: *mut rd::rd_kafka_event_t,
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        // SAFETY: each pointer is null or was returned by the matching librdkafka constructor
+        // and is freed exactly once, here.
+        unsafe {
+            if !self.event.is_null() {
+                rd::rd_kafka_event_destroy(self.event);
+            }
+            if !self.options.is_null() {
+                rd::rd_kafka_AdminOptions_destroy(self.options);
+            }
+            if !self.queue.is_null() {
+                rd::rd_kafka_queue_destroy(self.queue);
+            }
+        }
+    }
+}
+
+/// Runs one admin operation `op` on `c`: `issue` sends it (given the client handle, the options
+/// and the result queue); returns the result event once it arrived without a request-level error.
+fn call(
+    c: &Client,
+    op: rd::rd_kafka_admin_op_t,
+    what: &str,
+    d: Deadlines,
+    issue: impl FnOnce(*mut rd::rd_kafka_t, *mut rd::rd_kafka_AdminOptions_t, *mut rd::rd_kafka_queue_t),
+) -> Result<Call, KafkaFailure> {
+    let rk = c.client().native_ptr();
+    let ms = i32::try_from(d.request.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `rk` is the live handle of `c`, borrowed for this call; the queue and options are
+    // owned by the returned `Call` (or freed by its drop on an early return).
+    unsafe {
+        let mut call = Call { queue: rd::rd_kafka_queue_new(rk), options: ptr::null_mut(), event: ptr::null_mut() };
+        call.options = rd::rd_kafka_AdminOptions_new(rk, op);
+        let mut errstr = [0 as c_char; 256];
+        rd::rd_kafka_AdminOptions_set_request_timeout(call.options, ms, errstr.as_mut_ptr(), errstr.len());
+        issue(rk, call.options, call.queue);
+        // Wait in slices: a failure that no retry can cure (a TLS handshake or an authentication
+        // that failed, reported to the client's context meanwhile) ends the wait at once.
+        let deadline = Instant::now() + d.request + Duration::from_secs(1);
+        loop {
+            call.event = rd::rd_kafka_queue_poll(call.queue, SLICE_MS);
+            if !call.event.is_null() {
+                break;
+            }
+            if let Some(cause) = c.context().cause() {
+                return Err(cause);
+            }
+            if Instant::now() >= deadline {
+                return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, what, "no answer in time"));
+            }
+        }
+        let err = rd::rd_kafka_event_error(call.event);
+        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(failure(err, what, &text(rd::rd_kafka_event_error_string(call.event))));
+        }
+        Ok(call)
+    }
+}
+
+fn text(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: librdkafka returns NUL-terminated strings that live as long as their event.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// The failure of admin call `what` with Kafka's `code` and its `reason` (the code's own text
+/// when empty), classified by [`super::classify_code`].
+pub(super) fn failure(code: rd::rd_kafka_resp_err_t, what: &str, reason: &str) -> KafkaFailure {
+    let code = RDKafkaErrorCode::from(code);
+    let text = if reason.is_empty() { code.to_string() } else { reason.to_string() };
+    let mut f = super::classify_code(Some(code), &text);
+    if !matches!(code, RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) {
+        f.reason = format!("{what}: {text}");
+    }
+    f
+}
+
+fn group_name(group: &str) -> Result<CString, KafkaFailure> {
+    CString::new(group).map_err(|_| KafkaFailure { transient: false, reason: "NUL in the group id".into() })
+}
+
+/// The single group result of a ListConsumerGroupOffsets or AlterConsumerGroupOffsets event:
+/// its per-partition list, or the group-level error.
+///
+/// # Safety
+/// `groups` and `n` come from the matching `*_result_groups` call on a live event.
+unsafe fn only_group(
+    groups: *mut *const rd::rd_kafka_group_result_t,
+    n: usize,
+    what: &str,
+) -> Result<*const rd::rd_kafka_topic_partition_list_t, KafkaFailure> {
+    if groups.is_null() || n == 0 {
+        return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__BAD_MSG, what, "Kafka returned no group"));
+    }
+    // SAFETY: per the contract, `groups` points at `n` >= 1 results owned by the event.
+    unsafe {
+        let g = *groups;
+        let error = rd::rd_kafka_group_result_error(g);
+        if !error.is_null() {
+            return Err(failure(rd::rd_kafka_error_code(error), what, &text(rd::rd_kafka_error_string(error))));
+        }
+        Ok(rd::rd_kafka_group_result_partitions(g))
+    }
+}
+
+/// The elements of a partition list owned by a live event.
+///
+/// # Safety
+/// `list` is null or a valid list that outlives the returned slice.
+unsafe fn elements<'a>(list: *const rd::rd_kafka_topic_partition_list_t) -> &'a [rd::rd_kafka_topic_partition_t] {
+    // SAFETY: per the contract; `elems` holds `cnt` initialised elements.
+    unsafe {
+        if list.is_null() || (*list).elems.is_null() {
+            return &[];
+        }
+        std::slice::from_raw_parts((*list).elems, usize::try_from((*list).cnt).unwrap_or(0))
+    }
+}
+
+/// The group's state (`Empty`, `Stable`, `Dead`, ...) and its number of members, classic and
+/// consumer protocol alike. A group that does not exist is `Dead` with no member.
+///
+/// # Errors
+/// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
+pub fn describe_group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
+    const WHAT: &str = "describing the consumer group";
+    let name = group_name(group)?;
+    let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS;
+    let call = call(c, op, WHAT, d, |rk, options, queue| {
+        let mut groups = [name.as_ptr()];
+        // SAFETY: live handle, options and queue; librdkafka copies the names before returning.
+        unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, groups.as_mut_ptr(), 1, options, queue) }
+    })?;
+    // SAFETY: the result and the descriptions belong to `call.event`, alive until `call` drops.
+    unsafe {
+        let result = rd::rd_kafka_event_DescribeConsumerGroups_result(call.event);
+        let mut n = 0usize;
+        let descs = rd::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut n);
+        if descs.is_null() || n == 0 {
+            return Ok(("Dead".into(), 0));
+        }
+        let desc = *descs;
+        let error = rd::rd_kafka_ConsumerGroupDescription_error(desc);
+        if !error.is_null() {
+            let code = rd::rd_kafka_error_code(error);
+            if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
+                return Ok(("Dead".into(), 0));
+            }
+            return Err(failure(code, WHAT, &text(rd::rd_kafka_error_string(error))));
+        }
+        let state = text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(desc)));
+        let members = u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(desc)).unwrap_or(u32::MAX);
+        Ok((state, members))
+    }
+}
+
+/// The group's committed positions (offset and commit metadata) on partitions `ps` of `topic`, in
+/// one OffsetFetch; `None` where it has none.
+///
+/// # Errors
+/// A [`KafkaFailure`]; a partition-level error names the partition.
+pub fn list_group_offsets(
+    c: &Client,
+    group: &str,
+    topic: &str,
+    ps: &[i32],
+    d: Deadlines,
+) -> Result<Positions, KafkaFailure> {
+    const WHAT: &str = "reading the group's committed offsets";
+    let name = group_name(group)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in ps {
+        tpl.add_partition(topic, *p);
+    }
+    let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS;
+    let call = call(c, op, WHAT, d, |rk, options, queue| {
+        // SAFETY: `name` and `tpl` outlive the constructor, which copies both; the request
+        // object is copied by the call and freed right after it.
+        unsafe {
+            let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+            rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
+            rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
+        }
+    })?;
+    // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
+    unsafe {
+        let result = rd::rd_kafka_event_ListConsumerGroupOffsets_result(call.event);
+        let mut n = 0usize;
+        let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut n);
+        let list = only_group(groups, n, WHAT)?;
+        let mut out: Positions = ps.iter().map(|p| (*p, None)).collect();
+        for e in elements(list) {
+            if text(e.topic) != topic || !out.contains_key(&e.partition) {
+                continue;
+            }
+            if e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(failure(
+                    e.err,
+                    WHAT,
+                    &format!("partition {}: {}", e.partition, RDKafkaErrorCode::from(e.err)),
+                ));
+            }
+            let metadata = if e.metadata.is_null() {
+                String::new()
+            } else {
+                let bytes = std::slice::from_raw_parts(e.metadata.cast::<u8>(), e.metadata_size);
+                String::from_utf8_lossy(bytes).into_owned()
+            };
+            let pos = super::absolute(Offset::from_raw(e.offset)).map(|offset| Position { offset, metadata });
+            out.insert(e.partition, pos);
+        }
+        Ok(out)
+    }
+}
+
+/// Commits `offsets` of `topic` with commit metadata `metadata` for the group, without joining it,
+/// in one OffsetCommit; then examines every partition's result.
+///
+/// # Errors
+/// A [`KafkaFailure`]: UNKNOWN_MEMBER_ID (members present) and other retriable codes are
+/// transient; when some partitions failed, the reason lists each with Kafka's code.
+pub fn alter_group_offsets(
+    c: &Client,
+    group: &str,
+    topic: &str,
+    offsets: &BTreeMap<i32, i64>,
+    metadata: &str,
+    d: Deadlines,
+) -> Result<(), KafkaFailure> {
+    const WHAT: &str = "committing the group's offsets";
+    let name = group_name(group)?;
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in offsets {
+        let mut e = tpl.add_partition(topic, *p);
+        e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
+        e.set_metadata(metadata);
+    }
+    let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS;
+    let call = call(c, op, WHAT, d, |rk, options, queue| {
+        // SAFETY: as in `list_group_offsets`.
+        unsafe {
+            let mut req = [rd::rd_kafka_AlterConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+            rd::rd_kafka_AlterConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
+            rd::rd_kafka_AlterConsumerGroupOffsets_destroy(req[0]);
+        }
+    })?;
+    // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
+    let failed: Vec<(i32, rd::rd_kafka_resp_err_t)> = unsafe {
+        let result = rd::rd_kafka_event_AlterConsumerGroupOffsets_result(call.event);
+        let mut n = 0usize;
+        let groups = rd::rd_kafka_AlterConsumerGroupOffsets_result_groups(result, &mut n);
+        let list = only_group(groups, n, WHAT)?;
+        elements(list)
+            .iter()
+            .filter(|e| e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
+            .map(|e| (e.partition, e.err))
+            .collect()
+    };
+    let Some((_, first)) = failed.first() else { return Ok(()) };
+    let mut f = failure(*first, WHAT, "");
+    // Kafka answers UNKNOWN_MEMBER_ID on every partition when the group has members: its own
+    // reason says so; otherwise list each partition and its code.
+    if !f.transient || failed.iter().any(|(_, e)| e != first) || failed.len() < offsets.len() {
+        let listed: Vec<String> =
+            failed.iter().map(|(p, e)| format!("partition {p}: {}", RDKafkaErrorCode::from(*e))).collect();
+        f.reason = format!(
+            "{WHAT}: the commit failed on {} of {} partition(s) of '{topic}' ({})",
+            failed.len(),
+            offsets.len(),
+            listed.join("; ")
+        );
+        f.transient = failed.iter().all(|(_, e)| failure(*e, WHAT, "").transient);
+    }
+    Err(f)
+}
