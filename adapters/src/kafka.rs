@@ -143,7 +143,8 @@ fn cause_of(text: &str) -> Option<Cause> {
     // done, and answers with an alert on the first read ("Receive failed: ...:ssl/tls alert bad
     // certificate: SSL alert number 42").
     if text.contains("alert") && (text.contains("SSL routines") || text.contains("SSL alert number")) {
-        let r = after("Receive failed: ").or_else(|| after("SSL transport error: ")).unwrap_or_else(|| text.to_string());
+        let r =
+            after("Receive failed: ").or_else(|| after("SSL transport error: ")).unwrap_or_else(|| text.to_string());
         return Some(Cause::Tls(tls_reason(&r)));
     }
     if let Some(r) = after("SASL authentication error: ") {
@@ -283,7 +284,10 @@ impl KafkaClient {
                     let _ = c.poll(PUMP_INTERVAL);
                 }
             })
-            .map_err(|e| KafkaFailure { transient: true, reason: format!("cannot start a Kafka client thread: {e}") })?;
+            .map_err(|e| KafkaFailure {
+                transient: true,
+                reason: format!("cannot start a Kafka client thread: {e}"),
+            })?;
         Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
     }
 
@@ -566,6 +570,59 @@ mod tests {
         assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
         let f = classify(&KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed));
         assert!(!f.transient);
+    }
+
+    /// librdkafka's own wording, as logged on the test bed's listeners.
+    #[test]
+    fn final_causes_from_librdkafka_reports() {
+        let tls = |t: &str| match cause_of(t) {
+            Some(Cause::Tls(r)) => r,
+            other => panic!("{t}: {other:?}"),
+        };
+        let auth = |t: &str| match cause_of(t) {
+            Some(Cause::Authentication(r)) => r,
+            other => panic!("{t}: {other:?}"),
+        };
+        let r = tls(
+            "ssl://127.0.0.1:19100/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package) (after 4ms in state SSL_HANDSHAKE)",
+        );
+        assert!(r.starts_with("the broker's certificate is not signed by a CA the client trusts"), "{r}");
+        assert!(!r.contains("after 4ms"), "{r}");
+        let r = tls(
+            "ssl://127.0.0.1:19101/bootstrap: Receive failed: error:0A000416:SSL routines::ssl/tls alert certificate unknown: SSL alert number 46 (after 130ms in state APIVERSION_QUERY)",
+        );
+        assert!(r.contains("expired") && r.ends_with("SSL alert number 46)"), "{r}");
+        let r = tls(
+            "ssl://127.0.0.1:19101/bootstrap: Receive failed: error:0A000412:SSL routines::ssl/tls alert bad certificate: SSL alert number 42 (after 1ms in state APIVERSION_QUERY)",
+        );
+        assert!(r.contains("not signed by a CA the broker trusts"), "{r}");
+        let r = auth(
+            "sasl_ssl://127.0.0.1:19102/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 312ms in state AUTH_REQ)",
+        );
+        assert_eq!(
+            r,
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+        );
+        let r = auth(
+            "Failed to acquire SASL OAUTHBEARER token: Failed to retrieve OIDC token from \"http://127.0.0.1:19110/token\": 401",
+        );
+        assert!(r.starts_with("no OAUTHBEARER token: "), "{r}");
+        assert_eq!(
+            cause_of("ssl://127.0.0.1:19100/bootstrap: Connect to ipv4#127.0.0.1:19100 failed: Connection refused"),
+            None
+        );
+        assert_eq!(cause_of("Disconnected (after 2ms in state UP)"), None);
+    }
+
+    #[test]
+    fn a_cause_is_worded_for_the_user_and_holds_no_secret() {
+        let w = Watch::new("kafka:9093", Secrets::from_values(["hunter2-secret".to_string()]));
+        assert_eq!(w.cause(), None);
+        w.sort("x: SASL authentication error: bad password hunter2-secret (after 1ms in state AUTH_REQ)");
+        w.sort("x: SSL handshake failed: later (after 1ms in state SSL_HANDSHAKE)");
+        let f = w.cause().expect("a cause");
+        assert!(!f.transient);
+        assert_eq!(f.reason, "authentication with the Kafka cluster at kafka:9093 failed: bad password [redacted]");
     }
 
     #[test]

@@ -123,10 +123,7 @@ impl Secrets {
 
 /// `props` for showing: every sensitive value replaced by [`REDACTED`].
 pub fn redact_properties(props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    props
-        .iter()
-        .map(|(k, v)| (k.clone(), if is_sensitive(k) { REDACTED.to_string() } else { v.clone() }))
-        .collect()
+    props.iter().map(|(k, v)| (k.clone(), if is_sensitive(k) { REDACTED.to_string() } else { v.clone() })).collect()
 }
 
 /// The values of `key=value` options of a JAAS line (`<LoginModule> <flag> key="value" ... ;`),
@@ -224,7 +221,8 @@ mod tests {
 
     #[test]
     fn jaas_lines_hide_their_options_and_pem_keys_their_lines() {
-        let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="shop" password="p\"w-1234";"#;
+        let jaas =
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="shop" password="p\"w-1234";"#;
         let pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49\nAwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
         let s = Secrets::of(&props(&[("sasl.jaas.config", jaas), ("ssl.key.pem", pem)]));
         let text = format!("bad: p\"w-1234; line AwEHBG0wawIBAQQg; whole {jaas}; debug {pem:?}");
@@ -245,7 +243,10 @@ mod tests {
     #[test]
     fn short_values_only_where_quoted_and_longest_first() {
         let s = Secrets::from_values(["abc".to_string(), "secret".to_string(), "secret-longer".to_string()]);
-        assert_eq!(s.redact(r#"abc "abc" 'abc' secret-longer secret"#), r#"abc "[redacted]" '[redacted]' [redacted] [redacted]"#);
+        assert_eq!(
+            s.redact(r#"abc "abc" 'abc' secret-longer secret"#),
+            r#"abc "[redacted]" '[redacted]' [redacted] [redacted]"#
+        );
         assert!(Secrets::of(&props(&[("sasl.password", "  ")])).is_empty());
         assert_eq!(format!("{:?}", Secrets::from_values(["x-secret".into()])), "Secrets(1 value(s))");
     }

@@ -339,7 +339,8 @@ fn secured_cases() -> Vec<Secured> {
     let mtls_at = env("FLOW_TESTBED_KAFKA_MTLS");
     let scram_at = env("FLOW_TESTBED_KAFKA_SCRAM");
     let oauth = env("FLOW_TESTBED_KAFKA_OAUTH");
-    let case = |name, brokers: &String, props, fails_with| Secured { name, brokers: brokers.clone(), props, fails_with };
+    let case =
+        |name, brokers: &String, props, fails_with| Secured { name, brokers: brokers.clone(), props, fails_with };
     vec![
         case("ssl", &ssl, tls("SSL", "ca.crt"), None),
         case("mtls", &mtls_at, mtls("client.crt"), None),
@@ -349,9 +350,24 @@ fn secured_cases() -> Vec<Secured> {
         case("wrong-ca", &ssl, tls("SSL", "other-ca.crt"), Some(&["TLS", "not signed by a CA the client trusts"])),
         case("foreign-cert", &mtls_at, mtls("client-foreign.crt"), Some(&["TLS", "refused the client's certificate"])),
         case("expired-cert", &mtls_at, mtls("client-expired.crt"), Some(&["TLS", "expired"])),
-        case("scram-wrong", &scram_at, scram("SCRAM-SHA-512", "not-the-scram-secret-3f9a"), Some(&["authentication", "SCRAM-SHA-512"])),
-        case("token-rejected", &oauth, oidc("flow-rejected", "flow-rejected-secret"), Some(&["authentication", "invalid_token"])),
-        case("no-token", &oauth, oidc("flow-operator", "not-the-oauth-secret-81c2"), Some(&["authentication", "OAUTHBEARER token"])),
+        case(
+            "scram-wrong",
+            &scram_at,
+            scram("SCRAM-SHA-512", "not-the-scram-secret-3f9a"),
+            Some(&["authentication", "SCRAM-SHA-512"]),
+        ),
+        case(
+            "token-rejected",
+            &oauth,
+            oidc("flow-rejected", "flow-rejected-secret"),
+            Some(&["authentication", "invalid_token"]),
+        ),
+        case(
+            "no-token",
+            &oauth,
+            oidc("flow-operator", "not-the-oauth-secret-81c2"),
+            Some(&["authentication", "OAUTHBEARER token"]),
+        ),
     ]
 }
 
@@ -399,12 +415,20 @@ fn secured_listeners_reset_and_each_failure_names_its_cause() {
     for c in &cases {
         let (p, topic) = (format!("sec-{}", c.name), format!("sec.{}-events", c.name));
         let g = format!("{p}.router.in");
-        let mine = |notes: &[String]| notes.iter().filter(|n| n.starts_with(&format!("{g}: "))).cloned().collect::<Vec<_>>();
+        let mine =
+            |notes: &[String]| notes.iter().filter(|n| n.starts_with(&format!("{g}: "))).cloned().collect::<Vec<_>>();
         let committed = kafka::committed(&g, &topic, 3);
         match c.fails_with {
             None => {
-                if committed != some(&[0, 5, 0]) || mine(&done) != [format!("{g}: 3 partition(s) of '{topic}' to earliest")] {
-                    problems.push(format!("{}: committed {committed:?}, events {:?} {:?}", c.name, mine(&done), mine(&failed)));
+                if committed != some(&[0, 5, 0])
+                    || mine(&done) != [format!("{g}: 3 partition(s) of '{topic}' to earliest")]
+                {
+                    problems.push(format!(
+                        "{}: committed {committed:?}, events {:?} {:?}",
+                        c.name,
+                        mine(&done),
+                        mine(&failed)
+                    ));
                 }
             }
             Some(words) => {
@@ -412,7 +436,11 @@ fn secured_listeners_reset_and_each_failure_names_its_cause() {
                 eprintln!("secured: {}: {notes:?}", c.name);
                 let status = reset_status(ns, &p).to_string();
                 if committed != some(&[20, 20, 20]) || notes.len() != 1 || !mine(&done).is_empty() {
-                    problems.push(format!("{}: committed {committed:?}, failures {notes:?}, done {:?}", c.name, mine(&done)));
+                    problems.push(format!(
+                        "{}: committed {committed:?}, failures {notes:?}, done {:?}",
+                        c.name,
+                        mine(&done)
+                    ));
                 } else if let Some(w) = words.iter().find(|w| !notes[0].contains(*w)) {
                     problems.push(format!("{}: the note does not say '{w}': {}", c.name, notes[0]));
                 } else if !status.contains(words[words.len() - 1]) {
@@ -436,7 +464,13 @@ fn secured_listeners_reset_and_each_failure_names_its_cause() {
         seen.push((format!("flow reset status of sec-{}", c.name), show(&o)));
     }
     for (what, text) in &seen {
-        for secret in [CLIENT_KEY_PASSWORD, SCRAM_PASSWORD, OAUTH_SECRET, "not-the-scram-secret-3f9a", "not-the-oauth-secret-81c2"] {
+        for secret in [
+            CLIENT_KEY_PASSWORD,
+            SCRAM_PASSWORD,
+            OAUTH_SECRET,
+            "not-the-scram-secret-3f9a",
+            "not-the-oauth-secret-81c2",
+        ] {
             assert!(!text.contains(secret), "{what} shows a credential");
         }
         assert!(!text.contains("PRIVATE KEY"), "{what} shows a private key");
@@ -472,7 +506,9 @@ fn no_marker_of_a_sensitive_key_leaves_the_secret() {
         ("sasl.oauthbearer.client.secret", "MARKER-oauth-client-secret-5e0c"),
     ];
     let jaas = |password: &str| {
-        format!(r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="shop" password="{password}";"#)
+        format!(
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="shop" password="{password}";"#
+        )
     };
     let scram_at = env("FLOW_TESTBED_KAFKA_SCRAM");
     // every key a marker: librdkafka refuses the client (an unknown property, or a key that is no key)
