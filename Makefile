@@ -1,7 +1,9 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
 #   make demo   the seed page's scenario, narrated, on the test bed
 #   make test   every test, the end-to-end ones on the test bed
-.PHONY: demo test lint testbed-up testbed-down
+#   make dist   release archives, install.yaml, krew manifest and checksums in target/dist
+#   make image  the operator's image, built from scratch here (target/image)
+.PHONY: demo test lint testbed-up testbed-down dist image
 
 demo:
 	scripts/demo.sh
@@ -18,3 +20,9 @@ testbed-up:
 
 testbed-down:
 	testbed/tb down
+
+dist:
+	scripts/dist.sh
+
+image:
+	scripts/image.sh

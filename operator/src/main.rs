@@ -34,6 +34,12 @@ async fn main() -> ExitCode {
         },
         None => {
             settings::init_tracing(cli.settings.log_format);
+            tracing::info!(
+                version = metrics::VERSION,
+                commit = metrics::GIT_COMMIT,
+                "flow-operator {}",
+                metrics::VERSION
+            );
             let code = match controller::run(cli.settings).await {
                 Ok(()) => 0,
                 Err(e) => {

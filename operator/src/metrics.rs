@@ -12,6 +12,8 @@
 //! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
 //! - `ankka_flow_leader`: 1 while this instance holds the Lease (or runs without leader election)
 //!   and reconciles, 0 while it waits for the Lease.
+//! - `ankka_flow_build_info{version, commit}`: always 1; the version and git commit of the binary
+//!   (one series).
 //!
 //! The endpoint is served from the start, before the Lease is held, so that probes see a waiting
 //! instance as alive. This module is the registry and the HTTP endpoint only: the lag is measured by
@@ -41,6 +43,20 @@ pub struct LagLabels {
     /// Partition number.
     pub partition: String,
 }
+
+/// Labels of `ankka_flow_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The crate version.
+    pub version: String,
+    /// The git commit the binary was built from (`unknown` outside a git checkout).
+    pub commit: String,
+}
+
+/// The version of this binary.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit this binary was built from; set by build.rs.
+pub const GIT_COMMIT: &str = env!("FLOW_GIT_COMMIT");
 
 /// Label of the reset outcome counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -96,6 +112,13 @@ impl Default for Metrics {
             "ankka_flow_leader",
             "1 while this instance holds the Lease and reconciles, 0 while it waits for it",
             leader.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info.get_or_create(&BuildLabels { version: VERSION.to_string(), commit: GIT_COMMIT.to_string() }).set(1);
+        registry.register(
+            "ankka_flow_build_info",
+            "Always 1: the version and git commit of the running operator",
+            build_info,
         );
         Metrics { registry, lag, reset_groups, reset_duration, pending, leader }
     }
@@ -163,4 +186,17 @@ fn respond(req: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<
         resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_info_names_the_version_and_the_commit() {
+        let text = Metrics::default().encode();
+        let line = format!("ankka_flow_build_info{{version=\"{VERSION}\",commit=\"{GIT_COMMIT}\"}} 1");
+        assert!(text.lines().any(|l| l == line), "{text}");
+        assert!(!GIT_COMMIT.is_empty());
+    }
 }

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// out reset requests written by `flow reset`. Kubernetes access comes from the in-cluster service
 /// account or, outside a cluster, from KUBECONFIG.
 #[derive(Parser, Debug)]
-#[command(name = "flow-operator", version)]
+#[command(name = "flow-operator", version = concat!(env!("CARGO_PKG_VERSION"), ", commit ", env!("FLOW_GIT_COMMIT")))]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
