@@ -8,3 +8,5 @@ K8S_VERSION=1.36.3
 ETCD_VERSION=3.6.16
 KWOK_VERSION=0.8.0
 TESTBED_CACHE=${TESTBED_CACHE:-$HOME/.cache/ankka-flow-testbed}
+# Helm, for the chart's tests (scripts/helm.sh builds it into the same cache)
+HELM_VERSION=3.22.0

@@ -42,6 +42,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // Served before the Lease is held, so that a waiting instance answers its probes.
     let metrics = Arc::new(crate::metrics::Metrics::default());
     crate::metrics::serve_in_background(settings.metrics_address, metrics.clone());
+    crate::metrics::watch_apiserver(client.clone(), metrics.clone());
     let leadership = if settings.leader_election {
         match Leadership::acquire(client.clone(), &settings, stop.clone()).await? {
             Some(held) => Some(held),
@@ -71,7 +72,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))
         .graceful_shutdown_on(stop.requested())
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile_measured, error_policy, ctx)
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
@@ -93,6 +94,14 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// [`reconcile`], counted and timed by outcome for the metrics.
+async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let result = reconcile(flow, ctx.clone()).await;
+    ctx.metrics.reconciled(result.as_ref().map_or_else(Error::category, |_| "success"), started.elapsed());
+    result
 }
 
 /// Deployment applies of one reconcile in flight at once.

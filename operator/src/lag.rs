@@ -12,12 +12,12 @@ use flow_core::request::ResetRequest;
 use flow_core::reset::KafkaFailure;
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use flow_core::targets::{self, InletTarget};
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 use crate::connections::Connections;
 use crate::context::Context;
-use crate::metrics::LagLabels;
+use crate::metrics::{ClusterLabels, LagLabels};
 
 /// The lag of each inlet of `wanted` (an inlet with the resource that declares its topic), in the
 /// order given. Inlets are grouped by their connection's client, so that each connection is asked once: one
@@ -102,13 +102,25 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
         .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f, ts)))
         .flat_map(|(f, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (f, i)))
         .collect();
+    // Who each inlet is, for its labels: the AnkkaFlow's namespace and name, and the connection.
+    let whose: Vec<(String, String, String)> = wanted
+        .iter()
+        .map(|(f, inlet)| (f.namespace().unwrap_or_default(), f.name_any(), connection_label(f, &inlet.topic_id)))
+        .collect();
     let mut connections = Connections::new(ctx);
     let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
-    for (inlet, lag) in measure(&mut connections, wanted).await {
+    // Per connection: whether every inlet over it was sampled.
+    let mut clusters: BTreeMap<String, bool> = BTreeMap::new();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    for ((inlet, lag), (namespace, pipeline, cluster)) in measure(&mut connections, wanted).await.into_iter().zip(whose)
+    {
         match lag {
             Ok(parts) => {
+                clusters.entry(cluster).or_insert(true);
                 for (p, lag) in parts {
                     let labels = LagLabels {
+                        namespace: namespace.clone(),
+                        pipeline: pipeline.clone(),
                         client_id: inlet.group.to_string(),
                         topic: inlet.topic.clone(),
                         partition: p.to_string(),
@@ -116,13 +128,31 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
                     seen.insert(labels, lag);
                 }
             }
-            Err(e) => tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag"),
+            Err(e) => {
+                tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag");
+                ctx.metrics.lag_sample_errors.get_or_create(&ClusterLabels { cluster: cluster.clone() }).inc();
+                clusters.insert(cluster, false);
+            }
+        }
+    }
+    for (cluster, ok) in clusters {
+        if ok {
+            ctx.metrics.lag_last_success.get_or_create(&ClusterLabels { cluster }).set(now);
         }
     }
     ctx.metrics.lag.clear();
     for (labels, lag) in seen {
         ctx.metrics.lag.get_or_create(&labels).set(lag);
     }
+}
+
+/// The label of topic `topic_id`'s Kafka connection in `flow`: the cluster it names, else the
+/// bootstrap servers it names, else the default cluster.
+fn connection_label(flow: &AnkkaFlow, topic_id: &str) -> String {
+    let topic = flow.spec.topic(topic_id);
+    topic
+        .and_then(|t| t.cluster.clone().or_else(|| t.bootstrap_servers.clone()))
+        .unwrap_or_else(|| flow_core::connection::DEFAULT_CLUSTER.to_string())
 }
 
 /// Follows the catch-up of a done request's reset groups: measures each one's lag (records left to

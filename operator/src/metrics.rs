@@ -1,10 +1,19 @@
-//! Prometheus metrics of the operator, served with `/healthz` on `--metrics-address`.
+//! Prometheus metrics of the operator, served with `/healthz` and `/readyz` on `--metrics-address`.
 //!
-//! Series and their labels (cardinality is bounded by what the cluster holds, never by requests):
-//! - `ankka_flow_consumer_group_lag{client_id, topic, partition}`: records an inlet's consumer group
-//!   has still to read, for every inlet of every pipeline the operator watches; `client_id` is the
-//!   group `<pipeline>.<streamlet>.<inlet>`, `topic` the Kafka topic name. One series per inlet
-//!   partition; series of inlets that went away are dropped at the next sample.
+//! Series and their labels (cardinality is bounded by what the cluster holds, never by requests;
+//! docs/observe.md lists them for users):
+//! - `ankka_flow_consumer_group_lag{namespace, pipeline, client_id, topic, partition}`: records an
+//!   inlet's consumer group has still to read, for every inlet of every pipeline the operator
+//!   watches; `namespace` and `pipeline` are the AnkkaFlow's, `client_id` the group
+//!   `<pipeline>.<streamlet>.<inlet>`, `topic` the Kafka topic name. One series per inlet
+//!   partition; series of inlets that went away, or whose sample failed, are dropped at the next
+//!   sample (the sampling metrics below say when that happens).
+//! - `ankka_flow_lag_sample_errors_total{cluster}`, `ankka_flow_lag_last_success_timestamp_seconds{cluster}`:
+//!   per Kafka connection (the cluster's name, or the bootstrap servers of a topic that names them
+//!   itself), inlets whose lag could not be sampled, and when a sample over it last succeeded.
+//! - `ankka_flow_reconciles_total{outcome}`, `ankka_flow_reconcile_duration_seconds{outcome}`:
+//!   reconciles by outcome, `success` or the error category (`KubernetesApiFailed`, ...), a handful
+//!   of series.
 //! - `ankka_flow_reset_groups_total{outcome}`: consumer groups finished by reset requests, `outcome`
 //!   is `reset` or `failed` (two series).
 //! - `ankka_flow_reset_duration_seconds`: histogram, from when the operator first saw a request to
@@ -12,8 +21,13 @@
 //! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
 //! - `ankka_flow_leader`: 1 while this instance holds the Lease (or runs without leader election)
 //!   and reconciles, 0 while it waits for the Lease.
-//! - `ankka_flow_build_info{version, commit}`: always 1; the version and git commit of the binary
-//!   (one series).
+//! - `ankka_flow_build_info{version, commit}`: always 1; the version and git commit of the binary.
+//! - `process_*`: CPU seconds, resident and virtual memory, open and maximum file descriptors, start
+//!   time, read from `/proc/self` at each scrape (Linux).
+//!
+//! `/healthz` answers as long as the process serves (liveness). `/readyz` answers 200 only while the
+//! API server has answered this instance recently and it holds the Lease (or runs without leader
+//! election); a replica that waits for the Lease is alive but not ready.
 //!
 //! The endpoint is served from the start, before the Lease is held, so that probes see a waiting
 //! instance as alive. This module is the registry and the HTTP endpoint only: the lag is measured by
@@ -22,26 +36,49 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Labels of a lag series.
+/// Labels of a lag series. The encoder escapes label values (`\\`, `"`, line breaks), so any name
+/// is safe in them.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct LagLabels {
-    /// `<pipeline>.<streamlet>.<inlet>`.
+    /// Namespace of the AnkkaFlow.
+    pub namespace: String,
+    /// The AnkkaFlow's name.
+    pub pipeline: String,
+    /// `<pipeline>.<streamlet>.<inlet>`: the consumer group, and the streamlets' Kafka client id.
     pub client_id: String,
     /// Kafka topic name.
     pub topic: String,
     /// Partition number.
     pub partition: String,
+}
+
+/// Label of the per-connection sampling series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// The Kafka cluster's name (its Secret `kafka-cluster-<name>`), or the bootstrap servers of a
+    /// topic that names them itself.
+    pub cluster: String,
+}
+
+/// Label of the reconcile series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `success`, or the error category.
+    pub outcome: String,
 }
 
 /// Labels of `ankka_flow_build_info`.
@@ -78,6 +115,29 @@ pub struct Metrics {
     pub pending: Gauge,
     /// 1 while this instance reconciles.
     pub leader: Gauge,
+    /// Inlets whose lag could not be sampled, per connection.
+    pub lag_sample_errors: Family<ClusterLabels, Counter>,
+    /// When a lag sample over a connection last succeeded (Unix seconds).
+    pub lag_last_success: Family<ClusterLabels, Gauge<f64, AtomicU64>>,
+    /// Reconciles by outcome.
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Reconcile durations by outcome.
+    pub reconcile_duration: Family<ReconcileLabels, Histogram, fn() -> Histogram>,
+    /// When the API server last answered this instance (Unix milliseconds; 0: never).
+    apiserver_answered_ms: AtomicU64,
+}
+
+/// How recently the API server must have answered for `/readyz` to say ready.
+const APISERVER_FRESH: Duration = Duration::from_secs(30);
+/// How often the API server is asked while nothing else asks it.
+const APISERVER_PROBE: Duration = Duration::from_secs(10);
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+fn unix_now() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
 }
 
 impl Default for Metrics {
@@ -120,11 +180,74 @@ impl Default for Metrics {
             "Always 1: the version and git commit of the running operator",
             build_info,
         );
-        Metrics { registry, lag, reset_groups, reset_duration, pending, leader }
+        let lag_sample_errors = Family::<ClusterLabels, Counter>::default();
+        registry.register(
+            "ankka_flow_lag_sample_errors",
+            "Inlets whose consumer group lag could not be sampled, per Kafka connection",
+            lag_sample_errors.clone(),
+        );
+        let lag_last_success = Family::<ClusterLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "ankka_flow_lag_last_success_timestamp_seconds",
+            "When a lag sample over the Kafka connection last succeeded, in Unix seconds",
+            lag_last_success.clone(),
+        );
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        registry.register("ankka_flow_reconciles", "Reconciles of AnkkaFlows by outcome", reconciles.clone());
+        let reconcile_duration =
+            Family::<ReconcileLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram);
+        registry.register(
+            "ankka_flow_reconcile_duration_seconds",
+            "How long reconciles of AnkkaFlows took, by outcome",
+            reconcile_duration.clone(),
+        );
+        registry.register_collector(Box::new(ProcessCollector));
+        Metrics {
+            registry,
+            lag,
+            reset_groups,
+            reset_duration,
+            pending,
+            leader,
+            lag_sample_errors,
+            lag_last_success,
+            reconciles,
+            reconcile_duration,
+            apiserver_answered_ms: AtomicU64::new(0),
+        }
     }
 }
 
 impl Metrics {
+    /// Records one reconcile: `outcome` is `success` or the error's category.
+    pub fn reconciled(&self, outcome: &str, took: Duration) {
+        let labels = ReconcileLabels { outcome: outcome.to_string() };
+        self.reconciles.get_or_create(&labels).inc();
+        self.reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// Records that the API server answered this instance just now.
+    pub fn apiserver_answered(&self) {
+        let ms = u64::try_from(unix_now().as_millis()).unwrap_or(u64::MAX);
+        self.apiserver_answered_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Whether this instance is ready, and why (the body of `/readyz`): the API server answered
+    /// within [`APISERVER_FRESH`] and it holds the Lease.
+    pub fn readiness(&self) -> (bool, String) {
+        let answered = self.apiserver_answered_ms.load(Ordering::Relaxed);
+        let age = (answered > 0).then(|| unix_now().saturating_sub(Duration::from_millis(answered)));
+        let apiserver_ok = age.is_some_and(|a| a <= APISERVER_FRESH);
+        let leading = self.leader.get() == 1;
+        let apiserver = match age {
+            None => "apiserver: not answered yet".to_string(),
+            Some(a) if apiserver_ok => format!("apiserver: answered {} s ago", a.as_secs()),
+            Some(a) => format!("apiserver: no answer for {} s", a.as_secs()),
+        };
+        let lease = if leading { "lease: held, this instance reconciles" } else { "lease: waiting for it" };
+        (apiserver_ok && leading, format!("{apiserver}\n{lease}\n"))
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -134,7 +257,22 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `addr` in the background. A failure to bind is logged:
+/// Asks the API server for its version every [`APISERVER_PROBE`] and records each answer, for
+/// `/readyz`.
+pub fn watch_apiserver(client: kube::Client, metrics: Arc<Metrics>) {
+    tokio::spawn(async move {
+        loop {
+            match tokio::time::timeout(APISERVER_PROBE, client.apiserver_version()).await {
+                Ok(Ok(_)) => metrics.apiserver_answered(),
+                Ok(Err(e)) => tracing::debug!(error = %e, "the API server did not answer the readiness probe"),
+                Err(_) => tracing::debug!("the API server did not answer the readiness probe in time"),
+            }
+            tokio::time::sleep(APISERVER_PROBE).await;
+        }
+    });
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `addr` in the background. A failure to bind is logged:
 /// metrics are not worth stopping reconciles for.
 pub fn serve_in_background(addr: SocketAddr, metrics: Arc<Metrics>) {
     tokio::spawn(async move {
@@ -178,6 +316,10 @@ fn respond(req: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<
     let (status, content_type, body) = match req.uri().path() {
         "/metrics" => (StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode()),
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/readyz" => match metrics.readiness() {
+            (true, why) => (StatusCode::OK, "text/plain", why),
+            (false, why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", why),
+        },
         _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_string()),
     };
     let mut resp = Response::new(Full::new(Bytes::from(body)));
@@ -186,6 +328,79 @@ fn respond(req: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<
         resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
     resp
+}
+
+/// The `process_*` series, read from `/proc/self` at each scrape. Written here because
+/// prometheus-client has no process collector; the fields are those of proc(5).
+#[derive(Debug)]
+struct ProcessCollector;
+
+/// What `/proc/self` says, or `None` off Linux.
+struct ProcessStats {
+    cpu_seconds: f64,
+    resident_bytes: f64,
+    virtual_bytes: f64,
+    start_time_seconds: f64,
+    open_fds: f64,
+    max_fds: Option<f64>,
+}
+
+fn process_stats() -> Option<ProcessStats> {
+    // Clock ticks per second: 100 on every Linux architecture we build for (USER_HZ).
+    const TICKS: f64 = 100.0;
+    const PAGE: f64 = 4096.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    // proc(5) numbers the fields from 1 (pid); after the name, field 3 (state) is index 0.
+    let (utime, stime, starttime, vsize, rss) = (num(11)?, num(12)?, num(19)?, num(20)?, num(21)?);
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse::<f64>().ok()))?;
+    let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as f64;
+    let max_fds = std::fs::read_to_string("/proc/self/limits").ok().and_then(|l| {
+        l.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+    });
+    Some(ProcessStats {
+        cpu_seconds: (utime + stime) / TICKS,
+        resident_bytes: rss * PAGE,
+        virtual_bytes: vsize,
+        start_time_seconds: boot + starttime / TICKS,
+        open_fds,
+        max_fds,
+    })
+}
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(p) = process_stats() else { return Ok(()) };
+        let cpu = ConstCounter::new(p.cpu_seconds);
+        cpu.encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "User and system CPU time spent, in seconds",
+            None,
+            cpu.metric_type(),
+        )?)?;
+        let gauges = [
+            ("process_resident_memory_bytes", "Resident memory size in bytes", Some(p.resident_bytes)),
+            ("process_virtual_memory_bytes", "Virtual memory size in bytes", Some(p.virtual_bytes)),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since the Unix epoch, in seconds",
+                Some(p.start_time_seconds),
+            ),
+            ("process_open_fds", "Open file descriptors", Some(p.open_fds)),
+            ("process_max_fds", "Maximum number of open file descriptors", p.max_fds),
+        ];
+        for (name, help, value) in gauges {
+            let Some(v) = value else { continue };
+            let g = ConstGauge::new(v);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +413,66 @@ mod tests {
         let line = format!("ankka_flow_build_info{{version=\"{VERSION}\",commit=\"{GIT_COMMIT}\"}} 1");
         assert!(text.lines().any(|l| l == line), "{text}");
         assert!(!GIT_COMMIT.is_empty());
+    }
+
+    #[test]
+    fn lag_labels_are_escaped_and_name_namespace_and_pipeline() {
+        let m = Metrics::default();
+        let labels = |ns: &str| LagLabels {
+            namespace: ns.into(),
+            pipeline: "cart".into(),
+            client_id: "cart.router.in".into(),
+            topic: "a\"b\\c\nd".into(),
+            partition: "0".into(),
+        };
+        m.lag.get_or_create(&labels("shop")).set(5);
+        m.lag.get_or_create(&labels("shop-eu")).set(7);
+        let text = m.encode();
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with("ankka_flow_consumer_group_lag{")).collect();
+        assert_eq!(series.len(), 2, "the same pipeline in two namespaces never collides:\n{text}");
+        assert!(
+            series.contains(
+                &"ankka_flow_consumer_group_lag{namespace=\"shop\",pipeline=\"cart\",client_id=\"cart.router.in\",topic=\"a\\\"b\\\\c\\nd\",partition=\"0\"} 5"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn reconciles_and_process_series_are_exposed() {
+        let m = Metrics::default();
+        m.reconciled("success", Duration::from_millis(20));
+        m.reconciled("KubernetesApiFailed", Duration::from_millis(3));
+        m.lag_sample_errors.get_or_create(&ClusterLabels { cluster: "shop".into() }).inc();
+        let text = m.encode();
+        for needle in [
+            "ankka_flow_reconciles_total{outcome=\"success\"} 1",
+            "ankka_flow_reconciles_total{outcome=\"KubernetesApiFailed\"} 1",
+            "ankka_flow_reconcile_duration_seconds_count{outcome=\"success\"} 1",
+            "ankka_flow_lag_sample_errors_total{cluster=\"shop\"} 1",
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_start_time_seconds ",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(needle)), "no {needle}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn ready_only_with_a_recent_api_server_answer_and_the_lease() {
+        let m = Metrics::default();
+        assert_eq!(m.readiness(), (false, "apiserver: not answered yet\nlease: waiting for it\n".into()));
+        m.apiserver_answered();
+        assert!(!m.readiness().0, "waiting for the Lease: alive, not ready");
+        m.leader.set(1);
+        let (ready, why) = m.readiness();
+        assert!(ready, "{why}");
+        let stale = u64::try_from((unix_now() - Duration::from_secs(60)).as_millis()).unwrap();
+        m.apiserver_answered_ms.store(stale, Ordering::Relaxed);
+        assert_eq!(
+            m.readiness(),
+            (false, "apiserver: no answer for 60 s\nlease: held, this instance reconciles\n".into())
+        );
     }
 }
