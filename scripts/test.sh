@@ -18,4 +18,7 @@ if [ -n "$bad" ]; then
 fi
 
 cargo build --workspace --bins
+# Helm for the chart's tests (testbed/tests/chart.rs): built from the Go module proxy into the test
+# bed's cache the first time, nothing when warm. The image test installs buildah itself.
+scripts/helm.sh --path >/dev/null
 cargo test --workspace --no-fail-fast "$@"
