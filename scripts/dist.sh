@@ -16,7 +16,7 @@
 #              <repository>/releases/download/v<v>, from Cargo.toml)
 #
 # The binaries link only against the C library of the host (glibc 2.34 or later: libc, libm,
-# libgcc_s) and, for flow-operator, zlib; docs/install.md says so. Archives are reproducible: files
+# libgcc_s); docs/install.md says so. Archives are reproducible: files
 # sorted, owned by 0:0, dated at the commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -49,7 +49,8 @@ rm -rf "$root"
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$root/var/lib/ankka-flow/ledger"
 install -m 0755 "$binary" "$root/usr/local/bin/flow-operator"
 
-# Every shared library the binary loads, at the path the loader looks for it, and the loader.
+# Every shared library the binary loads, at the path the loader looks for it, and the loader
+# (today glibc's libc and libm, and libgcc_s: OpenSSL, libcurl and zlib are linked in).
 # glibc (2.34 and later) has the files and dns name services built in, so names resolve without
 # NSS modules; nsswitch.conf says to use them.
 libs=$(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u)

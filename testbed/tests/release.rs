@@ -69,7 +69,7 @@ fn dist_makes_archives_checksums_install_yaml_and_a_krew_manifest() {
     );
     let unpacked = scratch("dist-flow");
     run(Command::new("tar").args(["-xzf"]).arg(dist.join(&flow_tgz)).arg("-C").arg(&unpacked));
-    let line = run(&mut Command::new(unpacked.join("flow")).arg("version"));
+    let line = run(Command::new(unpacked.join("flow")).arg("version"));
     assert!(line.starts_with(&format!("flow {version}, protocol 1.0, commit ")), "{line}");
     let help = run(Command::new(unpacked.join("kubectl-flow")).args(["reset", "--help"]));
     assert!(help.contains("Usage: kubectl flow reset"), "{help}");
