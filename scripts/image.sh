@@ -69,7 +69,7 @@ fi
 
 cat >"$root/etc/passwd" <<'PASSWD'
 root:x:0:0:root:/root:/sbin/nologin
-nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
+nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin
 PASSWD
 cat >"$root/etc/group" <<'GROUP'
 root:x:0:
