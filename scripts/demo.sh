@@ -18,11 +18,11 @@ eval "$(testbed/tb env)"
 cargo build -q --workspace --bins
 export PATH=$PWD/target/debug:$PATH
 
-say "Installing the AnkkaFlow CRD and the Kafka cluster Secret 'kafka-cluster-shop'"
+say "Installing the AnkkaFlow CRD and the Kafka cluster Secrets 'kafka-cluster-shop' and 'kafka-cluster-default'"
 run kubectl apply --server-side -f deploy/crd.yaml
 kubectl wait --for=condition=Established crd/ankkaflows.flow.ankka.thinkmorestupidless.com --timeout=60s >/dev/null
 kubectl create namespace ankka-flow --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-run kubectl apply -f examples/cart/kafka-cluster-shop.yaml
+run kubectl apply -f examples/cart/kafka-cluster-shop.yaml -f examples/cart/kafka-cluster-default.yaml
 kubectl create namespace shop --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
 say "Filling the input topic shop.cart-events.v1: 3 partitions of 1000 records"

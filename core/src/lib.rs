@@ -15,3 +15,4 @@ pub mod request;
 pub mod reset;
 pub mod resource;
 pub mod targets;
+pub mod tenancy;

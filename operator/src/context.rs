@@ -59,6 +59,13 @@ pub struct Context {
     pub failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+    /// Every `AnkkaFlow` of every namespace, as last seen: the other resources a consumer group may
+    /// be shared with.
+    pub flows: kube::runtime::reflector::Store<AnkkaFlow>,
+    /// When each refusal or shared-group event (by namespace and event name) was last recorded or
+    /// found recorded: reconciles repeat them, and asking the API server again each time would
+    /// cost a request per event per reconcile.
+    pub recorded: Mutex<HashMap<String, std::time::Instant>>,
     /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
     /// the lag is measured at most once per lag interval whatever triggers them.
     pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,

@@ -14,7 +14,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::context::{Context, Error};
@@ -57,6 +58,15 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
+    let controller = Controller::new(flows, watcher::Config::default())
+        .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
+        .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles));
+    // Every AnkkaFlow of every namespace, for the consumer groups they may share: the controller's
+    // own cache when it watches every namespace, else a cache of its own.
+    let all_flows = match &settings.watch_namespace {
+        None => controller.store(),
+        Some(_) => spawn_all_flows_cache(client.clone()),
+    };
     let ctx = Arc::new(Context {
         client,
         ledger,
@@ -64,13 +74,13 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
         metrics,
+        flows: all_flows,
+        recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
     });
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
-    let controller = Controller::new(flows, watcher::Config::default())
-        .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
-        .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles))
+    let controller = controller
         .graceful_shutdown_on(stop.requested())
         .run(reconcile_measured, error_policy, ctx)
         .for_each(|res| async move {
@@ -104,6 +114,22 @@ async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<A
     result
 }
 
+/// A cache of every `AnkkaFlow` in every namespace, kept by a watch of its own (for an operator that
+/// reconciles one namespace only). Without the right to list them everywhere it stays empty and
+/// says so in the log, with the watch's backoff.
+fn spawn_all_flows_cache(client: Client) -> Store<AnkkaFlow> {
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher::watcher(Api::<AnkkaFlow>::all(client), watcher::Config::default()))
+        .default_backoff()
+        .for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, "cannot watch the AnkkaFlows of every namespace; consumer groups shared with other namespaces go unnoticed until it can");
+            }
+        });
+    tokio::spawn(stream);
+    store
+}
+
 /// Deployment applies of one reconcile in flight at once.
 const APPLY_CONCURRENCY: usize = 8;
 
@@ -135,6 +161,13 @@ async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Er
     let owner = flow.controller_owner_ref(&()).ok_or(Error::Incomplete("uid"))?;
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let spec = &flow.spec;
+
+    // Refusals first: a pipeline whose topics do not resolve gets nothing applied and no reset.
+    let Some(clusters) = crate::tenancy::refuse_unresolvable(&ctx, &flow).await? else {
+        ctx.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&ObjectRef::from_obj(flow.as_ref()));
+        return Ok(Action::requeue(Duration::from_secs(ctx.settings.resync_seconds)));
+    };
+    crate::tenancy::warn_shared_groups(&ctx, &flow, &clusters).await;
 
     // Apply: one Deployment per streamlet, server-side, forcing our fields back (a `kubectl scale`
     // of the Deployment is reverted to the resource's replicas).

@@ -10,6 +10,7 @@ mod leader;
 mod metrics;
 mod reset;
 mod settings;
+mod tenancy;
 
 use std::process::ExitCode;
 

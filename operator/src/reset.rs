@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use flow_adapters::kafka;
 use flow_adapters::kube as k;
 use flow_adapters::ledger::{self, Owner};
-use flow_core::events::Event;
+use flow_core::events::{Event, EventType};
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{Effect, GroupOutcome, Input, Intent, ResetMachine, State, Timestamp, WAIT_RECHECK};
@@ -117,6 +117,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         .unwrap_or_default();
     let records = flow_core::reset::merge_records(ctx.ledger.records(owner, &request.id)?, from_status);
     let request_id = request.id.clone();
+    let fresh = records.is_empty();
     let mut machine =
         ResetMachine::new(request, done, records).with_settle(Duration::from_secs(ctx.settings.reset_settle_seconds));
     if matches!(machine.state(), State::Done(_)) {
@@ -127,6 +128,23 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     }
     let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
     machine.handle(Input::Observed { spec: flow.spec.clone(), pods }, now());
+    // About to touch Kafka for the first time: refused if another resource maps to one of its
+    // groups on the same cluster (the machine's effects are dropped, so nothing is carried out).
+    if fresh && let State::Resetting(r) = machine.state() {
+        let groups: Vec<GroupId> = r.groups.keys().cloned().collect();
+        if let Some(why) = crate::tenancy::shared_reset_refusal(ctx, &flow, &request_id, &groups).await? {
+            let note = Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{request_id}/refused"));
+            record(ctx, &flow, &note).await;
+            k::write_done(&api, &name, &request_id).await?;
+            status.reset = Some(stamps.apply(ResetStatus {
+                id: request_id,
+                phase: "Refused".into(),
+                detail: why,
+                ..Default::default()
+            }));
+            return Ok(None);
+        }
+    }
 
     let mut connections = Connections::new(ctx);
     // Kafka effects of different groups run concurrently, at most `limit` at once; one group's

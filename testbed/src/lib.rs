@@ -449,11 +449,22 @@ pub fn cart_yaml(ns: &str, replicas: i32) -> String {
     String::from_utf8(o.stdout).expect("flow generate writes UTF-8")
 }
 
-/// Applies the cluster Secret `kafka-cluster-shop` (namespace `ankka-flow`) of the example.
+/// Applies the example's cluster Secrets `kafka-cluster-shop` and `kafka-cluster-default`
+/// (namespace `ankka-flow`), pointing at the test bed's broker. As the test bed's administrator, it
+/// allows every namespace and consumer groups shared between them (docs/tenancy.md): the end-to-end
+/// tests run the example pipeline `cart` in many namespaces, one at a time, all mapping to the
+/// consumer group `cart.router.in`, and the namespaces of earlier tests stay. The examples allow
+/// `shop` alone; the tenancy tests install or change Secrets of their own to test the rules.
 pub fn install_cluster_secret() {
     ensure_namespace("ankka-flow");
-    let text = std::fs::read_to_string(bed().root.join("examples/cart/kafka-cluster-shop.yaml")).expect("secret yaml");
-    kubectl_apply(&text.replace("127.0.0.1:19092", &bed().kafka));
+    for file in ["kafka-cluster-shop.yaml", "kafka-cluster-default.yaml"] {
+        let text = std::fs::read_to_string(bed().root.join("examples/cart").join(file)).expect("secret yaml");
+        let allowed = "flow.ankka.thinkmorestupidless.com/allowed-namespaces: shop";
+        assert!(text.contains(allowed), "{file} declares its namespaces");
+        let test_bed = "flow.ankka.thinkmorestupidless.com/allowed-namespaces: \"*\"\n    \
+                        flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups: \"true\"";
+        kubectl_apply(&text.replace("127.0.0.1:19092", &bed().kafka).replace(allowed, test_bed));
+    }
 }
 
 /// Names of the pods `kubectl -n <ns> get pods -l flow.ankka.thinkmorestupidless.com/pipeline=<p>` lists.

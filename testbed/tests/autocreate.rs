@@ -195,6 +195,8 @@ metadata:
   namespace: ankka-flow
   labels:
     flow.ankka.thinkmorestupidless.com/kafka-cluster: {CLUSTER}
+  annotations:
+    flow.ankka.thinkmorestupidless.com/allowed-namespaces: autocreate-c1, autocreate-c1-read, autocreate-c1-commit
 stringData:
   bootstrap.servers: {}
   connection-config: |

@@ -688,6 +688,8 @@ metadata:
   namespace: ankka-flow
   labels:
     flow.ankka.thinkmorestupidless.com/kafka-cluster: broken
+  annotations:
+    flow.ankka.thinkmorestupidless.com/allowed-namespaces: case-c2
 stringData:
   bootstrap.servers: 127.0.0.1:1
   connection-config: |

@@ -52,6 +52,8 @@ metadata:
   namespace: ankka-flow
   labels:
     flow.ankka.thinkmorestupidless.com/kafka-cluster: {cluster}
+  annotations:
+    flow.ankka.thinkmorestupidless.com/allowed-namespaces: case-c5, case-c5-bad
 stringData:
   bootstrap.servers: {brokers}
   connection-config: |

@@ -8,6 +8,11 @@
 //! managed topics without their own take. A topic with neither uses the cluster `default`. The
 //! topic's own maps are laid over the cluster's, key by key.
 //!
+//! Cluster credentials belong to the namespaces their Secret allows (annotation
+//! [`ANNOTATION_ALLOWED_NAMESPACES`]); a topic that uses a cluster Secret cannot set the brokers or
+//! any security setting ([`properties::cluster_owned`]); settings that load code or read files are
+//! refused wherever they come from ([`properties::refused`]). `docs/tenancy.md` gives the model.
+//!
 //! [`resolve_pipeline`] turns a resource's topics and the cluster Secrets it may use into one
 //! [`ResolvedTopic`] per topic, or reports every problem at once, each a [`ConnectionError`] with a
 //! stable [`ConnectionError::kind`]: a pipeline with any problem is refused as a whole, before
@@ -18,8 +23,9 @@
 //! `Debug` of every type here that holds settings shows keys, never values: they hold credentials.
 
 pub mod java;
+pub mod properties;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::resource::{AnkkaFlowSpec, Batch, TopicSpec};
@@ -28,6 +34,55 @@ use crate::resource::{AnkkaFlowSpec, Batch, TopicSpec};
 pub const CLUSTER_SECRET_PREFIX: &str = "kafka-cluster-";
 /// The cluster a topic uses when it names neither a cluster nor brokers.
 pub const DEFAULT_CLUSTER: &str = "default";
+/// Annotation of a cluster Secret: the namespaces whose resources may use the cluster, by name,
+/// separated by commas or spaces; `*` for every namespace. Without it, no namespace may.
+pub const ANNOTATION_ALLOWED_NAMESPACES: &str = "flow.ankka.thinkmorestupidless.com/allowed-namespaces";
+/// Annotation of a cluster Secret: `"true"` lets a reset move a consumer group that pipelines of
+/// several namespaces map to on this cluster (see [`crate::tenancy`]).
+pub const ANNOTATION_ALLOW_SHARED_GROUPS: &str = "flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups";
+
+/// Which namespaces a cluster Secret allows, from [`ANNOTATION_ALLOWED_NAMESPACES`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllowedNamespaces {
+    /// `*`: every namespace.
+    Every,
+    /// These namespaces, by name.
+    Listed(BTreeSet<String>),
+}
+
+impl AllowedNamespaces {
+    /// Whether `namespace` may use the cluster.
+    pub fn allows(&self, namespace: &str) -> bool {
+        match self {
+            AllowedNamespaces::Every => true,
+            AllowedNamespaces::Listed(names) => names.contains(namespace),
+        }
+    }
+
+    /// Reads the annotation's value; entries that are not namespace names are returned apart.
+    fn parse(value: &str) -> (Self, Vec<String>) {
+        let entries: Vec<&str> =
+            value.split(|c: char| c == ',' || c.is_whitespace()).filter(|e| !e.is_empty()).collect();
+        if entries.contains(&"*") {
+            let bad = entries.iter().filter(|e| **e != "*" && !is_namespace_name(e)).map(|e| e.to_string()).collect();
+            return (AllowedNamespaces::Every, bad);
+        }
+        let (good, bad): (Vec<&str>, Vec<&str>) = entries.into_iter().partition(|e| is_namespace_name(e));
+        (
+            AllowedNamespaces::Listed(good.into_iter().map(str::to_string).collect()),
+            bad.into_iter().map(str::to_string).collect(),
+        )
+    }
+}
+
+/// A Kubernetes namespace name: a DNS label (RFC 1123).
+fn is_namespace_name(s: &str) -> bool {
+    s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.is_empty()
+}
 
 /// One Kafka cluster, read from its Secret: the Secret's decoded data (`data` and `stringData`) and
 /// its annotations.
@@ -47,7 +102,13 @@ pub struct Cluster {
     pub partitions: Option<String>,
     /// Default replication factor of managed topics (`replicas`, trimmed), as written.
     pub replicas: Option<String>,
-    /// What is wrong with the Secret itself; reported for every topic that uses the cluster.
+    /// The namespaces that may use the cluster; `None` when the Secret does not say, so none may.
+    pub allowed_namespaces: Option<AllowedNamespaces>,
+    /// Whether a reset may move a consumer group that pipelines of several namespaces map to on this
+    /// cluster ([`ANNOTATION_ALLOW_SHARED_GROUPS`]).
+    pub allow_shared_groups: bool,
+    /// What is wrong with the Secret itself; reported for every topic that uses the cluster (in a
+    /// namespace it allows: others learn only that they may not use it).
     pub problems: Vec<ConnectionError>,
 }
 
@@ -61,6 +122,8 @@ impl fmt::Debug for Cluster {
             .field("consumer_config", &self.consumer_config.keys().collect::<Vec<_>>())
             .field("partitions", &self.partitions)
             .field("replicas", &self.replicas)
+            .field("allowed_namespaces", &self.allowed_namespaces)
+            .field("allow_shared_groups", &self.allow_shared_groups)
             .field("problems", &self.problems)
             .finish()
     }
@@ -71,10 +134,10 @@ const PROPERTIES_KEYS: [&str; 3] = ["connection-config", "producer-config", "con
 
 impl Cluster {
     /// Reads cluster `name` from the decoded data and the annotations of its Secret
-    /// (`kafka-cluster-<name>`). A properties block that does not parse is one of the cluster's
-    /// [`Cluster::problems`], and is read as empty.
+    /// (`kafka-cluster-<name>`). What is wrong with the Secret (a properties block that does not
+    /// parse, read as empty; a refused setting; an allowed-namespaces entry that is not a namespace
+    /// name) is one of the cluster's [`Cluster::problems`].
     pub fn from_secret(name: &str, data: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>) -> Self {
-        let _ = annotations;
         let secret = format!("{CLUSTER_SECRET_PREFIX}{name}");
         let mut problems = Vec::new();
         let mut props = |key: &str| -> BTreeMap<String, String> {
@@ -94,6 +157,25 @@ impl Cluster {
             }
         };
         let [connection_config, producer_config, consumer_config] = PROPERTIES_KEYS.map(&mut props);
+        for (block, settings) in PROPERTIES_KEYS.iter().zip([&connection_config, &producer_config, &consumer_config]) {
+            for (key, value) in settings {
+                if let Some(r) = properties::refused(key, value, false) {
+                    problems.push(ConnectionError::PropertyRefused {
+                        origin: format!("Secret '{secret}'"),
+                        block: (*block).to_string(),
+                        key: key.clone(),
+                        why: r.text(),
+                    });
+                }
+            }
+        }
+        let allowed_namespaces = annotations.get(ANNOTATION_ALLOWED_NAMESPACES).map(|v| {
+            let (allowed, bad) = AllowedNamespaces::parse(v);
+            for entry in bad {
+                problems.push(ConnectionError::AnnotationEntry { secret: secret.clone(), entry });
+            }
+            allowed
+        });
         let trimmed = |key: &str| data.get(key).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         Cluster {
             name: name.to_string(),
@@ -103,8 +185,17 @@ impl Cluster {
             consumer_config,
             partitions: trimmed("partitions"),
             replicas: trimmed("replicas"),
+            allowed_namespaces,
+            allow_shared_groups: annotations
+                .get(ANNOTATION_ALLOW_SHARED_GROUPS)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             problems,
         }
+    }
+
+    /// Whether resources of `namespace` may use the cluster.
+    pub fn allows(&self, namespace: &str) -> bool {
+        self.allowed_namespaces.as_ref().is_some_and(|a| a.allows(namespace))
     }
 
     /// The name of the cluster's Secret.
@@ -182,6 +273,54 @@ pub enum ConnectionError {
         /// `partitions` or `replicas`.
         key: &'static str,
     },
+    /// The topic's cluster Secret does not allow the resource's namespace.
+    #[error("{}", not_allowed(topic, cluster, namespace, *declared))]
+    NotAllowed {
+        /// Topic id.
+        topic: String,
+        /// Cluster name.
+        cluster: String,
+        /// The resource's namespace.
+        namespace: String,
+        /// Whether the Secret lists namespaces at all.
+        declared: bool,
+    },
+    /// An entry of a cluster Secret's allowed-namespaces annotation is not a namespace name.
+    #[error(
+        "Secret '{secret}': annotation 'flow.ankka.thinkmorestupidless.com/allowed-namespaces' lists '{entry}', which is not \
+         a namespace name: list namespaces by name, or '*' for every namespace"
+    )]
+    AnnotationEntry {
+        /// Secret name.
+        secret: String,
+        /// The entry (an annotation holds no credential).
+        entry: String,
+    },
+    /// A topic using a cluster Secret sets what only the Secret decides.
+    #[error(
+        "topic '{topic}' uses Kafka cluster '{cluster}', whose Secret alone sets the brokers and the security settings: \
+         remove {settings} from the topic"
+    )]
+    ClusterOwned {
+        /// Topic id.
+        topic: String,
+        /// Cluster name.
+        cluster: String,
+        /// The settings, as `bootstrapServers` and `connectionConfig 'security.protocol'`, joined.
+        settings: String,
+    },
+    /// A setting that loads code or reads files (see [`properties::refused`]).
+    #[error("{origin}: {block} '{key}' is refused: {why}")]
+    PropertyRefused {
+        /// `topic '<id>'` or `Secret 'kafka-cluster-<name>'`.
+        origin: String,
+        /// The block: a resource field (`connectionConfig`) or a Secret key (`connection-config`).
+        block: String,
+        /// The setting.
+        key: String,
+        /// Why, and what to write instead.
+        why: String,
+    },
     /// The topic's client settings cannot be turned into the operator's client's.
     #[error("topic '{topic}': {reason}")]
     Untranslatable {
@@ -205,7 +344,27 @@ impl ConnectionError {
             ConnectionError::NoReplicas { .. } => "NoReplicas",
             ConnectionError::BadDefault { .. } => "ClusterDefaultInvalid",
             ConnectionError::Untranslatable { .. } => "SettingsUntranslatable",
+            ConnectionError::NotAllowed { .. } => "ClusterNotAllowed",
+            ConnectionError::AnnotationEntry { .. } => "ClusterSecretInvalid",
+            ConnectionError::ClusterOwned { .. } => "ClusterSettingsOverridden",
+            ConnectionError::PropertyRefused { .. } => "PropertyRefused",
         }
+    }
+}
+
+/// The message of [`ConnectionError::NotAllowed`].
+fn not_allowed(topic: &str, cluster: &str, namespace: &str, declared: bool) -> String {
+    let secret = format!("{CLUSTER_SECRET_PREFIX}{cluster}");
+    if declared {
+        format!(
+            "topic '{topic}' uses Kafka cluster '{cluster}', which namespace '{namespace}' may not use: Secret '{secret}' \
+             does not list it in its annotation '{ANNOTATION_ALLOWED_NAMESPACES}'"
+        )
+    } else {
+        format!(
+            "topic '{topic}' uses Kafka cluster '{cluster}', which no namespace may use yet: Secret '{secret}' has no \
+             annotation '{ANNOTATION_ALLOWED_NAMESPACES}' listing the namespaces allowed"
+        )
     }
 }
 
@@ -355,7 +514,6 @@ pub fn resolve_topic(
     namespace: &str,
     clusters: &Clusters,
 ) -> Result<ResolvedTopic, Vec<ConnectionError>> {
-    let _ = namespace;
     let id = &topic.id;
     let own_brokers = topic.bootstrap_servers.as_deref().map(str::trim).filter(|s| !s.is_empty());
     // The cluster: the named one; `default` when the topic names no brokers either.
@@ -371,22 +529,67 @@ pub fn resolve_topic(
         },
         None => None,
     };
-    let mut problems: Vec<ConnectionError> = Vec::new();
-    if let Some(c) = cluster
-        && !c.problems.is_empty()
-    {
-        // Its settings are incomplete: nothing else can be judged.
-        return Err(c.problems.clone());
+    if let Some(c) = cluster {
+        if !c.allows(namespace) {
+            // Nothing else of the Secret is told to a namespace it does not allow.
+            return Err(vec![ConnectionError::NotAllowed {
+                topic: id.clone(),
+                cluster: c.name.clone(),
+                namespace: namespace.into(),
+                declared: c.allowed_namespaces.is_some(),
+            }]);
+        }
+        if !c.problems.is_empty() {
+            // Its settings are incomplete or refused: nothing else can be judged.
+            return Err(c.problems.clone());
+        }
     }
-    let bootstrap_servers =
-        own_brokers.map(str::to_string).or_else(|| cluster.and_then(|c| c.bootstrap_servers.clone()));
+    let mut problems: Vec<ConnectionError> = Vec::new();
+    let blocks = [
+        ("connectionConfig", &topic.connection_config),
+        ("producerConfig", &topic.producer_config),
+        ("consumerConfig", &topic.consumer_config),
+    ];
+    if let Some(c) = cluster {
+        let mut owned: Vec<String> = Vec::new();
+        if topic.bootstrap_servers.is_some() {
+            owned.push("bootstrapServers".into());
+        }
+        for (block, settings) in blocks {
+            owned.extend(settings.keys().filter(|k| properties::cluster_owned(k)).map(|k| format!("{block} '{k}'")));
+        }
+        if !owned.is_empty() {
+            problems.push(ConnectionError::ClusterOwned {
+                topic: id.clone(),
+                cluster: c.name.clone(),
+                settings: and_list(&owned),
+            });
+        }
+    }
+    for (block, settings) in blocks {
+        for (key, value) in settings {
+            if let Some(r) = properties::refused(key, value, true) {
+                problems.push(ConnectionError::PropertyRefused {
+                    origin: format!("topic '{id}'"),
+                    block: block.into(),
+                    key: key.clone(),
+                    why: r.text(),
+                });
+            }
+        }
+    }
+    let refused_settings = !problems.is_empty();
+    // With a cluster, its brokers (a topic's own are refused above); else the topic's.
+    let bootstrap_servers = match cluster {
+        Some(c) => c.bootstrap_servers.clone(),
+        None => own_brokers.map(str::to_string),
+    };
     if bootstrap_servers.is_none() {
         if let (Some(c), Some(_)) = (cluster, &topic.cluster) {
             problems.push(ConnectionError::ClusterNoBrokers { cluster: c.name.clone() });
         }
         problems.push(ConnectionError::NoBrokers { topic: id.clone() });
     }
-
     let merged = |of_cluster: Option<&BTreeMap<String, String>>, of_topic: &BTreeMap<String, String>| {
         let mut m = of_cluster.cloned().unwrap_or_default();
         m.extend(of_topic.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -430,7 +633,9 @@ pub fn resolve_topic(
 
     let mut client = connection_config.clone();
     client.extend(consumer_config.iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+    // Refused settings are not translated: their problems say it all.
     let properties = match java::for_librdkafka(client) {
+        _ if refused_settings => None,
         Ok(p) => Some(p),
         Err(reasons) => {
             problems.extend(
@@ -457,6 +662,15 @@ pub fn resolve_topic(
             batch: topic.batch.clone().unwrap_or_default(),
         }),
         _ => Err(problems),
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
 

@@ -5,9 +5,10 @@ fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
     kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-/// Cluster `name` from Secret data `data`, with no annotations.
+/// Cluster `name` from Secret data `data`, allowing namespace `shop` (where these tests' resources
+/// are).
 fn cluster(name: &str, data: &[(&str, &str)]) -> Cluster {
-    Cluster::from_secret(name, &map(data), &BTreeMap::new())
+    Cluster::from_secret(name, &map(data), &map(&[(ANNOTATION_ALLOWED_NAMESPACES, "shop")]))
 }
 
 fn clusters(list: Vec<Cluster>) -> Clusters {
@@ -258,4 +259,217 @@ fn untranslatable_settings_are_problems_that_name_the_topic_and_no_value() {
         ]
     );
     assert!(err.iter().all(|e| e.kind() == "SettingsUntranslatable"));
+}
+
+// ---- tenancy rules ----
+
+const PLAIN_SHOP: &str =
+    r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="shop" password="shop-secret";"#;
+
+/// The cluster `shop` behind SASL, allowing the namespaces `allowed`.
+fn shop(allowed: Option<&str>) -> Clusters {
+    let mut annotations = BTreeMap::new();
+    if let Some(a) = allowed {
+        annotations.insert(ANNOTATION_ALLOWED_NAMESPACES.to_string(), a.to_string());
+    }
+    let data = map(&[
+        ("bootstrap.servers", "kafka.shop:9093"),
+        (
+            "connection-config",
+            &format!("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN_SHOP}\n"),
+        ),
+    ]);
+    clusters(vec![Cluster::from_secret("shop", &data, &annotations)])
+}
+
+#[test]
+fn a_cluster_secret_serves_only_the_namespaces_it_lists() {
+    let t = of_cluster("cart-events", Some("shop"));
+    for allowed in ["shop", "tenant-a, shop", "tenant-a shop\n", "*"] {
+        let r = resolve_topic(&t, "shop", &shop(Some(allowed))).unwrap();
+        assert_eq!(r.kafka_connection().properties["sasl.password"], "shop-secret", "{allowed:?}");
+    }
+    let err = resolve_topic(&t, "tenant", &shop(Some("shop,tenant-a"))).unwrap_err();
+    assert_eq!(
+        err.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "topic 'cart-events' uses Kafka cluster 'shop', which namespace 'tenant' may not use: Secret 'kafka-cluster-shop' \
+          does not list it in its annotation 'flow.ankka.thinkmorestupidless.com/allowed-namespaces'"
+        ]
+    );
+    assert_eq!(err[0].kind(), "ClusterNotAllowed");
+    let err = resolve_topic(&t, "shop", &shop(None)).unwrap_err();
+    assert_eq!(
+        err[0].to_string(),
+        "topic 'cart-events' uses Kafka cluster 'shop', which no namespace may use yet: Secret 'kafka-cluster-shop' has \
+         no annotation 'flow.ankka.thinkmorestupidless.com/allowed-namespaces' listing the namespaces allowed"
+    );
+    // The default cluster is no exception.
+    let mut c = shop(Some("shop"));
+    let mut default = c["shop"].clone();
+    default.name = "default".into();
+    c.insert("default".into(), default);
+    assert!(resolve_topic(&of_cluster("in", None), "tenant", &c).is_err());
+    assert!(resolve_topic(&of_cluster("in", None), "shop", &c).is_ok());
+}
+
+#[test]
+fn a_namespace_not_allowed_learns_nothing_else_of_the_secret() {
+    let mut c = shop(Some("shop"));
+    c.get_mut("shop").unwrap().problems.push(ConnectionError::ClusterNoBrokers { cluster: "shop".into() });
+    let err = resolve_topic(&of_cluster("cart-events", Some("shop")), "tenant", &c).unwrap_err();
+    assert_eq!(err.len(), 1);
+    assert_eq!(err[0].kind(), "ClusterNotAllowed");
+}
+
+#[test]
+fn allowed_namespace_entries_that_are_not_names_are_reported() {
+    let c = Cluster::from_secret(
+        "shop",
+        &map(&[("bootstrap.servers", "k:9092")]),
+        &map(&[(ANNOTATION_ALLOWED_NAMESPACES, "shop, team-*, Shop")]),
+    );
+    assert!(c.allows("shop") && !c.allows("team-a") && !c.allows("Shop"));
+    let texts: Vec<String> = c.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        [
+            "Secret 'kafka-cluster-shop': annotation 'flow.ankka.thinkmorestupidless.com/allowed-namespaces' lists 'team-*', \
+             which is not a namespace name: list namespaces by name, or '*' for every namespace",
+            "Secret 'kafka-cluster-shop': annotation 'flow.ankka.thinkmorestupidless.com/allowed-namespaces' lists 'Shop', \
+             which is not a namespace name: list namespaces by name, or '*' for every namespace",
+        ]
+    );
+}
+
+#[test]
+fn a_topic_using_a_cluster_secret_cannot_set_brokers_or_security() {
+    // The issue's attack: the cluster's password, sent in clear text to a broker of the tenant's.
+    let mut t = of_cluster("cart-events", Some("shop"));
+    t.bootstrap_servers = Some("evil.tenant:9092".into());
+    t.connection_config.insert("security.protocol".into(), "SASL_PLAINTEXT".into());
+    t.consumer_config.insert("ssl.endpoint.identification.algorithm".into(), "".into());
+    t.producer_config.insert("enable.ssl.certificate.verification".into(), "false".into());
+    t.consumer_config.insert("auto.offset.reset".into(), "earliest".into());
+    let err = resolve_topic(&t, "shop", &shop(Some("shop"))).unwrap_err();
+    assert_eq!(
+        err.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "topic 'cart-events' uses Kafka cluster 'shop', whose Secret alone sets the brokers and the security settings: \
+          remove bootstrapServers, connectionConfig 'security.protocol', producerConfig \
+          'enable.ssl.certificate.verification' and consumerConfig 'ssl.endpoint.identification.algorithm' from the topic"
+        ]
+    );
+    assert_eq!(err[0].kind(), "ClusterSettingsOverridden");
+    // Even a value equal to the Secret's is refused: an answer that depended on the value would let
+    // a tenant guess the Secret's settings, password included.
+    let mut same = of_cluster("cart-events", Some("shop"));
+    same.connection_config.insert("sasl.jaas.config".into(), PLAIN_SHOP.into());
+    assert_eq!(resolve_topic(&same, "shop", &shop(Some("shop"))).unwrap_err()[0].kind(), "ClusterSettingsOverridden");
+    // Other settings are the topic's to choose.
+    let mut fine = of_cluster("cart-events", Some("shop"));
+    fine.consumer_config.insert("auto.offset.reset".into(), "latest".into());
+    fine.connection_config.insert("request.timeout.ms".into(), "30000".into());
+    let r = resolve_topic(&fine, "shop", &shop(Some("shop"))).unwrap();
+    assert_eq!(r.consumer_config["auto.offset.reset"], "latest");
+    assert_eq!(r.connection_config["security.protocol"], "SASL_SSL");
+}
+
+#[test]
+fn a_topic_with_its_own_brokers_sets_its_own_security() {
+    let mut t = topic("cart-events", "tenant.cart-events");
+    t.connection_config = map(&[
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.username", "tenant"),
+        ("sasl.password", "tenant-secret"),
+    ]);
+    let r = resolve_topic(&t, "tenant", &shop(Some("shop"))).unwrap();
+    assert_eq!(r.kafka_connection().properties["sasl.username"], "tenant");
+}
+
+#[test]
+fn settings_that_load_code_or_read_files_are_refused_from_the_resource() {
+    let mut t = topic("cart-events", "tenant.cart-events");
+    t.connection_config = map(&[
+        ("plugin.library.paths", "/tmp/evil.so"),
+        ("ssl.truststore.location", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"),
+        ("sasl.kerberos.kinit.cmd", "sh -c id"),
+    ]);
+    t.consumer_config = map(&[("interceptor.classes", "com.example.Spy"), ("group.id", "shop.router.in")]);
+    t.producer_config = map(&[("sasl.oauthbearer.metadata.authentication.type", "azure_imds")]);
+    let err = resolve_topic(&t, "tenant", &Clusters::new()).unwrap_err();
+    let texts: Vec<String> = err.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        [
+            "topic 'cart-events': connectionConfig 'plugin.library.paths' is refused: it loads shared libraries into the \
+             client's process",
+            "topic 'cart-events': connectionConfig 'sasl.kerberos.kinit.cmd' is refused: it runs a command in the \
+             client's container",
+            "topic 'cart-events': connectionConfig 'ssl.truststore.location' is refused: it names a file, which the \
+             operator and the sidecar never read for a connection; put the certificates inline instead: \
+             ssl.truststore.type=PEM with ssl.truststore.certificates",
+            "topic 'cart-events': producerConfig 'sasl.oauthbearer.metadata.authentication.type' is refused: it makes \
+             the operator authenticate with its own cloud identity",
+            "topic 'cart-events': consumerConfig 'group.id' is refused: the platform names each inlet's consumer group \
+             itself (<pipeline>.<streamlet>.<inlet>)",
+            "topic 'cart-events': consumerConfig 'interceptor.classes' is refused: it names Java classes the sidecar would \
+             load, and only Kafka's own known ones are accepted",
+        ]
+    );
+    assert!(err.iter().all(|e| e.kind() == "PropertyRefused"));
+    for e in &texts {
+        assert!(!e.contains("/tmp/evil.so") && !e.contains("com.example") && !e.contains("sh -c"), "{e}");
+    }
+}
+
+#[test]
+fn settings_that_load_code_or_read_files_are_refused_from_the_secret() {
+    let data = map(&[
+        ("bootstrap.servers", "k:9093"),
+        ("connection-config", "security.protocol=SSL\nssl.truststore.location=/etc/kafka/truststore.jks\n"),
+        ("producer-config", "interceptor.classes=com.example.Spy\n"),
+        ("consumer-config", "sasl.jaas.config=com.sun.security.auth.module.JndiLoginModule required;\n"),
+    ]);
+    let c = clusters(vec![Cluster::from_secret("shop", &data, &map(&[(ANNOTATION_ALLOWED_NAMESPACES, "shop")]))]);
+    let err = resolve_topic(&of_cluster("cart-events", Some("shop")), "shop", &c).unwrap_err();
+    let texts: Vec<String> = err.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        texts,
+        [
+            "Secret 'kafka-cluster-shop': connection-config 'ssl.truststore.location' is refused: it names a file, which \
+             the operator and the sidecar never read for a connection; put the certificates inline instead: \
+             ssl.truststore.type=PEM with ssl.truststore.certificates",
+            "Secret 'kafka-cluster-shop': producer-config 'interceptor.classes' is refused: it names Java classes the \
+             sidecar would load, and only Kafka's own known ones are accepted",
+            "Secret 'kafka-cluster-shop': consumer-config 'sasl.jaas.config' is refused: it names a login module the \
+             sidecar would load; use PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule",
+        ]
+    );
+}
+
+#[test]
+fn a_secret_written_for_jvm_clients_with_oidc_and_inline_pem_resolves() {
+    let data = map(&[
+        ("bootstrap.servers", "kafka.shop:9094"),
+        (
+            "connection-config",
+            "security.protocol=SASL_SSL\n\
+             sasl.mechanism=OAUTHBEARER\n\
+             sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             sasl.oauthbearer.token.endpoint.url=https://idp.shop/token\n\
+             sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             clientId=\"flow\" clientSecret=\"oidc-secret\" scope=\"kafka\";\n\
+             ssl.truststore.type=PEM\n\
+             ssl.truststore.certificates=-----BEGIN CERTIFICATE-----\\n\\\n  MIIB\\n\\\n  -----END CERTIFICATE-----\n",
+        ),
+    ]);
+    let c = clusters(vec![Cluster::from_secret("shop", &data, &map(&[(ANNOTATION_ALLOWED_NAMESPACES, "*")]))]);
+    let r = resolve_topic(&of_cluster("cart-events", Some("shop")), "anywhere", &c).unwrap();
+    let p = &r.kafka_connection().properties;
+    assert_eq!(p["sasl.oauthbearer.method"], "oidc");
+    assert_eq!(p["sasl.oauthbearer.client.secret"], "oidc-secret");
+    assert_eq!(p["ssl.ca.pem"], "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----");
+    assert!(!p.contains_key("sasl.login.callback.handler.class"));
 }

@@ -1,0 +1,145 @@
+//! The operator's side of the tenancy rules, which live in `flow_core::connection` and
+//! `flow_core::tenancy`: it observes (the cluster Secrets, every `AnkkaFlow`) and applies (events,
+//! status); it decides nothing itself.
+
+use std::sync::Arc;
+
+use flow_adapters::kube as k;
+use flow_core::connection::{self, Clusters};
+use flow_core::events::{Event, EventType};
+use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
+use flow_core::tenancy::{self, FlowRef, Pipeline, SharedGroup};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::context::{Context, Error};
+
+/// The refusal step of a reconcile: reads the cluster Secrets and resolves every topic of `flow`
+/// (`flow_core::connection::resolve_pipeline`). On problems it records one `Refused` Warning event
+/// per problem, writes the status `Failed` with the problems joined by `; ` as detail (keeping the
+/// reset's part), and returns `None`: the reconcile then applies nothing else and carries out no
+/// reset. Otherwise it returns the cluster Secrets it read, for the rest of the reconcile.
+///
+/// # Errors
+/// The cluster Secrets or the status could not be read or written.
+pub async fn refuse_unresolvable(ctx: &Context, flow: &AnkkaFlow) -> Result<Option<Clusters>, Error> {
+    let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let clusters = k::clusters(&ctx.client, ctx.settings.clusters_namespace()).await?;
+    let resolution = connection::resolve_pipeline(&flow.spec, &ns, &clusters);
+    if !resolution.refused() {
+        return Ok(Some(clusters));
+    }
+    let mut notes = Vec::new();
+    for problem in &resolution.problems {
+        let note = problem.to_string();
+        tracing::debug!(namespace = %ns, name = %flow.name_any(), kind = problem.kind(), "refused");
+        record(ctx, flow, &Event::new(EventType::Warning, "Refused", note.clone(), note.clone())).await;
+        notes.push(note);
+    }
+    let current = flow.status.clone().unwrap_or_default();
+    let status = AnkkaFlowStatus {
+        observed_generation: flow.metadata.generation,
+        phase: Some("Failed".into()),
+        detail: notes.join("; "),
+        streamlets: Vec::new(),
+        reset: current.reset.clone(),
+        reset_history: current.reset_history.clone(),
+    };
+    if flow.status.as_ref() != Some(&status) {
+        let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
+        k::write_status(&api, &flow.name_any(), &status).await?;
+    }
+    Ok(None)
+}
+
+/// The groups of `flow` that another `AnkkaFlow` in `all` maps to on the same Kafka cluster.
+pub fn shared_groups(flow: &AnkkaFlow, all: &[Arc<AnkkaFlow>], clusters: &Clusters) -> Vec<SharedGroup> {
+    let ns = flow.namespace().unwrap_or_default();
+    let name = flow.name_any();
+    let me = Pipeline { namespace: &ns, name: &name, spec: &flow.spec };
+    // Only a resource of the same pipeline id can map to the same groups.
+    let same: Vec<&Arc<AnkkaFlow>> = all.iter().filter(|f| f.spec.pipeline == flow.spec.pipeline).collect();
+    let keys: Vec<(String, String)> = same.iter().map(|f| (f.namespace().unwrap_or_default(), f.name_any())).collect();
+    let others: Vec<Pipeline<'_>> =
+        same.iter().zip(&keys).map(|(f, (namespace, name))| Pipeline { namespace, name, spec: &f.spec }).collect();
+    tenancy::shared_groups(me, &others, clusters)
+}
+
+/// Records a `ConsumerGroupShared` Warning on `flow` and on each other `AnkkaFlow` that shares one
+/// of its consumer groups (from the operator's cache of every `AnkkaFlow`), so that both sides
+/// learn it from whichever reconcile sees it first. Events already recorded are not repeated.
+pub async fn warn_shared_groups(ctx: &Context, flow: &AnkkaFlow, clusters: &Clusters) {
+    // Right after the start, the cache may not have listed every resource yet.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ctx.flows.wait_until_ready()).await;
+    let all = ctx.flows.state();
+    let shared = shared_groups(flow, &all, clusters);
+    if shared.is_empty() {
+        return;
+    }
+    let me = FlowRef { namespace: flow.namespace().unwrap_or_default(), name: flow.name_any() };
+    for s in shared {
+        for other in &s.others {
+            record(ctx, flow, &tenancy::shared_group_event(&s.group, other, s.allowed)).await;
+            let found =
+                all.iter().find(|f| f.namespace().as_deref() == Some(&other.namespace) && f.name_any() == other.name);
+            if let Some(o) = found {
+                record(ctx, o, &tenancy::shared_group_event(&s.group, &me, s.allowed)).await;
+            }
+        }
+    }
+}
+
+/// Why a fresh reset request `id` of `flow`, targeting `groups`, is refused because another
+/// `AnkkaFlow` maps to one of them on the same cluster (read fresh from the API server, every
+/// namespace, so that a cache that has not synced never lets one through).
+///
+/// # Errors
+/// The `AnkkaFlow`s or the cluster Secrets could not be listed.
+pub async fn shared_reset_refusal(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    id: &str,
+    groups: &[flow_core::names::GroupId],
+) -> Result<Option<String>, Error> {
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    let api: Api<AnkkaFlow> = Api::all(ctx.client.clone());
+    let all: Vec<Arc<AnkkaFlow>> = api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect();
+    let clusters = k::clusters(&ctx.client, ctx.settings.clusters_namespace()).await?;
+    let shared = shared_groups(flow, &all, &clusters);
+    Ok(tenancy::reset_refusal(id, groups, &shared))
+}
+
+/// How long an event recorded by [`record`] is not asked for again.
+const RECORDED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Records a Warning `event` about `flow`, and logs it the first time only: reconciles repeat these
+/// events, the API server keeps one of each (see `flow_adapters::kube::record_event`), and this
+/// instance does not ask again for [`RECORDED_FOR`] (events expire, so it asks again after that). A
+/// failure to record (for example no RBAC grant for events) is logged, never fatal.
+async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
+    let ns = flow.namespace().unwrap_or_default();
+    let name = flow.name_any();
+    let key = format!("{ns}/{}", event.name_for(&name));
+    let now = std::time::Instant::now();
+    {
+        let mut recorded = ctx.recorded.lock().unwrap_or_else(|p| p.into_inner());
+        if recorded.get(&key).is_some_and(|at| now.duration_since(*at) < RECORDED_FOR) {
+            return;
+        }
+        recorded.retain(|_, at| now.duration_since(*at) < RECORDED_FOR);
+    }
+    match k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
+        Ok(created) => {
+            if created {
+                tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note);
+            }
+            ctx.recorded.lock().unwrap_or_else(|p| p.into_inner()).insert(key, now);
+        }
+        Err(e) => tracing::warn!(
+            namespace = %ns, name = %name, reason = %event.reason, note = %event.note, error = %e,
+            "could not record the event"
+        ),
+    }
+}
