@@ -117,7 +117,8 @@ const RECORDED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 /// Records a Warning `event` about `flow`, and logs it the first time only: reconciles repeat these
 /// events, the API server keeps one of each (see `flow_adapters::kube::record_event`), and this
 /// instance does not ask again for [`RECORDED_FOR`] (events expire, so it asks again after that). A
-/// failure to record (for example no RBAC grant for events) is logged, never fatal.
+/// failure to record (for example no RBAC grant for events) is logged with the event's text, never
+/// fatal, and not retried sooner either.
 async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
     let ns = flow.namespace().unwrap_or_default();
     let name = flow.name_any();
@@ -131,15 +132,12 @@ async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
         recorded.retain(|_, at| now.duration_since(*at) < RECORDED_FOR);
     }
     match k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
-        Ok(created) => {
-            if created {
-                tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note);
-            }
-            ctx.recorded.lock().unwrap_or_else(|p| p.into_inner()).insert(key, now);
+        Ok(true) => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
+        Ok(false) => {}
+        // Logged once, with what the event would have said; not asked again for a while either.
+        Err(e) => {
+            tracing::warn!(error = %e, "{ns}/{name}: {}: {} (not recorded as an event)", event.reason, event.note)
         }
-        Err(e) => tracing::warn!(
-            namespace = %ns, name = %name, reason = %event.reason, note = %event.note, error = %e,
-            "could not record the event"
-        ),
     }
+    ctx.recorded.lock().unwrap_or_else(|p| p.into_inner()).insert(key, now);
 }

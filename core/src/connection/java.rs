@@ -130,7 +130,7 @@ fn pem(p: &mut BTreeMap<String, String>, why: &mut Vec<String>) {
     let is_pem = |k: &str, p: &BTreeMap<String, String>| p.get(k).is_some_and(|t| t.trim().eq_ignore_ascii_case("PEM"));
     if let Some(certs) = p.get("ssl.truststore.certificates").cloned() {
         if is_pem("ssl.truststore.type", p) {
-            p.entry("ssl.ca.pem".into()).or_insert(certs);
+            p.entry("ssl.ca.pem".into()).or_insert_with(|| normalize_pem(&certs));
         } else {
             why.push("ssl.truststore.certificates is set without ssl.truststore.type=PEM".into());
         }
@@ -145,8 +145,8 @@ fn pem(p: &mut BTreeMap<String, String>, why: &mut Vec<String>) {
         }
         match (chain, key) {
             (Some(chain), Some(key)) => {
-                p.entry("ssl.certificate.pem".into()).or_insert(chain);
-                p.entry("ssl.key.pem".into()).or_insert(key);
+                p.entry("ssl.certificate.pem".into()).or_insert_with(|| normalize_pem(&chain));
+                p.entry("ssl.key.pem".into()).or_insert_with(|| normalize_pem(&key));
             }
             (Some(_), None) => why.push(
                 "ssl.keystore.certificate.chain is set without ssl.keystore.key: a client certificate needs its private key"
@@ -157,6 +157,38 @@ fn pem(p: &mut BTreeMap<String, String>, why: &mut Vec<String>) {
             ),
         }
     }
+}
+
+/// PEM material as OpenSSL reads it: each `-----BEGIN <label>-----` ... `-----END <label>-----` block
+/// on lines of its own, its base64 body in lines of 64 characters. A Java `.properties` value often
+/// holds a whole block on one line, its line breaks lost to `\` continuations or spaces, which the
+/// Java client accepts and OpenSSL does not. A block with headers (`Proc-Type: ...`) and text that
+/// holds no block are left as they are.
+fn normalize_pem(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(begin) = rest.find("-----BEGIN ") {
+        let after_begin = &rest[begin + "-----BEGIN ".len()..];
+        let Some(label_end) = after_begin.find("-----") else { break };
+        let label = &after_begin[..label_end];
+        let body_and_rest = &after_begin[label_end + "-----".len()..];
+        let end_marker = format!("-----END {label}-----");
+        let Some(end) = body_and_rest.find(&end_marker) else { break };
+        let body = &body_and_rest[..end];
+        if body.contains(':') {
+            return text.to_string();
+        }
+        let b64: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+        out.push_str(&format!("-----BEGIN {label}-----\n"));
+        for chunk in b64.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(chunk));
+            out.push('\n');
+        }
+        out.push_str(&end_marker);
+        out.push('\n');
+        rest = &body_and_rest[end + end_marker.len()..];
+    }
+    if out.is_empty() { text.to_string() } else { out }
 }
 
 /// The security protocol and SASL mechanism are ones the operator's client supports, with what
@@ -528,13 +560,33 @@ mod tests {
             p,
             props(&[
                 ("security.protocol", "SSL"),
-                ("ssl.ca.pem", "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----"),
-                ("ssl.certificate.pem", "-----BEGIN CERTIFICATE-----\nME\n-----END CERTIFICATE-----"),
-                ("ssl.key.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nK\n-----END ENCRYPTED PRIVATE KEY-----"),
+                ("ssl.ca.pem", "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"),
+                ("ssl.certificate.pem", "-----BEGIN CERTIFICATE-----\nME\n-----END CERTIFICATE-----\n"),
+                ("ssl.key.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nK\n-----END ENCRYPTED PRIVATE KEY-----\n"),
                 ("ssl.key.password", "key-pass"),
                 ("ssl.endpoint.identification.algorithm", "https"),
             ])
         );
+    }
+
+    #[test]
+    fn pem_material_on_one_line_is_rewrapped_for_openssl() {
+        let body = "A".repeat(100);
+        let one_line = format!(
+            "-----BEGIN CERTIFICATE----- {body} -----END CERTIFICATE----- -----BEGIN CERTIFICATE-----B-----END CERTIFICATE-----"
+        );
+        assert_eq!(
+            normalize_pem(&one_line),
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n{}\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n",
+                &body[..64],
+                &body[64..]
+            )
+        );
+        let with_headers = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n-----END RSA PRIVATE KEY-----";
+        assert_eq!(normalize_pem(with_headers), with_headers);
+        assert_eq!(normalize_pem("not pem"), "not pem");
+        assert_eq!(normalize_pem("-----BEGIN X----- no end"), "-----BEGIN X----- no end");
     }
 
     #[test]

@@ -470,6 +470,6 @@ fn a_secret_written_for_jvm_clients_with_oidc_and_inline_pem_resolves() {
     let p = &r.kafka_connection().properties;
     assert_eq!(p["sasl.oauthbearer.method"], "oidc");
     assert_eq!(p["sasl.oauthbearer.client.secret"], "oidc-secret");
-    assert_eq!(p["ssl.ca.pem"], "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----");
+    assert_eq!(p["ssl.ca.pem"], "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
     assert!(!p.contains_key("sasl.login.callback.handler.class"));
 }
