@@ -7,6 +7,7 @@ use std::sync::Arc;
 use flow_adapters::kube as k;
 use flow_core::connection::{self, Clusters};
 use flow_core::events::{Event, EventType};
+use flow_core::render::{self, status::ApplyOutcome};
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use flow_core::tenancy::{self, FlowRef, Pipeline, SharedGroup};
 use kube::api::ListParams;
@@ -41,11 +42,13 @@ pub async fn refuse_unresolvable(ctx: &Context, flow: &AnkkaFlow) -> Result<Opti
         observed_generation: flow.metadata.generation,
         phase: Some("Failed".into()),
         detail: notes.join("; "),
-        streamlets: Vec::new(),
         reset: current.reset.clone(),
         reset_history: current.reset_history.clone(),
+        ..Default::default()
     };
-    if flow.status.as_ref() != Some(&status) {
+    let refused = ApplyOutcome::Refused { reason: "Refused".into() };
+    let status = render::status::finish(status, flow.status.as_ref(), &refused, k8s_openapi::jiff::Timestamp::now());
+    if render::status::needs_write(flow.status.as_ref(), &status) {
         let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
         k::write_status(&api, &flow.name_any(), &status).await?;
     }

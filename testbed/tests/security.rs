@@ -277,13 +277,15 @@ fn property(key: &str, value: &str) -> String {
     format!("{key}={}", value.replace('\\', "\\\\").replace('\n', "\\n"))
 }
 
-/// Cluster Secret `kafka-cluster-<cluster>` with brokers `brokers` and `connection-config` `props`.
+/// Cluster Secret `kafka-cluster-<cluster>` with brokers `brokers` and `connection-config` `props`,
+/// for the namespaces of this file's secured tests.
 fn secured_secret(cluster: &str, brokers: &str, props: &[(&str, String)]) -> String {
     let lines: String = props.iter().map(|(k, v)| format!("    {}\n", property(k, v))).collect();
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: kafka-cluster-{cluster}\n  namespace: ankka-flow\n  labels:\n    \
-         flow.ankka.thinkmorestupidless.com/kafka-cluster: {cluster}\nstringData:\n  bootstrap.servers: {brokers}\n  \
-         connection-config: |\n{lines}"
+         flow.ankka.thinkmorestupidless.com/kafka-cluster: {cluster}\n  annotations:\n    \
+         flow.ankka.thinkmorestupidless.com/allowed-namespaces: sec-listeners, sec-markers\nstringData:\n  \
+         bootstrap.servers: {brokers}\n  connection-config: |\n{lines}"
     )
 }
 
@@ -513,10 +515,14 @@ fn no_marker_of_a_sensitive_key_leaves_the_secret() {
         )
     };
     let scram_at = env("FLOW_TESTBED_KAFKA_SCRAM");
-    // every key a marker: librdkafka refuses the client (an unknown property, or a key that is no key)
+    // every key a marker: librdkafka refuses the client (the client key is no key). The
+    // certificate beside it makes the settings complete, so that they pass the operator's own
+    // checks and reach librdkafka.
     let mut failing = tls("SASL_SSL", "ca.crt");
     failing.push(("sasl.mechanism", "SCRAM-SHA-512".into()));
     failing.push(("sasl.username", "shop".into()));
+    failing.push(("ssl.keystore.type", "PEM".into()));
+    failing.push(("ssl.keystore.certificate.chain", pki("client.crt")));
     for (k, v) in MARKERS {
         failing.push((k, if k == "sasl.jaas.config" { jaas(v) } else { v.to_string() }));
     }
