@@ -55,8 +55,10 @@ fn secret(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
     kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// Cluster `name` whose Secret holds `kv` and allows namespace `shop`, as the examples' do.
 fn cluster(name: &str, kv: &[(&str, &str)]) -> (String, Cluster) {
-    (name.to_string(), Cluster::from_secret(name, &secret(kv), &BTreeMap::new()))
+    let allowed = secret(&[(crate::connection::ANNOTATION_ALLOWED_NAMESPACES, "shop")]);
+    (name.to_string(), Cluster::from_secret(name, &secret(kv), &allowed))
 }
 
 /// `kafka-cluster-shop` and `kafka-cluster-default` of the examples.
