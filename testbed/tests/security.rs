@@ -324,6 +324,58 @@ fn oidc(client: &str, secret: &str) -> Vec<(&'static str, String)> {
     p
 }
 
+/// The settings of `tls`, written for a Java client (the sidecar's form): KIP-651 inline PEM, which
+/// the operator translates into librdkafka's.
+fn java_tls(protocol: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("security.protocol", protocol.to_string()),
+        ("ssl.truststore.type", "PEM".to_string()),
+        ("ssl.truststore.certificates", pki("ca.crt")),
+    ]
+}
+
+/// Mutual TLS as user shop, written for a Java client: KIP-651 key store with the encrypted key.
+fn java_mtls() -> Vec<(&'static str, String)> {
+    let mut p = java_tls("SSL");
+    p.push(("ssl.keystore.type", "PEM".to_string()));
+    p.push(("ssl.keystore.certificate.chain", pki("client.crt")));
+    p.push(("ssl.keystore.key", pki("client-encrypted.key")));
+    p.push(("ssl.key.password", CLIENT_KEY_PASSWORD.to_string()));
+    p
+}
+
+/// SCRAM-SHA-512 as user shop, written for a Java client: a `ScramLoginModule` JAAS line.
+fn java_scram() -> Vec<(&'static str, String)> {
+    let mut p = java_tls("SASL_SSL");
+    p.push(("sasl.mechanism", "SCRAM-SHA-512".to_string()));
+    p.push((
+        "sasl.jaas.config",
+        format!(
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="shop" password="{SCRAM_PASSWORD}";"#
+        ),
+    ));
+    p
+}
+
+/// OAUTHBEARER with OIDC client credentials, written for a Java client (KIP-768): the login
+/// callback handler, the token endpoint, and an `OAuthBearerLoginModule` JAAS line.
+fn java_oidc() -> Vec<(&'static str, String)> {
+    let mut p = java_tls("SASL_SSL");
+    p.push(("sasl.mechanism", "OAUTHBEARER".to_string()));
+    p.push((
+        "sasl.login.callback.handler.class",
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".to_string(),
+    ));
+    p.push(("sasl.oauthbearer.token.endpoint.url", env("FLOW_TESTBED_OAUTH_TOKEN_URL")));
+    p.push((
+        "sasl.jaas.config",
+        format!(
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="flow-operator" clientSecret="{OAUTH_SECRET}" scope="kafka";"#
+        ),
+    ));
+    p
+}
+
 /// Test credentials of the test bed (docs/testbed.md), looked for in everything the operator shows.
 const CLIENT_KEY_PASSWORD: &str = "client-key-secret";
 const SCRAM_PASSWORD: &str = "shop-scram-secret";
@@ -351,6 +403,10 @@ fn secured_cases() -> Vec<Secured> {
         case("scram512", &scram_at, scram("SCRAM-SHA-512", SCRAM_PASSWORD), None),
         case("scram256", &scram_at, scram("SCRAM-SHA-256", SCRAM_PASSWORD), None),
         case("oidc", &oauth, oidc("flow-operator", OAUTH_SECRET), None),
+        // the same, from Secrets written for Java clients
+        case("java-mtls", &mtls_at, java_mtls(), None),
+        case("java-scram", &scram_at, java_scram(), None),
+        case("java-oidc", &oauth, java_oidc(), None),
         case("wrong-ca", &ssl, tls("SSL", "other-ca.crt"), Some(&["TLS", "not signed by a CA the client trusts"])),
         case("foreign-cert", &mtls_at, mtls("client-foreign.crt"), Some(&["TLS", "refused the client's certificate"])),
         case("expired-cert", &mtls_at, mtls("client-expired.crt"), Some(&["TLS", "expired"])),
@@ -375,11 +431,12 @@ fn secured_cases() -> Vec<Secured> {
     ]
 }
 
-/// Over each secured listener, through a cluster Secret in librdkafka's own keys, with the real
-/// operator: a reset of a group reaches the log start, and each broken setting (a wrong CA, a client
-/// certificate of another CA or expired, a wrong SCRAM password, a token the broker rejects, no token
-/// at all) ends in one final ResetOffsetsFailed within the request deadline, whose note (and the
-/// status) names the cause, with nothing committed.
+/// Over each secured listener, through a cluster Secret in librdkafka's own keys and one written for
+/// Java clients (docs/kafka-settings.md), with the real operator: a reset of a group reaches the
+/// log start, and each broken setting (a wrong CA, a client certificate of another CA or expired, a
+/// wrong SCRAM password, a token the broker rejects, no token at all) ends in one final
+/// ResetOffsetsFailed within the request deadline, whose note (and the status) names the cause, with
+/// nothing committed.
 #[test]
 fn secured_listeners_reset_and_each_failure_names_its_cause() {
     let _serial = serial();
