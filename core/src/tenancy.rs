@@ -171,6 +171,10 @@ pub fn shared_group_event(group: &GroupId, other: &FlowRef, allowed: bool) -> Ev
     Event::new(EventType::Warning, "ConsumerGroupShared", note.clone(), note)
 }
 
+/// Other resources named per group in a refusal; the rest are counted, so that the note stays
+/// within an event's size.
+const LISTED: usize = 5;
+
 /// Why reset request `id`, which targets `groups`, is refused: the groups among them that another
 /// resource also maps to on the same cluster, unless allowed. `None` when nothing refuses it.
 pub fn reset_refusal(id: &str, groups: &[GroupId], shared: &[SharedGroup]) -> Option<String> {
@@ -178,7 +182,10 @@ pub fn reset_refusal(id: &str, groups: &[GroupId], shared: &[SharedGroup]) -> Op
         .iter()
         .filter(|s| !s.allowed && groups.contains(&s.group))
         .map(|s| {
-            let others: Vec<String> = s.others.iter().map(|o| format!("AnkkaFlow {o}")).collect();
+            let mut others: Vec<String> = s.others.iter().take(LISTED).map(|o| format!("AnkkaFlow {o}")).collect();
+            if s.others.len() > LISTED {
+                others.push(format!("{} more", s.others.len() - LISTED));
+            }
             format!("consumer group {} is also the consumer group of {}", s.group, others.join(", "))
         })
         .collect();
@@ -320,6 +327,25 @@ mod tests {
         let shared = shared_groups(all[0], &all, &clusters);
         assert!(!shared.is_empty());
         assert!(shared.iter().all(|s| !s.allowed && s.secrets == ["kafka-cluster-alias", "kafka-cluster-shop"]));
+    }
+
+    #[test]
+    fn a_refusal_names_five_others_and_counts_the_rest() {
+        let spec = cart_on(Some("shop"), None);
+        let clusters: Clusters = [cluster("shop", "k:1", false)].into();
+        let names: Vec<String> = (0..8).map(|i| format!("team-{i}")).collect();
+        let mut all: Vec<Pipeline<'_>> =
+            names.iter().map(|n| Pipeline { namespace: n, name: "cart", spec: &spec }).collect();
+        all.push(Pipeline { namespace: "shop", name: "cart", spec: &spec });
+        let shared = shared_groups(all[8], &all, &clusters);
+        let why = reset_refusal("u1", &[GroupId::from_raw("cart.router.in")], &shared).unwrap();
+        assert!(
+            why.contains(
+                "of AnkkaFlow team-0/cart, AnkkaFlow team-1/cart, AnkkaFlow team-2/cart, AnkkaFlow team-3/cart, \
+                 AnkkaFlow team-4/cart, 3 more on the same Kafka cluster"
+            ),
+            "{why}"
+        );
     }
 
     #[test]
