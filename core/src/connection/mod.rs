@@ -522,35 +522,30 @@ pub fn resolve_topic(
         (None, None) => Some(DEFAULT_CLUSTER),
         (None, Some(_)) => None,
     };
-    let cluster = match cluster_name {
-        Some(name) => match clusters.get(name) {
-            Some(c) => Some(c),
-            None => return Err(vec![ConnectionError::NoSecret { topic: id.clone(), cluster: name.into() }]),
-        },
-        None => None,
-    };
-    if let Some(c) = cluster {
-        if !c.allows(namespace) {
-            // Nothing else of the Secret is told to a namespace it does not allow.
-            return Err(vec![ConnectionError::NotAllowed {
-                topic: id.clone(),
-                cluster: c.name.clone(),
-                namespace: namespace.into(),
-                declared: c.allowed_namespaces.is_some(),
-            }]);
-        }
-        if !c.problems.is_empty() {
-            // Its settings are incomplete or refused: nothing else can be judged.
-            return Err(c.problems.clone());
-        }
-    }
+    // The cluster's own problems first: a missing Secret, a namespace it does not allow (nothing
+    // else of the Secret is told to such a namespace), or what is wrong with the Secret.
     let mut problems: Vec<ConnectionError> = Vec::new();
+    let cluster = cluster_name.and_then(|name| clusters.get(name));
+    match (cluster_name, cluster) {
+        (Some(name), None) => problems.push(ConnectionError::NoSecret { topic: id.clone(), cluster: name.into() }),
+        (_, Some(c)) if !c.allows(namespace) => problems.push(ConnectionError::NotAllowed {
+            topic: id.clone(),
+            cluster: c.name.clone(),
+            namespace: namespace.into(),
+            declared: c.allowed_namespaces.is_some(),
+        }),
+        (_, Some(c)) => problems.extend(c.problems.iter().cloned()),
+        (None, None) => {}
+    }
+    // Without the cluster's settings, nothing that depends on them can be judged.
+    let cluster_blocked = !problems.is_empty();
+    // Then what is wrong with the topic's own settings, whatever its cluster's state.
     let blocks = [
         ("connectionConfig", &topic.connection_config),
         ("producerConfig", &topic.producer_config),
         ("consumerConfig", &topic.consumer_config),
     ];
-    if let Some(c) = cluster {
+    if let Some(name) = cluster_name {
         let mut owned: Vec<String> = Vec::new();
         if topic.bootstrap_servers.is_some() {
             owned.push("bootstrapServers".into());
@@ -561,7 +556,7 @@ pub fn resolve_topic(
         if !owned.is_empty() {
             problems.push(ConnectionError::ClusterOwned {
                 topic: id.clone(),
-                cluster: c.name.clone(),
+                cluster: name.to_string(),
                 settings: and_list(&owned),
             });
         }
@@ -577,6 +572,9 @@ pub fn resolve_topic(
                 });
             }
         }
+    }
+    if cluster_blocked {
+        return Err(problems);
     }
     let refused_settings = !problems.is_empty();
     // With a cluster, its brokers (a topic's own are refused above); else the topic's.

@@ -323,6 +323,26 @@ fn a_namespace_not_allowed_learns_nothing_else_of_the_secret() {
 }
 
 #[test]
+fn the_topics_own_problems_are_reported_beside_its_clusters() {
+    let mut t = of_cluster("cart-events", Some("shop"));
+    t.connection_config.insert("security.protocol".into(), "PLAINTEXT".into());
+    t.consumer_config.insert("plugin.library.paths".into(), "/tmp/x.so".into());
+    t.managed = true;
+    let kinds = |c: &Clusters, ns: &str| -> Vec<&'static str> {
+        resolve_topic(&t, ns, c).unwrap_err().iter().map(ConnectionError::kind).collect()
+    };
+    // Sizes and brokers depend on the Secret, so they are not judged without it.
+    assert_eq!(
+        kinds(&shop(Some("shop")), "tenant"),
+        ["ClusterNotAllowed", "ClusterSettingsOverridden", "PropertyRefused"]
+    );
+    assert_eq!(
+        kinds(&Clusters::new(), "shop"),
+        ["ClusterSecretMissing", "ClusterSettingsOverridden", "PropertyRefused"]
+    );
+}
+
+#[test]
 fn allowed_namespace_entries_that_are_not_names_are_reported() {
     let c = Cluster::from_secret(
         "shop",
