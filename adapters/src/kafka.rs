@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use flow_core::connection::KafkaConnection;
 use flow_core::redact::Secrets;
-use flow_core::reset::{Committed, Inspection, KafkaFailure, Positions};
+use flow_core::reset::{Committed, FailureKind, Inspection, KafkaFailure, Positions};
 use flow_core::targets::InletTarget;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -36,7 +36,8 @@ impl Default for Deadlines {
     }
 }
 
-/// Kafka's answer sorted into what the reset machine needs: transient or final, and a reason.
+/// Kafka's answer sorted into what the reset machine needs: its kind (which says whether it is
+/// transient or final), and a reason.
 ///
 /// Transient: timeouts, transport failures, coordinator moving or loading, a rebalance, members
 /// present (UNKNOWN_MEMBER_ID answers a join-less commit into a group with members). Everything else
@@ -48,28 +49,33 @@ pub fn classify(e: &KafkaError) -> KafkaFailure {
 /// [`classify`] for an error code and its text: the admin API answers bare codes, which rdkafka's
 /// `KafkaError::AdminOp` does not expose as `rdkafka_error_code()`, so they are classified here.
 fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
-    let transient = matches!(
-        code,
+    use RDKafkaErrorCode as C;
+    let kind = match code {
         Some(
-            RDKafkaErrorCode::RequestTimedOut
-                | RDKafkaErrorCode::OperationTimedOut
-                | RDKafkaErrorCode::BrokerTransportFailure
-                | RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::NetworkException
-                | RDKafkaErrorCode::CoordinatorLoadInProgress
-                | RDKafkaErrorCode::CoordinatorNotAvailable
-                | RDKafkaErrorCode::NotCoordinator
-                | RDKafkaErrorCode::RebalanceInProgress
-                | RDKafkaErrorCode::UnknownMemberId
-        )
-    );
-    let reason = match code {
-        Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) => {
+            C::RequestTimedOut
+            | C::OperationTimedOut
+            | C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::NetworkException,
+        ) => FailureKind::Unreachable,
+        Some(C::CoordinatorLoadInProgress | C::CoordinatorNotAvailable | C::NotCoordinator | C::LeaderNotAvailable) => {
+            FailureKind::Unavailable
+        }
+        Some(C::RebalanceInProgress | C::UnknownMemberId) => FailureKind::MembersPresent,
+        Some(C::Authentication | C::SaslAuthenticationFailed) => FailureKind::Authentication,
+        Some(C::TopicAuthorizationFailed | C::GroupAuthorizationFailed | C::ClusterAuthorizationFailed) => {
+            FailureKind::Authorization
+        }
+        Some(C::UnknownTopicOrPartition | C::UnknownTopic | C::UnknownPartition) => FailureKind::UnknownTopic,
+        _ => FailureKind::Refused,
+    };
+    let reason = match kind {
+        FailureKind::MembersPresent => {
             format!("Kafka refused the commit because consumers are still active in the group ({text})")
         }
         _ => text.to_string(),
     };
-    KafkaFailure { transient, reason }
+    KafkaFailure::new(kind, reason)
 }
 
 /// A failure that no retry of the same call can cure, as librdkafka reported it to the client's
@@ -109,11 +115,13 @@ impl Watch {
     pub(crate) fn cause(&self) -> Option<KafkaFailure> {
         let cause = self.cause.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
         let at = &self.bootstrap_servers;
-        let reason = match cause {
-            Cause::Tls(r) => format!("TLS with the Kafka cluster at {at} failed: {r}"),
-            Cause::Authentication(r) => format!("authentication with the Kafka cluster at {at} failed: {r}"),
+        let (kind, reason) = match cause {
+            Cause::Tls(r) => (FailureKind::Configuration, format!("TLS with the Kafka cluster at {at} failed: {r}")),
+            Cause::Authentication(r) => {
+                (FailureKind::Authentication, format!("authentication with the Kafka cluster at {at} failed: {r}"))
+            }
         };
-        Some(KafkaFailure { transient: false, reason: self.secrets.redact(&reason) })
+        Some(KafkaFailure::new(kind, self.secrets.redact(&reason)))
     }
 
     /// Sorts one librdkafka report (a log line or an error event's text) into a [`Cause`], if it is
@@ -268,9 +276,10 @@ impl KafkaClient {
             .set("allow.auto.create.topics", "false")
             .set("socket.timeout.ms", d.request.as_millis().to_string());
         let watch = Watch::new(&conn.bootstrap_servers, secrets.clone());
-        let consumer: Client = cfg.create_with_context(watch).map_err(|e| KafkaFailure {
-            transient: false,
-            reason: secrets.redact(&format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers)),
+        let consumer: Client = cfg.create_with_context(watch).map_err(|e| {
+            KafkaFailure::configuration(
+                secrets.redact(&format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers)),
+            )
         })?;
         let consumer = Arc::new(consumer);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -284,10 +293,7 @@ impl KafkaClient {
                     let _ = c.poll(PUMP_INTERVAL);
                 }
             })
-            .map_err(|e| KafkaFailure {
-                transient: true,
-                reason: format!("cannot start a Kafka client thread: {e}"),
-            })?;
+            .map_err(|e| KafkaFailure::unavailable(format!("cannot start a Kafka client thread: {e}")))?;
         Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
     }
 
@@ -312,14 +318,11 @@ fn partitions(c: &Client, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFa
 /// The partitions of `topic` in `md`, ascending.
 fn topic_partitions(md: &Metadata, topic: &str) -> Result<Vec<i32>, KafkaFailure> {
     let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
-        return Err(KafkaFailure { transient: false, reason: format!("topic '{topic}' does not exist") });
+        return Err(KafkaFailure::unknown_topic(format!("topic '{topic}' does not exist")));
     };
     if let Some(err) = t.error() {
         let code = RDKafkaErrorCode::from(err);
-        return Err(KafkaFailure {
-            transient: matches!(code, RDKafkaErrorCode::LeaderNotAvailable),
-            reason: format!("topic '{topic}': {code}"),
-        });
+        return Err(KafkaFailure::new(classify_code(Some(code), "").kind, format!("topic '{topic}': {code}")));
     }
     let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
     ps.sort_unstable();
@@ -352,24 +355,20 @@ fn log_offsets(
         End::High => Offset::End,
     };
     for p in ps {
-        tpl.add_partition_offset(topic, *p, at)
-            .map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
+        tpl.add_partition_offset(topic, *p, at).map_err(|e| KafkaFailure::refused(e.to_string()))?;
     }
     let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
     let mut out = BTreeMap::new();
     for e in got.elements() {
         if let Err(err) = e.error() {
             let f = classify(&err);
-            return Err(KafkaFailure {
-                transient: f.transient,
-                reason: format!("partition {}: {}", e.partition(), f.reason),
-            });
+            return Err(KafkaFailure::new(f.kind, format!("partition {}: {}", e.partition(), f.reason)));
         }
         let Some(o) = absolute(e.offset()) else {
-            return Err(KafkaFailure {
-                transient: true,
-                reason: format!("partition {}: Kafka gave no offset for the log's end", e.partition()),
-            });
+            return Err(KafkaFailure::unavailable(format!(
+                "partition {}: Kafka gave no offset for the log's end",
+                e.partition()
+            )));
         };
         out.insert(e.partition(), o);
     }
@@ -398,7 +397,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, KafkaFailure> {
     tokio::task::spawn_blocking(move || client.call(f))
         .await
-        .unwrap_or_else(|e| Err(KafkaFailure { transient: true, reason: format!("Kafka worker stopped: {e}") }))
+        .unwrap_or_else(|e| Err(KafkaFailure::unreachable(format!("Kafka worker stopped: {e}"))))
 }
 
 /// Describes the group, lists the topic's partitions with their log start offsets and high
@@ -566,10 +565,10 @@ mod tests {
     fn members_present_is_transient_and_says_so() {
         let e = KafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownMemberId);
         let f = classify(&e);
-        assert!(f.transient);
+        assert!(f.transient());
         assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
         let f = classify(&KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed));
-        assert!(!f.transient);
+        assert!(!f.transient());
     }
 
     /// librdkafka's own wording, as logged on the test bed's listeners.
@@ -621,7 +620,7 @@ mod tests {
         w.sort("x: SASL authentication error: bad password hunter2-secret (after 1ms in state AUTH_REQ)");
         w.sort("x: SSL handshake failed: later (after 1ms in state SSL_HANDSHAKE)");
         let f = w.cause().expect("a cause");
-        assert!(!f.transient);
+        assert!(!f.transient());
         assert_eq!(f.reason, "authentication with the Kafka cluster at kafka:9093 failed: bad password [redacted]");
     }
 
@@ -629,16 +628,16 @@ mod tests {
     fn admin_api_codes_are_classified_like_client_errors() {
         use rdkafka::bindings::rd_kafka_resp_err_t as E;
         let f = admin::failure(E::RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID, "committing the group's offsets", "");
-        assert!(f.transient, "{f:?}");
+        assert!(f.transient(), "{f:?}");
         assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
         let f = admin::failure(E::RD_KAFKA_RESP_ERR__TIMED_OUT, "reading the group's committed offsets", "");
-        assert!(f.transient, "{f:?}");
+        assert!(f.transient(), "{f:?}");
         assert!(f.reason.starts_with("reading the group's committed offsets: "), "{}", f.reason);
         let f = admin::failure(E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, "describing the consumer group", "x");
-        assert!(f.transient, "{f:?}");
+        assert!(f.transient(), "{f:?}");
         let f = admin::failure(E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED, "describing the consumer group", "");
-        assert!(!f.transient, "{f:?}");
+        assert!(!f.transient(), "{f:?}");
         let f = admin::failure(E::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "committing the group's offsets", "");
-        assert!(!f.transient, "{f:?}");
+        assert!(!f.transient(), "{f:?}");
     }
 }

@@ -1,14 +1,13 @@
-//! The reset ledger: per request and group, the intent written before a commit and the outcome
-//! written after its read-back, in a sled database on the operator's volume.
+//! The reset ledger: per request and group, the durable progress: the intent written before a
+//! commit and the outcome written once the group finished, in a sled database on the operator's volume.
 //!
 //! The annotations stay the source of truth for which request is done; the ledger only caches
-//! progress so that a restarted operator settles an interrupted group instead of committing it again.
+//! progress so that a restarted operator recovers an interrupted group instead of committing it again.
 //! Each write is flushed to disk before the call returns.
 
 use std::path::Path;
 
-use flow_core::names::GroupId;
-use flow_core::reset::{GroupOutcome, GroupRecord, Intent};
+use flow_core::reset::{GroupProgress, ProgressWrite};
 
 /// Why the ledger could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -54,11 +53,11 @@ impl Ledger {
         Ok(Ledger { db: sled::open(dir)? })
     }
 
-    /// Every record of request `id` of `owner`.
+    /// The progress of every group of request `id` of `owner`.
     ///
     /// # Errors
     /// [`LedgerError`] on a read failure or an undecodable record.
-    pub fn records(&self, owner: Owner<'_>, id: &str) -> Result<Vec<GroupRecord>, LedgerError> {
+    pub fn progress(&self, owner: Owner<'_>, id: &str) -> Result<Vec<GroupProgress>, LedgerError> {
         self.db
             .scan_prefix(prefix(owner, id))
             .map(|kv| {
@@ -77,20 +76,20 @@ impl Ledger {
     /// # Errors
     /// [`LedgerError`] when a record could not be read, decoded, written or flushed. Writes before
     /// the failing one may be kept (each is a whole record), none is reported as durable.
-    pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[Write<'_>]) -> Result<(), LedgerError> {
+    pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[ProgressWrite]) -> Result<(), LedgerError> {
         for w in writes {
             let group = match w {
-                Write::Intent(g, _) | Write::Outcome(g, _) => *g,
+                ProgressWrite::Intent(g, _) | ProgressWrite::Outcome(g, _) => g,
             };
             let key = format!("{}{group}", prefix(owner, id));
             let mut rec = match self.db.get(&key)? {
                 Some(v) => serde_json::from_slice(&v)
                     .map_err(|e| LedgerError::Decode { key: key.clone(), reason: e.to_string() })?,
-                None => GroupRecord { group: group.clone(), intent: None, outcome: None },
+                None => GroupProgress { group: group.clone(), intent: None, outcome: None },
             };
             match w {
-                Write::Intent(_, intent) => rec.intent = Some((*intent).clone()),
-                Write::Outcome(_, outcome) => rec.outcome = Some((*outcome).clone()),
+                ProgressWrite::Intent(_, intent) => rec.intent = Some(intent.clone()),
+                ProgressWrite::Outcome(_, outcome) => rec.outcome = Some(outcome.clone()),
             }
             // Serialising plain data cannot fail.
             let bytes = serde_json::to_vec(&rec).unwrap_or_default();
@@ -101,18 +100,11 @@ impl Ledger {
     }
 }
 
-/// One write of [`Ledger::put`].
-#[derive(Clone, Copy, Debug)]
-pub enum Write<'a> {
-    /// A group's intent, before its commit.
-    Intent(&'a GroupId, &'a Intent),
-    /// A group's outcome, after its read-back.
-    Outcome(&'a GroupId, &'a GroupOutcome),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flow_core::names::GroupId;
+    use flow_core::reset::{GroupOutcome, Intent};
     use std::collections::BTreeMap;
 
     #[test]
@@ -121,24 +113,28 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let owner = Owner { namespace: "shop", name: "cart" };
         let g = GroupId::new("cart", "router", "in");
-        let intent = Intent { before: BTreeMap::from([(0, Some(5))]), target: BTreeMap::from([(0, 0)]), records: 5 };
+        let intent = Intent {
+            before: BTreeMap::from([(0, Some(5))]),
+            target: BTreeMap::from([(0, 0)]),
+            records_to_reprocess: 5,
+        };
         {
             let l = Ledger::open(&dir).unwrap();
-            l.put(owner, "u1", &[Write::Intent(&g, &intent)]).unwrap();
+            l.put(owner, "u1", &[ProgressWrite::Intent(g.clone(), intent.clone())]).unwrap();
         }
         let l = Ledger::open(&dir).unwrap();
-        let recs = l.records(owner, "u1").unwrap();
-        assert_eq!(recs, vec![GroupRecord { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
-        assert!(l.records(owner, "u2").unwrap().is_empty());
+        let recs = l.progress(owner, "u1").unwrap();
+        assert_eq!(recs, vec![GroupProgress { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
+        assert!(l.progress(owner, "u2").unwrap().is_empty());
         let outcome = GroupOutcome::Reset {
             topic: "t".into(),
             before: intent.before.clone(),
             offsets: intent.target.clone(),
-            records: 5,
+            records_to_reprocess: 5,
             added: vec![],
         };
-        l.put(owner, "u1", &[Write::Outcome(&g, &outcome)]).unwrap();
-        assert_eq!(l.records(owner, "u1").unwrap()[0].outcome, Some(outcome));
+        l.put(owner, "u1", &[ProgressWrite::Outcome(g.clone(), outcome.clone())]).unwrap();
+        assert_eq!(l.progress(owner, "u1").unwrap()[0].outcome, Some(outcome));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -228,7 +228,97 @@ pub struct ResetHistoryEntry {
     /// The request id.
     pub id: String,
     /// `Done`, `Refused`, or `Superseded` (replaced by a newer request before it finished).
-    pub phase: String,
+    pub phase: RequestPhase,
+}
+
+/// Where a reset request stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum RequestPhase {
+    /// Written; the operator has not checked it against the resource yet.
+    #[default]
+    Requested,
+    /// A target streamlet still runs; nothing is touched until it stops.
+    Waiting,
+    /// Its consumer groups are being reset.
+    Resetting,
+    /// Every group finished (reset or failed); the done annotation holds its id.
+    Done,
+    /// Refused as a whole (malformed, or naming streamlets that cannot be reset).
+    Refused,
+    /// Replaced by a newer request before it finished (history only).
+    Superseded,
+}
+
+impl RequestPhase {
+    /// Whether nothing more happens for a request in this phase.
+    pub fn finished(self) -> bool {
+        matches!(self, RequestPhase::Done | RequestPhase::Refused | RequestPhase::Superseded)
+    }
+
+    /// The phase as the status writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestPhase::Requested => "Requested",
+            RequestPhase::Waiting => "Waiting",
+            RequestPhase::Resetting => "Resetting",
+            RequestPhase::Done => "Done",
+            RequestPhase::Refused => "Refused",
+            RequestPhase::Superseded => "Superseded",
+        }
+    }
+}
+
+impl std::fmt::Display for RequestPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where one consumer group of a reset request stands: its outcome so far.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum GroupStage {
+    /// Not started, being inspected or fenced, or waiting for its next attempt.
+    #[default]
+    Pending,
+    /// Intent recorded, commit under way.
+    Committing,
+    /// Intent recorded, and whether its commit landed is unknown (after an operator restart or a
+    /// failed commit): the committed offsets and their markers are read to learn it, never committed
+    /// blindly. Read as well from `Settling`, which older operators wrote.
+    #[serde(alias = "Settling")]
+    Recovering,
+    /// The commit read back; its offsets are read again after the settle delay, to verify that no
+    /// consumer overwrote them.
+    Verifying,
+    /// Reset: committed at the log start offsets and verified.
+    Reset,
+    /// Failed for a reason that is final.
+    Failed,
+}
+
+impl GroupStage {
+    /// Whether the group has an intent recorded and no outcome yet.
+    pub fn has_intent(self) -> bool {
+        matches!(self, GroupStage::Committing | GroupStage::Recovering | GroupStage::Verifying)
+    }
+
+    /// The stage as the status writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupStage::Pending => "Pending",
+            GroupStage::Committing => "Committing",
+            GroupStage::Recovering => "Recovering",
+            GroupStage::Verifying => "Verifying",
+            GroupStage::Reset => "Reset",
+            GroupStage::Failed => "Failed",
+        }
+    }
+}
+
+impl std::fmt::Display for GroupStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Observed state of one streamlet.
@@ -289,7 +379,7 @@ pub struct ResetStatus {
     /// The request id (a UUID), or empty when the annotation did not parse.
     pub id: String,
     /// `Requested`, `Waiting`, `Resetting`, `Done` or `Refused`.
-    pub phase: String,
+    pub phase: RequestPhase,
     /// Why the request waits or was refused; empty otherwise.
     #[serde(default)]
     pub detail: String,
@@ -312,12 +402,8 @@ pub struct GroupStatus {
     pub group: String,
     /// Kafka topic name the group reads.
     pub topic: String,
-    /// `Pending`, `Committing` (intent recorded, commit under way), `Settling` (intent recorded, and
-    /// whether its commit landed is unknown, after an operator restart or a commit timeout: the
-    /// committed offsets and their markers are read to learn it, never committed blindly), `Verifying`
-    /// (the commit read back; its offsets are read again after the settle delay, to check that no
-    /// consumer overwrote them), `Reset` or `Failed`.
-    pub outcome: String,
+    /// `Pending`, `Committing`, `Recovering`, `Verifying`, `Reset` or `Failed` (see [`GroupStage`]).
+    pub outcome: GroupStage,
     /// The event note of the outcome, or why the group is still pending.
     #[serde(default)]
     pub message: String,

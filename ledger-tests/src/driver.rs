@@ -1,24 +1,26 @@
-//! The simulated operator: one reconcile of the resource's reset request, step for step as
-//! `operator/src/reset.rs` (`drive`) and the controller around it do it, against the simulated world.
+//! The simulated operator: one reconcile of the resource's reset request, running the operator's own
+//! request intake (`flow_core::reset::intake`) and its own effect ordering (`flow_core::reset::Drive`)
+//! against the simulated world. Only the I/O is simulated, as `operator/src/reset.rs` carries it out:
+//! Kafka calls and status writes are started, and complete later, in an order the history chooses;
+//! the ledger is written when a persist starts; events and the done write happen at once.
 //!
-//! Each call is also an operator restart: the machine is rebuilt from durable state (ledger records
-//! merged with the records in `status.reset`), and nothing the driver held survives the call. The
-//! status the reconcile computes is written where the operator writes it: with each persisted intent,
-//! and once at the end; a crash loses whatever was not written.
+//! Each call is also an operator restart: the machine is rebuilt from durable state (ledger progress
+//! merged with the progress in `status.reset`), and nothing the driver held survives the call. A
+//! crash after the k-th piece of work leaves what was in flight to the history: each call or write
+//! under way either reached its server or did not.
 
 use flow_core::names::GroupId;
-use flow_core::request::ResetRequest;
 use flow_core::reset::{
-    Effect, GroupPhase, Input, ResetMachine, State, history, malformed_event, merge_records, records_from_status,
-    superseded_event,
+    Answer, Drive, DriveOptions, Fresh, GroupPhase, Idle, Input, Intake, KafkaCall, Persist, Started, State, Work,
+    intake,
 };
-use flow_core::resource::{ResetHistoryEntry, ResetStatus};
+use flow_core::resource::{GroupStage, ResetStatus};
 
-use crate::world::{Fact, Streamlet, World};
+use crate::world::{Fact, KubeFault, Streamlet, World};
 
-/// Most effects one reconcile may carry out before the drive is declared stuck. The machine's
-/// retries are bounded (`MAX_ATTEMPTS` per group), so a real drive stays far below this.
-pub const MAX_EFFECTS: usize = 1_000;
+/// Most pieces of work one reconcile may start before the drive is declared stuck. The machine's
+/// retries are bounded, so a real drive stays far below this.
+pub const MAX_WORK: usize = 1_000;
 
 /// How a reconcile ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +29,7 @@ pub enum Reconciled {
     NoRequest,
     /// The annotation does not parse: refused (event, status), machine never built.
     Malformed,
-    /// The request's id is the done id: nothing happens.
+    /// The request's id is the done id, or its progress says it is done: nothing happens.
     AlreadyDone,
     /// A target still runs: look again later.
     Waiting,
@@ -37,214 +39,296 @@ pub enum Reconciled {
     Done,
     /// The machine stayed `Resetting` with nothing scheduled (never expected).
     Stalled,
-    /// The operator crashed after carrying out `effects` effects.
+    /// A status or done write failed: the drive was abandoned once nothing was in flight.
+    Abandoned,
+    /// The operator crashed after starting `effects` pieces of work.
     Crashed {
-        /// Effects carried out before the crash.
+        /// Work started before the crash.
         effects: usize,
     },
 }
 
-/// The groups of the machine that wait out their settle before their second read.
-fn settling_now(machine: &ResetMachine) -> Vec<Streamlet> {
-    match machine.state() {
+/// The order in which work under way completes, as the history chose it: each byte picks one of
+/// the pending items (its value modulo their number); once the bytes are used up, the oldest goes
+/// first.
+#[derive(Clone, Debug, Default)]
+pub struct Schedule {
+    bytes: std::collections::VecDeque<u8>,
+}
+
+impl Schedule {
+    /// A schedule from the history's bytes.
+    pub fn new(bytes: &[u8]) -> Schedule {
+        Schedule { bytes: bytes.iter().copied().collect() }
+    }
+
+    fn pick(&mut self, n: usize) -> usize {
+        self.bytes.pop_front().map_or(0, |b| usize::from(b) % n.max(1))
+    }
+
+    /// Whether an item under way when the operator crashed reached its server (most do).
+    fn reached(&mut self) -> bool {
+        self.bytes.pop_front().is_none_or(|b| b % 4 != 0)
+    }
+}
+
+/// Work under way.
+#[derive(Clone, Debug)]
+pub enum Pending {
+    /// A Kafka call: applied to the world when it completes.
+    Call(KafkaCall),
+    /// A status write: lands when it completes.
+    Write(Persist),
+}
+
+/// The groups of the machine that wait out their settle before their verifying read.
+fn settling_now(drive: &Drive) -> Vec<Streamlet> {
+    match drive.machine().state() {
         State::Resetting(r) => r
             .groups
             .iter()
-            .filter(|(_, (_, p))| matches!(p, GroupPhase::Verifying { read_at: Some(_), .. }))
+            .filter(|(_, g)| matches!(&g.phase, GroupPhase::Verifying { retry, .. } if retry.next.is_some()))
             .filter_map(|(g, _)| Streamlet::of_group(g))
             .collect(),
         _ => vec![],
     }
 }
 
-/// The part of the status a reconcile computes (`status.reset` and `status.resetHistory`).
-struct Status {
-    reset: Option<ResetStatus>,
-    history: Vec<ResetHistoryEntry>,
-}
-
 impl World {
-    fn write_status(&mut self, status: &Status) {
-        self.kube.status_reset.clone_from(&status.reset);
-        self.kube.status_history.clone_from(&status.history);
-        // An intent is durable from the first status write that carries it, which can come before
-        // the group's own `PersistIntent` (another group's write includes it).
-        if let Some(reset) = &status.reset {
-            for g in
-                reset.groups.iter().filter(|g| matches!(g.outcome.as_str(), "Committing" | "Settling" | "Verifying"))
-            {
-                if let Some(group) = Streamlet::of_group(&GroupId::from_raw(&g.group)) {
-                    self.facts.push(Fact::Intent { id: reset.id.clone(), group });
-                }
+    /// Writes `status.reset` and `status.resetHistory`; an intent it carries becomes durable.
+    fn write_status(&mut self, reset: &ResetStatus, history: &[flow_core::resource::ResetHistoryEntry]) {
+        self.kube.status_reset = Some(reset.clone());
+        self.kube.status_history = history.to_vec();
+        for g in reset.groups.iter().filter(|g| g.outcome.has_intent()) {
+            if let Some(group) = Streamlet::of_group(&GroupId::from_raw(&g.group)) {
+                self.facts.push(Fact::Intent { id: reset.id.clone(), group });
             }
         }
     }
 
-    /// One reconcile; the operator crashes after its `crash_after`-th effect when given.
+    fn answer(&mut self, answer: &Answer, request: Option<String>) {
+        for event in &answer.events {
+            self.record_event(event, request.clone());
+        }
+        self.write_status(&answer.reset, &answer.history);
+    }
+
+    /// One reconcile, completing work in the order `order` picks; the operator crashes after the
+    /// `crash_after`-th piece of work it starts when given.
     ///
     /// # Panics
-    /// When the drive carries out more than [`MAX_EFFECTS`] effects (a drive that does not end).
-    pub fn reconcile(&mut self, crash_after: Option<u8>) -> Reconciled {
+    /// When the drive starts more than [`MAX_WORK`] pieces of work (a drive that does not end).
+    pub fn reconcile_in(&mut self, crash_after: Option<u8>, order: &[u8]) -> Reconciled {
         // The controller's requeue: time passes between reconciles.
         self.pass_time();
+        let mut schedule = Schedule::new(order);
         // The fresh read of the resource.
-        let Some(raw) = self.kube.request.clone() else {
-            return Reconciled::NoRequest;
-        };
-        let done = self.kube.done.clone();
-        let previous = self.kube.status_reset.clone();
-        let old_history = self.kube.status_history.clone();
-        let mut status = Status { reset: previous.clone(), history: old_history.clone() };
-
-        let request = match ResetRequest::parse(&raw) {
-            Ok(r) => r,
-            Err(why) => {
-                self.record_event(&malformed_event(&raw, &why), None);
-                status.history = history(&old_history, previous.as_ref(), "");
-                status.reset = Some(ResetStatus {
-                    id: String::new(),
-                    phase: "Refused".into(),
-                    detail: why.to_string(),
-                    ..Default::default()
-                });
-                self.write_status(&status);
-                return Reconciled::Malformed;
+        let (request, done) = (self.kube.request.clone(), self.kube.done.clone());
+        let (reset, history) = (self.kube.status_reset.clone(), self.kube.status_history.clone());
+        let fresh =
+            Fresh { request: request.as_deref(), done: done.as_deref(), reset: reset.as_ref(), history: &history };
+        let admitted = match intake(&fresh, self.now) {
+            Intake::Idle => return Reconciled::NoRequest,
+            Intake::Answered(answer) => {
+                let malformed = answer.reset.id.is_empty();
+                self.answer(&answer, (!malformed).then(|| answer.reset.id.clone()));
+                return if malformed { Reconciled::Malformed } else { Reconciled::AlreadyDone };
             }
+            Intake::Admitted(admitted) => admitted,
         };
-        let id = request.id.clone();
-        if let Some(event) = superseded_event(previous.as_ref(), &id) {
-            self.record_event(&event, Some(id.clone()));
-        }
-        status.history = history(&old_history, previous.as_ref(), &id);
-        // The fresh read holds the status the finishing reconcile wrote.
-        if done.as_deref() == Some(id.as_str())
-            && let Some(kept) =
-                previous.as_ref().filter(|p| p.id == id && matches!(p.phase.as_str(), "Done" | "Refused"))
-        {
-            status.reset = Some(kept.clone());
-            self.write_status(&status);
-            return Reconciled::AlreadyDone;
-        }
-
-        let from_status = previous.as_ref().filter(|r| r.id == id).map(records_from_status).unwrap_or_default();
-        let records = merge_records(self.ledger.records(&id), from_status);
-        let mut machine = ResetMachine::new(request, done.as_deref(), records).with_settle(self.settle);
-        if matches!(machine.state(), State::Done(_)) {
-            // Done, but the status missed the final write: rebuilt from the records, nothing redone.
-            status.reset = Some(machine.status());
-            self.write_status(&status);
-            return Reconciled::AlreadyDone;
-        }
-        machine.handle(Input::Observed { spec: self.kube.spec(), pods: self.kube.pod_counts() }, self.now);
+        let id = admitted.id().to_string();
+        let ledger = (!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&id));
+        let options = DriveOptions { settle: self.settle, ..DriveOptions::default() };
+        let mut drive = match admitted.start(ledger, options, self.now) {
+            Started::Answered(answer) => {
+                self.answer(&answer, Some(id));
+                return Reconciled::AlreadyDone;
+            }
+            Started::Drive(drive) => *drive,
+        };
+        drive.observe(self.kube.spec(), self.kube.pod_counts(), self.now);
 
         let crash_after = crash_after.map(usize::from);
-        let mut carried = 0usize;
+        let mut started = 0usize;
+        let mut pending: Vec<Pending> = Vec::new();
         loop {
-            while let Some(effect) = machine.poll_effect() {
-                carried += 1;
-                assert!(carried <= MAX_EFFECTS, "the drive of request {id} did not end after {MAX_EFFECTS} effects");
-                let input = self.carry_out(&id, &machine, &mut status, effect);
-                if crash_after == Some(carried) {
-                    // The process dies here: the result is never fed back, the status not written.
-                    self.facts.push(Fact::Crash { effects: carried });
-                    return Reconciled::Crashed { effects: carried };
+            while let Some(work) = drive.poll_work(self.now) {
+                started += 1;
+                assert!(started <= MAX_WORK, "the drive of request {id} did not end after {MAX_WORK} pieces of work");
+                match work {
+                    Work::Kafka(call) => pending.push(Pending::Call(call)),
+                    Work::Persist(persist) => {
+                        // The ledger is written when the persist starts; the status write runs on.
+                        if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
+                            self.ledger.put(&id, &persist.writes);
+                        }
+                        pending.push(Pending::Write(persist));
+                    }
+                    Work::Record(event) => self.record_event(&event, Some(id.clone())),
+                    Work::WriteDone(done_id) => {
+                        if self.take_kube_fault(KubeFault::DoneWrite) {
+                            drive.abandon();
+                        } else {
+                            self.write_done(&done_id);
+                        }
+                    }
                 }
-                if let Some(input) = input {
-                    machine.handle(input, self.now);
+                if crash_after == Some(started) {
+                    // The process dies here: what was under way reached its server or not.
+                    for item in std::mem::take(&mut pending) {
+                        if schedule.reached() {
+                            self.complete(&id, &drive, item);
+                        }
+                    }
+                    self.facts.push(Fact::Crash { effects: started });
+                    return Reconciled::Crashed { effects: started };
                 }
             }
-            match machine.state() {
-                State::Resetting(_) => match machine.poll_timeout() {
-                    Some(at) => {
-                        // Aimed at the settle: what the test armed happens while a group waits to be
-                        // read again.
-                        self.while_settling(&settling_now(&machine));
-                        self.sleep_until(at);
-                        // A newer request supersedes this one: stop, the next reconcile takes it.
-                        if self.kube.request.as_deref() != Some(raw.as_str()) {
-                            status.reset = Some(machine.status());
-                            self.write_status(&status);
-                            return Reconciled::Superseded;
-                        }
-                        machine.handle(Input::Tick, self.now);
+            if !pending.is_empty() {
+                let item = pending.remove(schedule.pick(pending.len()));
+                match self.complete(&id, &drive, item) {
+                    Done::Call(input) => drive.handle(input, self.now),
+                    Done::Written(token) => drive.persisted(token),
+                    Done::WriteFailed(token) => {
+                        drive.abandon();
+                        drive.persisted(token);
                     }
-                    None => break,
-                },
-                State::Waiting(_) => {
-                    status.reset = Some(machine.status());
-                    self.write_status(&status);
+                }
+                if drive.abandoned() && !self.wait_on_abandon {
+                    // The driver as it was: it returned at once, and the calls it had started ran on.
+                    for item in std::mem::take(&mut pending) {
+                        match item {
+                            Pending::Call(call) => self.kafka.late.push(call),
+                            Pending::Write(_) => {}
+                        }
+                    }
+                    self.facts.push(Fact::Abandoned);
+                    return Reconciled::Abandoned;
+                }
+                continue;
+            }
+            match drive.idle() {
+                Idle::Done => {
+                    let reset = drive.status(self.now);
+                    self.write_status(&reset, drive.history());
+                    return Reconciled::Done;
+                }
+                Idle::Stalled => return Reconciled::Stalled,
+                Idle::Abandoned => {
+                    self.facts.push(Fact::Abandoned);
+                    return Reconciled::Abandoned;
+                }
+                Idle::Waiting(_) => {
+                    let reset = drive.status(self.now);
+                    self.write_status(&reset, drive.history());
                     return Reconciled::Waiting;
                 }
-                State::Requested(_) | State::Done(_) => break,
+                Idle::Sleep(at) => {
+                    // Aimed at the settle: what the test armed happens while a group waits to be
+                    // verified.
+                    self.while_settling(&settling_now(&drive));
+                    self.sleep_until(at);
+                    // A newer request supersedes this one: stop, the next reconcile takes it.
+                    if self.kube.request.as_deref() != Some(drive.annotation()) {
+                        let reset = drive.status(self.now);
+                        self.write_status(&reset, drive.history());
+                        return Reconciled::Superseded;
+                    }
+                    drive.tick(self.now);
+                }
             }
         }
-        status.reset = Some(machine.status());
-        self.write_status(&status);
-        if matches!(machine.state(), State::Done(_)) { Reconciled::Done } else { Reconciled::Stalled }
     }
 
-    /// Carries out one effect as the operator does; returns the input to feed back, if any.
-    fn carry_out(&mut self, id: &str, machine: &ResetMachine, status: &mut Status, effect: Effect) -> Option<Input> {
-        match effect {
-            Effect::Record(event) => {
-                self.record_event(&event, Some(id.to_string()));
-                None
-            }
-            Effect::InspectGroup(target) => {
-                let result = self.kafka_inspect(&target);
-                Some(Input::Inspected { group: target.group, result })
-            }
-            Effect::PersistIntent { id, group, intent } => {
-                self.ledger.put_intent(&id, &group, &intent);
-                if let Some(group) = Streamlet::of_group(&group) {
-                    self.facts.push(Fact::Intent { id, group });
+    /// One reconcile with work completing in the order it started.
+    pub fn reconcile(&mut self, crash_after: Option<u8>) -> Reconciled {
+        self.reconcile_in(crash_after, &[])
+    }
+
+    /// Completes a piece of work under way: a Kafka call is applied, a status write lands (or fails).
+    fn complete(&mut self, id: &str, drive: &Drive, item: Pending) -> Done {
+        match item {
+            Pending::Call(call) => {
+                if let KafkaCall::Read(target) = &call
+                    && let Some(group) = Streamlet::of_group(&target.group)
+                {
+                    // Which read it is, only to tell the two apart in the log (the invariants treat
+                    // both as reads of the group).
+                    let verifying = match drive.machine().state() {
+                        State::Resetting(r) => {
+                            matches!(r.groups.get(&target.group).map(|g| &g.phase), Some(GroupPhase::Verifying { .. }))
+                        }
+                        _ => false,
+                    };
+                    self.facts.push(if verifying { Fact::Verify { group } } else { Fact::Recover { group } });
                 }
-                status.reset = Some(machine.status());
-                self.write_status(status);
-                None
+                Done::Call(self.carry_out(call))
             }
-            Effect::Fence { target, offsets, metadata } => {
+            Pending::Write(persist) => {
+                if self.take_kube_fault(KubeFault::StatusWrite) {
+                    return Done::WriteFailed(persist.token);
+                }
+                // The operator as it was before outcomes went to the status: only intents did.
+                let shown = self.outcome_in_status
+                    || persist.carries_intent()
+                    || !persist
+                        .reset
+                        .groups
+                        .iter()
+                        .any(|g| matches!(g.outcome, GroupStage::Reset | GroupStage::Failed));
+                if shown {
+                    self.write_status(&persist.reset, &persist.history);
+                }
+                for w in &persist.writes {
+                    if let flow_core::reset::ProgressWrite::Outcome(group, _) = w
+                        && let Some(group) = Streamlet::of_group(group)
+                    {
+                        self.facts.push(Fact::Outcome { id: id.to_string(), group });
+                    }
+                }
+                Done::Written(persist.token)
+            }
+        }
+    }
+
+    /// Calls Kafka as the operator's adapter does; returns the input to feed back.
+    pub fn carry_out(&mut self, call: KafkaCall) -> Input {
+        match call {
+            KafkaCall::Inspect(target) => {
+                let result = self.kafka_inspect(&target);
+                Input::Inspected { group: target.group, result }
+            }
+            KafkaCall::Fence { target, offsets, metadata } => {
                 // The adapter makes no call when the group has no committed offset.
                 let result = if offsets.is_empty() { Ok(()) } else { self.kafka_commit(&target, &offsets, &metadata) };
-                Some(Input::Fenced { group: target.group, result })
+                Input::Fenced { group: target.group, result }
             }
-            Effect::CommitOffsets { target, offsets, metadata } => {
+            KafkaCall::Commit { target, offsets, metadata } => {
                 let partitions: Vec<i32> = offsets.keys().copied().collect();
                 let result = self
                     .kafka_commit(&target, &offsets, &metadata)
                     .and_then(|()| self.kafka_committed(&target, &partitions));
-                Some(Input::Committed { group: target.group, result })
+                Input::ReadBack { group: target.group, result }
             }
-            Effect::ReadCommitted(target) => {
-                // Which read it is, only to tell the two apart in the log (the invariants treat both
-                // as reads of the group).
-                let verifying = match machine.state() {
-                    State::Resetting(r) => {
-                        matches!(r.groups.get(&target.group), Some((_, GroupPhase::Verifying { .. })))
-                    }
-                    _ => false,
-                };
-                if let Some(group) = Streamlet::of_group(&target.group) {
-                    self.facts.push(if verifying { Fact::Verify { group } } else { Fact::Settle { group } });
-                }
+            KafkaCall::Read(target) => {
                 let result = self.kafka_read(&target);
-                Some(Input::Read { group: target.group, result })
-            }
-            Effect::PersistOutcome { id, group, outcome } => {
-                self.ledger.put_outcome(&id, &group, &outcome);
-                if self.outcome_in_status {
-                    status.reset = Some(machine.status());
-                    self.write_status(status);
-                }
-                if let Some(group) = Streamlet::of_group(&group) {
-                    self.facts.push(Fact::Outcome { id, group });
-                }
-                None
-            }
-            Effect::WriteDone { id } => {
-                self.write_done(&id);
-                None
+                Input::Read { group: target.group, result }
             }
         }
     }
+
+    /// The calls an abandoned drive left running land now (the driver as it was: see
+    /// [`World::wait_on_abandon`]).
+    pub fn land_late_calls(&mut self) {
+        for call in std::mem::take(&mut self.kafka.late) {
+            let _ = self.carry_out(call);
+        }
+    }
+}
+
+/// How a piece of work under way completed.
+enum Done {
+    Call(Input),
+    Written(u64),
+    WriteFailed(u64),
 }

@@ -121,7 +121,7 @@ impl World {
 
     fn reads_of(&self, s: Streamlet) -> impl Iterator<Item = usize> + '_ {
         self.facts.iter().enumerate().filter_map(move |(i, f)| match f {
-            Fact::Settle { group } | Fact::Verify { group } if *group == s => Some(i),
+            Fact::Recover { group } | Fact::Verify { group } if *group == s => Some(i),
             _ => None,
         })
     }
@@ -301,6 +301,31 @@ impl World {
             .collect()
     }
 
+    /// Once the reset commit of (id, group) has landed, no fence of that request is applied to the
+    /// group: a late fence (a call of an abandoned drive that ran on) would put the offsets from
+    /// before the reset back, under a reset that was, or will be, reported.
+    pub fn check_no_fence_after_reset(&self) -> Vec<String> {
+        let mut landed: BTreeMap<(String, Streamlet), usize> = BTreeMap::new();
+        let mut out = vec![];
+        for (i, c) in self.operator_commits() {
+            match marker(&c.metadata) {
+                Some(Marker::Reset(id)) => {
+                    landed.entry((id, c.group)).or_insert(i);
+                }
+                Some(Marker::Fence(id)) => {
+                    if let Some(r) = landed.get(&(id.clone(), c.group)) {
+                        out.push(format!(
+                            "fact {i}: a fence of request {id} landed on {:?} after its reset commit (fact {r}): {c:?}",
+                            c.group
+                        ));
+                    }
+                }
+                None => {}
+            }
+        }
+        out
+    }
+
     /// A consumer's progress after a landed reset is never rewound by that request (case D1): once the
     /// reset of (id, group) landed, no commit of that request moves a partition of the group back.
     pub fn check_no_rewind_after_reset(&self) -> Vec<String> {
@@ -453,6 +478,7 @@ impl World {
             self.check_no_commit_while_running(),
             self.check_reset_at_most_once(),
             self.check_fence_moves_nothing(),
+            self.check_no_fence_after_reset(),
             self.check_no_rewind_after_reset(),
             self.check_done_after_every_group(accepted),
             self.check_reset_events_are_true(accepted),

@@ -5,8 +5,9 @@
 //!   committed offsets with their commit metadata, members, and a queue of faults); Kubernetes (the
 //!   `cart` resource's replicas and pods, the request and done annotations, `status.reset`, and the
 //!   events by name, refusing duplicates as the API server does); and a ledger that can be lost.
-//! - [`driver`]: the operator's reconcile, step for step as `operator/src/reset.rs` drives the
-//!   machine, with a crash after any effect.
+//! - [`driver`]: the operator's reconcile: the operator's own intake and effect ordering from
+//!   `flow_core::reset`, with the I/O simulated: calls and writes complete in an order the history
+//!   chooses, writes fail, and the operator crashes after any piece of work.
 //! - [`invariants`]: product.md §4, read off the log of everything that happened.
 //!
 //! Nothing here reads a clock or a random source: a history of transitions replays exactly.
@@ -15,6 +16,6 @@ pub mod driver;
 pub mod invariants;
 pub mod world;
 
-pub use driver::Reconciled;
+pub use driver::{Reconciled, Schedule};
 pub use invariants::KnownIssue;
-pub use world::{Ask, During, Fault, Init, Streamlet, TopicInit, World};
+pub use world::{Ask, During, Fault, Init, KubeFault, Streamlet, TopicInit, World};

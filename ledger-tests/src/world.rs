@@ -8,7 +8,7 @@ use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{
-    Committed, DEFAULT_SETTLE, GroupOutcome, GroupRecord, Inspection, Intent, KafkaFailure, Position, Positions,
+    Committed, DEFAULT_SETTLE, GroupProgress, Inspection, KafkaCall, KafkaFailure, Position, Positions, ProgressWrite,
     Timestamp, WAIT_RECHECK,
 };
 use flow_core::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus, StreamletSpec, TopicSpec};
@@ -150,6 +150,21 @@ pub enum Fault {
     Pass,
 }
 
+/// A failure of the operator's own writes: the next one of its kind fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KubeFault {
+    /// A status write fails (the API server is restarting, a conflict, a timeout): the drive is
+    /// abandoned and starts over later from durable state.
+    StatusWrite,
+    /// The done write fails the same way.
+    DoneWrite,
+    /// The ledger cannot be written (its disk is full, its directory was removed): the status alone
+    /// carries the progress.
+    LedgerWrite,
+    /// The ledger cannot be read: the status alone stands in for it.
+    LedgerRead,
+}
+
 /// Something that happens in the world while the operator waits out the settle of the streamlet's
 /// group (a drive asleep while the group waits for its read after the read-back), armed beforehand
 /// by the test.
@@ -186,6 +201,8 @@ pub struct Kafka {
     pub armed: VecDeque<During>,
     /// Kafka calls made by the operator so far.
     pub calls: u64,
+    /// Calls an abandoned drive left running (only when [`World::wait_on_abandon`] is off).
+    pub late: Vec<KafkaCall>,
 }
 
 /// Simulated Kubernetes: the resource's replicas and pods, annotations, status and events.
@@ -205,6 +222,8 @@ pub struct Kube {
     pub status_history: Vec<ResetHistoryEntry>,
     /// Names of the Event objects that exist (the API server refuses a second one: 409).
     pub event_names: BTreeSet<String>,
+    /// How many of the operator's next writes of each kind fail.
+    pub faults: BTreeMap<KubeFault, u8>,
 }
 
 impl Kube {
@@ -273,36 +292,36 @@ fn topic(id: &str, name: &str) -> TopicSpec {
 /// Simulated ledger: records keyed by request id and group. It can be lost as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ledger {
-    records: BTreeMap<(String, GroupId), GroupRecord>,
+    progress: BTreeMap<(String, GroupId), GroupProgress>,
 }
 
 impl Ledger {
-    /// Every record of request `id`.
-    pub fn records(&self, id: &str) -> Vec<GroupRecord> {
-        self.records.iter().filter(|((i, _), _)| i == id).map(|(_, r)| r.clone()).collect()
+    /// The progress of every group of request `id`.
+    pub fn progress(&self, id: &str) -> Vec<GroupProgress> {
+        self.progress.iter().filter(|((i, _), _)| i == id).map(|(_, r)| r.clone()).collect()
     }
 
-    fn entry(&mut self, id: &str, group: &GroupId) -> &mut GroupRecord {
-        self.records.entry((id.to_string(), group.clone())).or_insert_with(|| GroupRecord {
-            group: group.clone(),
-            intent: None,
-            outcome: None,
-        })
-    }
-
-    /// Writes the intent of a group.
-    pub fn put_intent(&mut self, id: &str, group: &GroupId, intent: &Intent) {
-        self.entry(id, group).intent = Some(intent.clone());
-    }
-
-    /// Writes the outcome of a group.
-    pub fn put_outcome(&mut self, id: &str, group: &GroupId, outcome: &GroupOutcome) {
-        self.entry(id, group).outcome = Some(outcome.clone());
+    /// Applies `writes` to the progress of request `id`.
+    pub fn put(&mut self, id: &str, writes: &[ProgressWrite]) {
+        for w in writes {
+            let group = match w {
+                ProgressWrite::Intent(g, _) | ProgressWrite::Outcome(g, _) => g,
+            };
+            let entry = self.progress.entry((id.to_string(), group.clone())).or_insert_with(|| GroupProgress {
+                group: group.clone(),
+                intent: None,
+                outcome: None,
+            });
+            match w {
+                ProgressWrite::Intent(_, intent) => entry.intent = Some(intent.clone()),
+                ProgressWrite::Outcome(_, outcome) => entry.outcome = Some(outcome.clone()),
+            }
+        }
     }
 
     /// The operator's volume is lost or replaced.
     pub fn lose(&mut self) {
-        self.records.clear();
+        self.progress.clear();
     }
 }
 
@@ -377,15 +396,15 @@ pub enum Fact {
         /// The group.
         group: Streamlet,
     },
-    /// The outcome of a group was persisted (ledger).
+    /// The outcome of a group was made durable (carried by a status write).
     Outcome {
         /// The request.
         id: String,
         /// The group.
         group: Streamlet,
     },
-    /// The operator read a group's committed positions to settle an intent.
-    Settle {
+    /// The operator read a group's committed positions to recover an intent.
+    Recover {
         /// The group.
         group: Streamlet,
     },
@@ -401,7 +420,9 @@ pub enum Fact {
         /// The new partition.
         partition: i32,
     },
-    /// The operator crashed after carrying out `effects` effects of a reconcile.
+    /// A write failed and the operator abandoned the drive, once nothing it started was in flight.
+    Abandoned,
+    /// The operator crashed after starting `effects` pieces of work of a reconcile.
     Crash {
         /// Effects carried out.
         effects: usize,
@@ -440,10 +461,13 @@ pub struct World {
     pub requests: BTreeMap<String, Ask>,
     /// Everything that happened, in order.
     pub facts: Vec<Fact>,
-    /// Off: the driver persists an outcome to the ledger only, as the operator does. On: it writes
-    /// the status with it too (the operator change proposed for
-    /// [`crate::invariants::KnownIssue::OutcomeOnlyInLedger`]).
+    /// On (the operator): a status write carries outcomes as well as intents. Off: the operator as
+    /// it was, whose status writes carried only intents
+    /// ([`crate::invariants::KnownIssue::OutcomeOnlyInLedger`]).
     pub outcome_in_status: bool,
+    /// On (the operator): a drive that stops early waits for the Kafka calls it started. Off: the
+    /// driver as it was, which returned at once and left them running ([`World::land_late_calls`]).
+    pub wait_on_abandon: bool,
     /// The operator's settle delay (`FLOW_RESET_SETTLE_SECONDS`), given to the machine it builds.
     pub settle: Duration,
 }
@@ -478,6 +502,7 @@ impl World {
             requests: BTreeMap::new(),
             facts: vec![],
             outcome_in_status: true,
+            wait_on_abandon: true,
             settle: DEFAULT_SETTLE,
         }
     }
@@ -570,6 +595,22 @@ impl World {
         *n = n.saturating_sub(1);
     }
 
+    /// The next `count` writes of kind `fault` fail.
+    pub fn inject_kube(&mut self, fault: KubeFault, count: u8) {
+        *self.kube.faults.entry(fault).or_default() += count;
+    }
+
+    /// Whether the next write of kind `fault` fails (and counts it).
+    pub fn take_kube_fault(&mut self, fault: KubeFault) -> bool {
+        match self.kube.faults.get_mut(&fault) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The next `count` Kafka calls meet `fault`.
     pub fn inject(&mut self, fault: Fault, count: u8) {
         self.kafka.faults.extend(std::iter::repeat_n(fault, usize::from(count)));
@@ -626,9 +667,9 @@ impl World {
         self.kafka.faults.pop_front().filter(|f| *f != Fault::Pass)
     }
 
-    /// Whether a fault is still queued for a coming call.
+    /// Whether a fault is still queued for a coming call or write.
     pub fn faults_pending(&self) -> bool {
-        self.kafka.faults.iter().any(|f| *f != Fault::Pass)
+        self.kafka.faults.iter().any(|f| *f != Fault::Pass) || self.kube.faults.values().any(|n| *n > 0)
     }
 
     fn applied(&mut self, s: Streamlet, by: Committer, offsets: &BTreeMap<i32, i64>, metadata: &str) -> AppliedCommit {
@@ -655,20 +696,19 @@ impl World {
     }
 
     fn resolve(target: &InletTarget) -> Result<Streamlet, KafkaFailure> {
-        Streamlet::of_group(&target.group).filter(|s| s.topic() == target.topic).ok_or_else(|| KafkaFailure {
-            transient: false,
-            reason: format!("topic '{}' does not exist", target.topic),
-        })
+        Streamlet::of_group(&target.group)
+            .filter(|s| s.topic() == target.topic)
+            .ok_or_else(|| KafkaFailure::unknown_topic(format!("topic '{}' does not exist", target.topic)))
     }
 
     fn timeout() -> KafkaFailure {
-        KafkaFailure { transient: true, reason: "Local: Timed out".into() }
+        KafkaFailure::unreachable("Local: Timed out")
     }
 
     fn fault_failure(fault: Fault) -> KafkaFailure {
         match fault {
             Fault::Transient | Fault::TimeoutAfterApply | Fault::Pass => Self::timeout(),
-            Fault::Final => KafkaFailure { transient: false, reason: "Broker: Group authorization failed".into() },
+            Fault::Final => KafkaFailure::authorization("Broker: Group authorization failed"),
         }
     }
 
@@ -711,12 +751,10 @@ impl World {
         }
         let members = self.members(s);
         if members > 0 {
-            return Err(KafkaFailure {
-                transient: true,
-                reason: "Kafka refused the commit because consumers are still active in the group \
-                         (Broker: Unknown member: UNKNOWN_MEMBER_ID)"
-                    .into(),
-            });
+            return Err(KafkaFailure::members_present(
+                "Kafka refused the commit because consumers are still active in the group (Broker: Unknown member: \
+                 UNKNOWN_MEMBER_ID)",
+            ));
         }
         self.apply_commit(s, Committer::Operator, offsets, metadata);
         match fault {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use flow_core::reset::DEFAULT_SETTLE;
 use flow_ledger_tests::world::{Fact, MALFORMED, request_id};
-use flow_ledger_tests::{Ask, During, Fault, Init, KnownIssue, Reconciled, Streamlet, TopicInit, World};
+use flow_ledger_tests::{Ask, During, Fault, Init, KnownIssue, KubeFault, Reconciled, Streamlet, TopicInit, World};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, FileFailurePersistence};
@@ -75,9 +75,16 @@ struct Model {
 
 #[derive(Clone, Debug)]
 enum Transition {
-    /// The operator (re)starts and reconciles; it crashes after that many effects when given.
+    /// The operator (re)starts and reconciles; work under way completes in the order `order`
+    /// picks; it crashes after starting that many pieces of work when given.
     Reconcile {
         crash_after: Option<u8>,
+        order: Vec<u8>,
+    },
+    /// The next `count` of the operator's writes of a kind fail.
+    InjectKubeFault {
+        kind: KubeFault,
+        count: u8,
     },
     /// The operator's ledger volume is lost.
     LoseLedger,
@@ -187,8 +194,17 @@ impl ReferenceStateMachine for Model {
             prop_oneof![2 => Just(Fault::Transient), 1 => Just(Fault::Final), 2 => Just(Fault::TimeoutAfterApply)];
         // Most drives carry out fewer than 8 effects: crash points are aimed there mostly.
         let crash = prop_oneof![4 => Just(None), 3 => (1u8..=7).prop_map(Some), 1 => (8u8..=16).prop_map(Some)];
+        let kube_fault = prop_oneof![
+            2 => Just(KubeFault::StatusWrite),
+            1 => Just(KubeFault::DoneWrite),
+            2 => Just(KubeFault::LedgerWrite),
+            1 => Just(KubeFault::LedgerRead),
+        ];
+        // Mostly in the order the work started; sometimes in an order of the history's choosing.
+        let order = prop_oneof![2 => Just(vec![]), 1 => proptest::collection::vec(any::<u8>(), 1..16)];
         let mut options: Vec<(u32, BoxedStrategy<Transition>)> = vec![
-            (12, crash.prop_map(|crash_after| Transition::Reconcile { crash_after }).boxed()),
+            (12, (crash, order).prop_map(|(crash_after, order)| Transition::Reconcile { crash_after, order }).boxed()),
+            (2, (kube_fault, 1u8..=2).prop_map(|(kind, count)| Transition::InjectKubeFault { kind, count }).boxed()),
             (2, Just(Transition::LoseLedger).boxed()),
             (3, ask.prop_map(|ask| Transition::NewRequest { ask }).boxed()),
             (1, (0..MALFORMED.len()).prop_map(|kind| Transition::MalformedRequest { kind }).boxed()),
@@ -278,6 +294,7 @@ impl ReferenceStateMachine for Model {
             | Transition::LoseLedger
             | Transition::ConsumerReadsAll { .. }
             | Transition::InjectFault { .. }
+            | Transition::InjectKubeFault { .. }
             | Transition::Arm { .. }
             | Transition::AddPartition { .. }
             | Transition::StrayCommit { .. }
@@ -313,14 +330,14 @@ fn must_finish(world: &World) -> Option<String> {
     quiet.then_some(id)
 }
 
-fn reconcile(mut world: World, model: &Model, crash_after: Option<u8>) -> World {
+fn reconcile(mut world: World, model: &Model, crash_after: Option<u8>, order: &[u8]) -> World {
     let facts_before = world.facts.len();
     let ledger_before = world.ledger.clone();
     let done_before = world.kube.done.clone();
     let calls_before = world.kafka.calls;
     let must = must_finish(&world);
 
-    let end = world.reconcile(crash_after);
+    let end = world.reconcile_in(crash_after, order);
     let new = &world.facts[facts_before..];
 
     match model.current {
@@ -341,7 +358,7 @@ fn reconcile(mut world: World, model: &Model, crash_after: Option<u8>) -> World 
         Current::Request { n, ask } => {
             let id = request_id(n);
             assert_eq!(world.current_id().as_deref(), Some(id.as_str()));
-            if ask.targets().is_none() && !matches!(end, Reconciled::Crashed { .. }) {
+            if ask.targets().is_none() && !matches!(end, Reconciled::Crashed { .. } | Reconciled::Abandoned) {
                 assert_eq!(
                     world.kube.done.as_deref(),
                     Some(id.as_str()),
@@ -380,7 +397,8 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
 
     fn apply(mut world: World, model: &Model, t: Transition) -> World {
         match t {
-            Transition::Reconcile { crash_after } => return reconcile(world, model, crash_after),
+            Transition::Reconcile { crash_after, order } => return reconcile(world, model, crash_after, &order),
+            Transition::InjectKubeFault { kind, count } => world.inject_kube(kind, count),
             Transition::LoseLedger => world.lose_ledger(),
             Transition::StartTargets { streamlet } => world.start(streamlet),
             Transition::StopTargets { streamlet, linger } => world.stop(streamlet, linger),
@@ -420,6 +438,7 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
             }
         }
         world.kafka.faults.clear();
+        world.kube.faults.clear();
         let end = world.reconcile(None);
         if let Current::Request { n, .. } = model.current {
             let id = request_id(n);
@@ -456,8 +475,11 @@ fn reached(world: &World) -> Vec<&'static str> {
     if facts.iter().any(|f| matches!(f, Fact::Crash { .. })) {
         out.push("the operator crashed mid-drive");
     }
-    if facts.iter().any(|f| matches!(f, Fact::Settle { .. })) {
-        out.push("an intent was settled");
+    if facts.iter().any(|f| matches!(f, Fact::Abandoned)) {
+        out.push("a write failed and the drive was abandoned");
+    }
+    if facts.iter().any(|f| matches!(f, Fact::Recover { .. })) {
+        out.push("an intent was recovered");
     }
     let intent_then = |pred: &dyn Fn(&Fact) -> bool| {
         facts.iter().enumerate().any(|(i, f)| matches!(f, Fact::Intent { .. }) && facts[i..].iter().any(pred))
@@ -540,5 +562,5 @@ fn generated_histories_reach_the_interesting_states() {
     for (what, n) in &counts {
         assert!(*n * 100 >= SAMPLE * 3, "only {n} of {SAMPLE} histories reach: {what}");
     }
-    assert_eq!(counts.len(), 14, "some state is never reached: {counts:?}");
+    assert_eq!(counts.len(), 15, "some state is never reached: {counts:?}");
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flow_ledger_tests::world::{Committer, Fact, request_id};
-use flow_ledger_tests::{Ask, During, Fault, Init, Reconciled, Streamlet, TopicInit, World};
+use flow_ledger_tests::{Ask, During, Fault, Init, KubeFault, Reconciled, Streamlet, TopicInit, World};
 
 use Streamlet::{Router, Sink};
 
@@ -376,4 +376,41 @@ fn settle_reads_that_time_out_are_read_again_after_the_backoff() {
     assert_eq!(reset_commits(&w, Router), 1, "the reset commit was never sent again");
     assert_eq!(notes(&w, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
     check(&w);
+}
+
+/// Case from the review of the concurrent driver: a status write fails while the fence of another
+/// group is under way. The driver as it was returned at once and left that fence running; it landed
+/// after the next drive had reset the group, putting the old offsets back under a reported reset.
+/// The model catches it; the operator now waits for what it started before it gives a drive up.
+#[test]
+fn a_fence_left_running_by_an_abandoned_drive_is_caught() {
+    let mut w = World::new(&init(&[]));
+    w.wait_on_abandon = false;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fence_outlives_its_drive(&mut w)));
+    assert!(caught.is_err(), "the model no longer catches a late fence");
+}
+
+/// The same history with the operator as it is: the abandoned drive waits for its fence.
+#[test]
+fn an_abandoned_drive_waits_for_its_calls() {
+    let mut w = World::new(&init(&[]));
+    fence_outlives_its_drive(&mut w);
+    assert!(w.kafka.late.is_empty());
+    assert_eq!(reset_commits(&w, Sink), 1);
+    assert_eq!(notes(&w, "ResetOffsets").len(), 2, "{:?}", notes(&w, "ResetOffsets"));
+}
+
+fn fence_outlives_its_drive(w: &mut World) {
+    run(
+        w,
+        &[
+            &|w| _ = w.write_request(1, Ask::All),
+            &|w| w.inject_kube(KubeFault::StatusWrite, 1),
+            // Both inspections, then both fences start; router's fence completes first, and the
+            // status write of its intent fails while sink's fence is still under way.
+            &|w| assert_eq!(w.reconcile_in(None, &[0, 0, 0, 1]), Reconciled::Abandoned),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+            &|w| w.land_late_calls(),
+        ],
+    );
 }

@@ -63,7 +63,7 @@ impl<'a> Connections<'a> {
     /// An undeclared topic, a refused resource (its problems, joined), or cluster Secrets that
     /// cannot be read.
     pub async fn get(&mut self, flow: &AnkkaFlow, topic_id: &str) -> Result<KafkaConnection, KafkaFailure> {
-        let final_ = |reason: String| KafkaFailure { transient: false, reason };
+        let final_ = KafkaFailure::configuration;
         if flow.spec.topic(topic_id).is_none() {
             return Err(final_(format!("the inlet reads topic '{topic_id}', which the resource does not declare")));
         }
@@ -71,9 +71,8 @@ impl<'a> Connections<'a> {
         if !self.resolved.contains_key(&key) {
             if self.clusters.is_none() {
                 let ns = self.ctx.settings.clusters_namespace();
-                let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| KafkaFailure {
-                    transient: true,
-                    reason: format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"),
+                let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| {
+                    KafkaFailure::unavailable(format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"))
                 })?;
                 self.clusters = Some(listed);
             }

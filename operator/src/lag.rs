@@ -58,7 +58,7 @@ async fn measure(
         .into_iter()
         .zip(results)
         .map(|((_, inlet), lag)| {
-            let lag = lag.unwrap_or_else(|| Err(KafkaFailure { transient: true, reason: "Kafka gave no lag".into() }));
+            let lag = lag.unwrap_or_else(|| Err(KafkaFailure::unavailable("Kafka gave no lag")));
             (inlet, lag)
         })
         .collect()

@@ -111,14 +111,14 @@ pub(super) fn failure(code: rd::rd_kafka_resp_err_t, what: &str, reason: &str) -
     let code = RDKafkaErrorCode::from(code);
     let text = if reason.is_empty() { code.to_string() } else { reason.to_string() };
     let mut f = super::classify_code(Some(code), &text);
-    if !matches!(code, RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::RebalanceInProgress) {
+    if f.kind != flow_core::reset::FailureKind::MembersPresent {
         f.reason = format!("{what}: {text}");
     }
     f
 }
 
 fn group_name(group: &str) -> Result<CString, KafkaFailure> {
-    CString::new(group).map_err(|_| KafkaFailure { transient: false, reason: "NUL in the group id".into() })
+    CString::new(group).map_err(|_| KafkaFailure::configuration("NUL in the group id"))
 }
 
 /// The single group result of a ListConsumerGroupOffsets or AlterConsumerGroupOffsets event:
@@ -274,7 +274,7 @@ pub fn alter_group_offsets(
     let mut tpl = TopicPartitionList::new();
     for (p, o) in offsets {
         let mut e = tpl.add_partition(topic, *p);
-        e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure { transient: false, reason: e.to_string() })?;
+        e.set_offset(Offset::Offset(*o)).map_err(|e| KafkaFailure::refused(e.to_string()))?;
         e.set_metadata(metadata);
     }
     let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS;
@@ -302,7 +302,7 @@ pub fn alter_group_offsets(
     let mut f = failure(*first, WHAT, "");
     // Kafka answers UNKNOWN_MEMBER_ID on every partition when the group has members: its own
     // reason says so; otherwise list each partition and its code.
-    if !f.transient || failed.iter().any(|(_, e)| e != first) || failed.len() < offsets.len() {
+    if !f.transient() || failed.iter().any(|(_, e)| e != first) || failed.len() < offsets.len() {
         let listed: Vec<String> =
             failed.iter().map(|(p, e)| format!("partition {p}: {}", RDKafkaErrorCode::from(*e))).collect();
         f.reason = format!(
@@ -311,7 +311,7 @@ pub fn alter_group_offsets(
             offsets.len(),
             listed.join("; ")
         );
-        f.transient = failed.iter().all(|(_, e)| failure(*e, WHAT, "").transient);
+        f.kind = failed.iter().map(|(_, e)| failure(*e, WHAT, "").kind).find(|k| !k.transient()).unwrap_or(f.kind);
     }
     Err(f)
 }

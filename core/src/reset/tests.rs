@@ -1,5 +1,12 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use super::*;
-use crate::resource::GroupStatus;
+use crate::events::EventType;
+use crate::names::GroupId;
+use crate::request::ResetRequest;
+use crate::resource::{GroupStage, GroupStatus, RequestPhase, ResetHistoryEntry, ResetStatus};
+use crate::targets::InletTarget;
 use crate::targets::tests::cart;
 
 const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
@@ -63,7 +70,7 @@ fn read_back(settle: Option<Duration>) -> ResetMachine {
     drain(&mut m);
     inspect_and_fence(&mut m);
     let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
-    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
     m
 }
 
@@ -104,9 +111,9 @@ fn happy_path_resets_commits_records_and_writes_done() {
     assert_eq!(e.len(), 2);
 
     let read = target.iter().map(|(p, o)| (*p, Some(*o))).collect();
-    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
     assert!(drain(&mut m).is_empty(), "read back once: no outcome before the settle");
-    assert_eq!(m.status().groups[0].outcome, "Verifying");
+    assert_eq!(m.status().groups[0].outcome, GroupStage::Verifying);
     settle_from(&mut m, T0);
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0.after(DEFAULT_SETTLE));
     let e = drain(&mut m);
@@ -115,7 +122,7 @@ fn happy_path_resets_commits_records_and_writes_done() {
     assert!(matches!(&e[1], Effect::Record(_)), "the event follows the persisted outcome: {e:?}");
     assert_eq!(e[2], Effect::WriteDone { id: ID.into() });
     assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
-    assert_eq!(m.status().phase, "Done");
+    assert_eq!(m.status().phase, RequestPhase::Done);
     assert_eq!(m.status().groups[0].records_to_reprocess, 100 + 50 + 70, "high watermark minus log start, summed");
     assert_eq!(m.status().groups[0].partitions, 3);
     assert_eq!(m.poll_timeout(), None);
@@ -188,7 +195,7 @@ fn final_kafka_failure_is_recorded_once() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    let f = KafkaFailure { transient: false, reason: "topic 'shop.cart-events.v1' does not exist".into() };
+    let f = KafkaFailure::refused("topic 'shop.cart-events.v1' does not exist");
     m.handle(Input::Inspected { group: router(), result: Err(f) }, T0);
     let e = drain(&mut m);
     assert_eq!(reasons(&e), ["ResetOffsetsFailed: cart.router.in: topic 'shop.cart-events.v1' does not exist"]);
@@ -201,7 +208,7 @@ fn read_back_mismatch_is_a_failure_naming_partitions() {
     drain(&mut m);
     inspect_and_fence(&mut m);
     let read = BTreeMap::from([(0, Some(0)), (1, Some(60)), (2, None)]);
-    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
     let r = reasons(&drain(&mut m));
     assert_eq!(
         r,
@@ -214,20 +221,20 @@ fn intent() -> Intent {
     Intent {
         before: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
         target: BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
-        records: 220,
+        records_to_reprocess: 220,
     }
 }
 
 fn resumed() -> ResetMachine {
-    let rec = GroupRecord { group: router(), intent: Some(intent()), outcome: None };
+    let rec = GroupProgress { group: router(), intent: Some(intent()), outcome: None };
     let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]);
     m.handle(stopped_router(), T0);
-    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]), "an intent is settled, never recommitted");
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]), "an intent is recovered, never recommitted");
     m
 }
 
 #[test]
-fn settling_an_intent_that_landed_does_not_commit_again() {
+fn recovering_an_intent_that_landed_does_not_commit_again() {
     let mut m = resumed();
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0);
     // Untouched since the commit: it is read again after the settle, like a fresh read-back.
@@ -240,7 +247,7 @@ fn settling_an_intent_that_landed_does_not_commit_again() {
 }
 
 #[test]
-fn settling_after_a_consumer_restarted_from_the_reset_does_not_rewind() {
+fn recovering_after_a_consumer_restarted_from_the_reset_does_not_rewind() {
     // Partition 0 is behind where the group was (10): the consumer started from the reset.
     let mut m = resumed();
     let read = BTreeMap::from([(0, pos(5, "")), (1, pos(60, "")), (2, pos(40, ""))]);
@@ -252,7 +259,7 @@ fn settling_after_a_consumer_restarted_from_the_reset_does_not_rewind() {
 }
 
 #[test]
-fn settling_when_consumers_read_back_to_where_they_were_neither_rewinds_nor_claims_success() {
+fn recovering_when_consumers_read_back_to_where_they_were_neither_rewinds_nor_claims_success() {
     // Case D1: the streamlet re-read everything after the reset and committed the same offsets it
     // had before (or more). Offsets alone would say "never landed"; the missing fence marker says a
     // consumer ran, but not whether it started from the reset: reported as a failure, nothing redone.
@@ -272,7 +279,7 @@ fn settling_when_consumers_read_back_to_where_they_were_neither_rewinds_nor_clai
 }
 
 #[test]
-fn settling_an_intent_that_never_landed_resets_now() {
+fn recovering_an_intent_that_never_landed_resets_now() {
     let mut m = resumed();
     let read = BTreeMap::from([(0, pos(10, &fence_marker(ID))), (1, pos(60, &fence_marker(ID))), (2, None)]);
     m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
@@ -280,13 +287,13 @@ fn settling_an_intent_that_never_landed_resets_now() {
 }
 
 #[test]
-fn a_commit_that_timed_out_is_settled_not_retried_blindly() {
+fn a_commit_that_timed_out_is_recovered_not_retried_blindly() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
     inspect_and_fence(&mut m);
-    let timeout = KafkaFailure { transient: true, reason: "Local: Timed out".into() };
-    m.handle(Input::Committed { group: router(), result: Err(timeout) }, T0);
+    let timeout = KafkaFailure::unreachable("Local: Timed out");
+    m.handle(Input::ReadBack { group: router(), result: Err(timeout) }, T0);
     assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
     // It had landed: done after the settle, with no second commit.
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0);
@@ -300,14 +307,14 @@ fn a_commit_that_timed_out_is_settled_not_retried_blindly() {
 
 #[test]
 fn finished_groups_are_not_touched_again() {
-    let rec = GroupRecord {
+    let rec = GroupProgress {
         group: router(),
         intent: Some(intent()),
         outcome: Some(GroupOutcome::Reset {
             topic: "shop.cart-events.v1".into(),
             before: intent().before,
             offsets: intent().target,
-            records: 220,
+            records_to_reprocess: 220,
             added: vec![],
         }),
     };
@@ -328,7 +335,7 @@ fn a_failure_reported_is_never_followed_by_another_outcome() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    let f = KafkaFailure { transient: false, reason: "Broker: Group authorization failed".into() };
+    let f = KafkaFailure::refused("Broker: Group authorization failed");
     m.handle(Input::Inspected { group: router(), result: Err(f) }, T0);
     let e = drain(&mut m);
     let Some(Effect::PersistOutcome { outcome, .. }) = e.first() else {
@@ -339,7 +346,7 @@ fn a_failure_reported_is_never_followed_by_another_outcome() {
 
     // The driver stops right after persisting: the rebuilt machine records the same event (same
     // name) and touches no group.
-    let rec = GroupRecord { group: router(), intent: None, outcome: Some(outcome.clone()) };
+    let rec = GroupProgress { group: router(), intent: None, outcome: Some(outcome.clone()) };
     let mut again = ResetMachine::new(request(&["router"]), None, vec![rec]);
     again.handle(stopped_router(), T0);
     let e = drain(&mut again);
@@ -367,21 +374,21 @@ fn the_status_stands_in_for_a_lost_ledger() {
     drain(&mut m);
     inspect_and_fence(&mut m);
     let status = m.status();
-    assert_eq!(status.groups[0].outcome, "Committing");
-    let recovered = records_from_status(&status);
-    assert_eq!(recovered, vec![GroupRecord { group: router(), intent: Some(intent()), outcome: None }]);
-    // Rebuilt from the status alone, the machine settles rather than committing again.
-    let mut again = ResetMachine::new(request(&["router"]), None, merge_records(vec![], recovered));
+    assert_eq!(status.groups[0].outcome, GroupStage::Committing);
+    let recovered = progress_from_status(&status);
+    assert_eq!(recovered, vec![GroupProgress { group: router(), intent: Some(intent()), outcome: None }]);
+    // Rebuilt from the status alone, the machine recovers the intent rather than committing again.
+    let mut again = ResetMachine::new(request(&["router"]), None, merge_progress(vec![], recovered));
     again.handle(stopped_router(), T0);
     assert!(matches!(&drain(&mut again)[..], [Effect::ReadCommitted(_)]));
 
     // Done: the outcome round-trips too.
     let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
-    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
     settle_from(&mut m, T0);
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0.after(DEFAULT_SETTLE));
     drain(&mut m);
-    let done = records_from_status(&m.status());
+    let done = progress_from_status(&m.status());
     assert!(matches!(&done[0].outcome, Some(GroupOutcome::Reset { before, .. }) if *before == intent().before));
 }
 
@@ -391,8 +398,8 @@ fn a_waiting_status_keeps_the_progress_that_stands_in_for_a_lost_ledger() {
     // the groups, so after the ledger was lost too, a group whose reset had landed was reset again.
     let sink = GroupId::new("cart", "sink", "in");
     let records = vec![
-        GroupRecord { group: router(), intent: Some(intent()), outcome: None },
-        GroupRecord {
+        GroupProgress { group: router(), intent: Some(intent()), outcome: None },
+        GroupProgress {
             group: sink.clone(),
             intent: None,
             outcome: Some(GroupOutcome::Failed { topic: "cart.valid-carts".into(), reason: "r".into() }),
@@ -402,88 +409,94 @@ fn a_waiting_status_keeps_the_progress_that_stands_in_for_a_lost_ledger() {
     m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
     assert!(matches!(m.state(), State::Waiting(_)));
     let status = m.status();
-    assert_eq!(status.phase, "Waiting");
-    let groups: Vec<_> =
-        status.groups.iter().map(|g| (g.group.as_str(), g.topic.as_str(), g.outcome.as_str())).collect();
+    assert_eq!(status.phase, RequestPhase::Waiting);
+    let groups: Vec<_> = status.groups.iter().map(|g| (g.group.as_str(), g.topic.as_str(), g.outcome)).collect();
     assert_eq!(
         groups,
-        [("cart.router.in", "shop.cart-events.v1", "Committing"), ("cart.sink.in", "cart.valid-carts", "Failed")]
+        [
+            ("cart.router.in", "shop.cart-events.v1", GroupStage::Committing),
+            ("cart.sink.in", "cart.valid-carts", GroupStage::Failed)
+        ]
     );
-    assert_eq!(records_from_status(&status), records);
+    assert_eq!(progress_from_status(&status), records);
 }
 
 #[test]
 fn merged_records_prefer_outcomes() {
-    let with_intent = GroupRecord { group: router(), intent: Some(intent()), outcome: None };
-    let failed = GroupRecord {
+    let with_intent = GroupProgress { group: router(), intent: Some(intent()), outcome: None };
+    let failed = GroupProgress {
         group: router(),
         intent: None,
         outcome: Some(GroupOutcome::Failed { topic: "t".into(), reason: "r".into() }),
     };
-    assert_eq!(merge_records(vec![with_intent.clone()], vec![failed.clone()]), vec![failed.clone()]);
-    assert_eq!(merge_records(vec![failed.clone()], vec![with_intent.clone()]), vec![failed]);
-    assert_eq!(merge_records(vec![], vec![with_intent.clone()]), vec![with_intent]);
+    assert_eq!(merge_progress(vec![with_intent.clone()], vec![failed.clone()]), vec![failed.clone()]);
+    assert_eq!(merge_progress(vec![failed.clone()], vec![with_intent.clone()]), vec![failed]);
+    assert_eq!(merge_progress(vec![], vec![with_intent.clone()]), vec![with_intent]);
 }
 
 #[test]
 fn an_unfinished_request_replaced_by_a_new_one_is_superseded_and_kept_in_history() {
-    let waiting = ResetStatus { id: "old".into(), phase: "Waiting".into(), ..Default::default() };
+    let waiting = ResetStatus { id: "old".into(), phase: RequestPhase::Waiting, ..Default::default() };
     let ev = superseded_event(Some(&waiting), ID).expect("an event");
     assert_eq!(ev.reason, "ResetSuperseded");
     assert_eq!(ev.note, format!("reset old was superseded by reset {ID} before it finished (Waiting)"));
-    let h = history(&[ResetHistoryEntry { id: "older".into(), phase: "Done".into() }], Some(&waiting), ID);
+    let h = history(&[ResetHistoryEntry { id: "older".into(), phase: RequestPhase::Done }], Some(&waiting), ID);
     assert_eq!(
-        h.iter().map(|e| (e.id.as_str(), e.phase.as_str())).collect::<Vec<_>>(),
-        [("old", "Superseded"), ("older", "Done")]
+        h.iter().map(|e| (e.id.as_str(), e.phase)).collect::<Vec<_>>(),
+        [("old", RequestPhase::Superseded), ("older", RequestPhase::Done)]
     );
 
-    let done = ResetStatus { id: "old".into(), phase: "Done".into(), ..Default::default() };
+    let done = ResetStatus { id: "old".into(), phase: RequestPhase::Done, ..Default::default() };
     assert_eq!(superseded_event(Some(&done), ID), None);
-    assert_eq!(history(&[], Some(&done), ID)[0].phase, "Done");
+    assert_eq!(history(&[], Some(&done), ID)[0].phase, RequestPhase::Done);
     // The same request again changes nothing; the history stays bounded.
     assert_eq!(superseded_event(Some(&waiting), "old"), None);
     let long: Vec<ResetHistoryEntry> =
-        (0..20).map(|i| ResetHistoryEntry { id: format!("r{i}"), phase: "Done".into() }).collect();
+        (0..20).map(|i| ResetHistoryEntry { id: format!("r{i}"), phase: RequestPhase::Done }).collect();
     assert_eq!(history(&long, Some(&done), ID).len(), HISTORY_LEN);
 }
 
 #[test]
 fn only_reset_groups_of_a_done_request_are_followed_until_caught_up() {
-    let g = |outcome: &str, caught_up: Option<&str>| GroupStatus {
+    let g = |outcome: GroupStage, caught_up: Option<&str>| GroupStatus {
         group: "g".into(),
-        outcome: outcome.into(),
+        outcome,
         caught_up_at: caught_up.map(str::to_string),
         ..Default::default()
     };
     let mut st = ResetStatus {
         id: ID.into(),
-        phase: "Done".into(),
-        groups: vec![g("Reset", None), g("Failed", None), g("Reset", Some("2026-11-29T16:00:00Z"))],
+        phase: RequestPhase::Done,
+        groups: vec![
+            g(GroupStage::Reset, None),
+            g(GroupStage::Failed, None),
+            g(GroupStage::Reset, Some("2026-11-29T16:00:00Z")),
+        ],
         ..Default::default()
     };
     assert_eq!(catching_up(&st), [0]);
-    st.phase = "Resetting".into();
+    st.phase = RequestPhase::Resetting;
     assert!(catching_up(&st).is_empty());
 }
 
 #[test]
 fn an_already_done_request_reports_its_recorded_groups() {
-    let rec = GroupRecord {
+    let rec = GroupProgress {
         group: router(),
         intent: None,
         outcome: Some(GroupOutcome::Reset {
             topic: "shop.cart-events.v1".into(),
             before: intent().before,
             offsets: intent().target,
-            records: 220,
+            records_to_reprocess: 220,
             added: vec![],
         }),
     };
     let m = ResetMachine::new(request(&["router"]), Some(ID), vec![rec]);
     let st = m.status();
-    assert_eq!(st.phase, "Done");
+    assert_eq!(st.phase, RequestPhase::Done);
     assert_eq!(st.groups.len(), 1);
-    assert_eq!(st.groups[0].outcome, "Reset");
+    assert_eq!(st.groups[0].outcome, GroupStage::Reset);
     assert_eq!(st.groups[0].records_to_reprocess, 220);
 }
 
@@ -510,7 +523,7 @@ fn a_consumer_that_overwrites_the_reset_during_the_settle_fails_the_group_listin
     assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::InspectGroup(_))), "never redone");
     assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
     let st = m.status();
-    assert_eq!(st.groups[0].outcome, "Failed");
+    assert_eq!(st.groups[0].outcome, GroupStage::Failed);
     assert!(st.groups[0].message.starts_with("a consumer overwrote the reset"), "{:?}", st.groups[0]);
 }
 
@@ -545,7 +558,7 @@ fn a_long_list_of_moved_partitions_is_cut_and_keeps_the_advice() {
     drain(&mut m);
     m.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
     drain(&mut m);
-    m.handle(Input::Committed { group: router(), result: Ok(target.keys().map(|p| (*p, Some(0))).collect()) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Ok(target.keys().map(|p| (*p, Some(0))).collect()) }, T0);
     settle_from(&mut m, T0);
     let read = target.keys().map(|p| (*p, pos(10, ""))).collect();
     m.handle(Input::Read { group: router(), result: Ok(read) }, T0.after(DEFAULT_SETTLE));
@@ -585,10 +598,10 @@ fn a_partition_added_during_the_reset_is_named_in_a_warning_and_not_counted() {
 
     // The status shows it, and stands in for a lost ledger with it.
     let st = m.status();
-    assert_eq!(st.groups[0].outcome, "Reset");
+    assert_eq!(st.groups[0].outcome, GroupStage::Reset);
     assert_eq!(st.groups[0].partitions, 3);
     assert_eq!(st.groups[0].added_partitions, [3]);
-    let recovered = records_from_status(&st);
+    let recovered = progress_from_status(&st);
     assert_eq!(recovered[0].outcome.as_ref(), Some(outcome));
 
     // Rebuilt from that outcome (the driver stopped before recording the events): both again, same names.
@@ -600,18 +613,18 @@ fn a_partition_added_during_the_reset_is_named_in_a_warning_and_not_counted() {
 }
 
 #[test]
-fn a_crash_during_the_settle_is_settled_by_the_markers_and_never_committed_again() {
+fn a_crash_during_the_settle_is_recovered_by_the_markers_and_never_committed_again() {
     // The driver persisted the intent, the commit read back, and it stopped while waiting: the intent
     // is durable, the outcome is not.
     let m = read_back(None);
     let st = m.status();
-    assert_eq!(st.groups[0].outcome, "Verifying");
+    assert_eq!(st.groups[0].outcome, GroupStage::Verifying);
     assert!(st.groups[0].message.contains("settle"), "{:?}", st.groups[0]);
-    let from_ledger = vec![GroupRecord { group: router(), intent: Some(intent()), outcome: None }];
-    assert_eq!(records_from_status(&st), from_ledger, "the status stands in for a lost ledger during the settle");
+    let from_ledger = vec![GroupProgress { group: router(), intent: Some(intent()), outcome: None }];
+    assert_eq!(progress_from_status(&st), from_ledger, "the status stands in for a lost ledger during the settle");
 
-    // Nothing moved since: settled by the markers, read once more after the settle, reset.
-    let mut again = ResetMachine::new(request(&["router"]), None, merge_records(vec![], records_from_status(&st)));
+    // Nothing moved since: recovered by the markers, verified after the settle, reset.
+    let mut again = ResetMachine::new(request(&["router"]), None, merge_progress(vec![], progress_from_status(&st)));
     again.handle(stopped_router(), T0);
     assert!(matches!(&drain(&mut again)[..], [Effect::ReadCommitted(_)]), "the markers first");
     again.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0);
@@ -657,7 +670,7 @@ fn a_longer_settle_waits_longer() {
 fn a_second_read_that_fails_is_retried_with_backoff_and_then_fails_the_group() {
     let mut m = read_back(None);
     settle_from(&mut m, T0);
-    let timeout = KafkaFailure { transient: true, reason: "Local: Timed out".into() };
+    let timeout = KafkaFailure::unreachable("Local: Timed out");
     let mut now = T0.after(DEFAULT_SETTLE);
     for attempt in 1..MAX_ATTEMPTS {
         m.handle(Input::Read { group: router(), result: Err(timeout.clone()) }, now);
@@ -681,15 +694,15 @@ fn a_second_read_that_fails_is_retried_with_backoff_and_then_fails_the_group() {
     // A final failure fails at once.
     let mut m = read_back(None);
     settle_from(&mut m, T0);
-    let gone = KafkaFailure { transient: false, reason: "topic 'shop.cart-events.v1' does not exist".into() };
+    let gone = KafkaFailure::refused("topic 'shop.cart-events.v1' does not exist");
     m.handle(Input::Read { group: router(), result: Err(gone) }, T0);
     let r = reasons(&drain(&mut m));
     assert!(r.len() == 1 && r[0].starts_with("ResetOffsetsFailed:") && r[0].contains("does not exist"), "{r:?}");
 }
 
 #[test]
-fn groups_settle_independently_whatever_order_results_arrive_in() {
-    // Two groups: router reads back first and settles while sink is still being inspected; the
+fn groups_go_their_own_way_whatever_order_results_arrive_in() {
+    // Two groups: router reads back first and waits its settle while sink is still being inspected; the
     // results of the two interleave.
     let sink = GroupId::new("cart", "sink", "in");
     let mut m = ResetMachine::new(request(&[]), None, vec![]);
@@ -698,7 +711,7 @@ fn groups_settle_independently_whatever_order_results_arrive_in() {
     m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
     m.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
     let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
-    m.handle(Input::Committed { group: router(), result: Ok(read) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
     drain(&mut m);
     assert_eq!(m.poll_timeout(), Some(T0.after(DEFAULT_SETTLE)));
     // A result for a group that is not reading is ignored.
@@ -707,7 +720,7 @@ fn groups_settle_independently_whatever_order_results_arrive_in() {
     assert!(drain(&mut m).is_empty());
     // Sink's inspection times out: its retry is due later than router's settle.
     let t1 = T0.after(Duration::from_millis(500));
-    let timeout = KafkaFailure { transient: true, reason: "Local: Timed out".into() };
+    let timeout = KafkaFailure::unreachable("Local: Timed out");
     m.handle(Input::Inspected { group: sink.clone(), result: Err(timeout) }, t1);
     assert_eq!(m.poll_timeout(), Some(T0.after(DEFAULT_SETTLE)), "the earliest of the two");
     m.handle(Input::Tick, T0.after(DEFAULT_SETTLE));
@@ -738,7 +751,7 @@ fn stopped_both() -> crate::resource::AnkkaFlowSpec {
 fn without_a_settle_a_rebuilt_machine_still_names_partitions_its_read_found() {
     // Found by ledger-tests: settle 0, the driver stopped after the commit, a partition was added;
     // the rebuilt machine's read by the markers saw it, and the group was reported without a word.
-    let rec = GroupRecord { group: router(), intent: Some(intent()), outcome: None };
+    let rec = GroupProgress { group: router(), intent: Some(intent()), outcome: None };
     let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]).with_settle(Duration::ZERO);
     m.handle(stopped_router(), T0);
     assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
@@ -752,18 +765,18 @@ fn without_a_settle_a_rebuilt_machine_still_names_partitions_its_read_found() {
 }
 
 fn timed_out() -> KafkaFailure {
-    KafkaFailure { transient: true, reason: "Local: Timed out".into() }
+    KafkaFailure::unreachable("Local: Timed out")
 }
 
-/// Fails the settle read under way at `now` transiently: no effect follows, the next read is due
+/// Fails the recovering read under way at `now` transiently: no effect follows, the next read is due
 /// `backoff(attempt)` later and comes with the tick at that instant, not before; returns that instant.
-fn settle_read_fails_and_waits(m: &mut ResetMachine, now: Timestamp, attempt: u32) -> Timestamp {
+fn recovering_read_fails_and_waits(m: &mut ResetMachine, now: Timestamp, attempt: u32) -> Timestamp {
     m.handle(Input::Read { group: router(), result: Err(timed_out()) }, now);
     assert!(drain(m).is_empty(), "attempt {attempt}: no read at once, no event");
     let due = now.after(backoff(attempt));
     assert_eq!(m.poll_timeout(), Some(due), "attempt {attempt}: the next read waits backoff({attempt})");
     let g = &m.status().groups[0];
-    assert_eq!(g.outcome, "Settling");
+    assert_eq!(g.outcome, GroupStage::Recovering);
     assert!(g.message.ends_with("failed, retrying: Local: Timed out"), "{g:?}");
     // A result arriving while no read is under way answers no read: ignored.
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, now);
@@ -778,16 +791,16 @@ fn settle_read_fails_and_waits(m: &mut ResetMachine, now: Timestamp, attempt: u3
 }
 
 #[test]
-fn a_settle_read_that_fails_transiently_waits_the_backoff_before_each_new_read() {
+fn a_recovering_read_that_fails_transiently_waits_the_backoff_before_each_new_read() {
     let mut m = resumed();
     let mut now = T0;
     for attempt in 1..MAX_ATTEMPTS {
-        now = settle_read_fails_and_waits(&mut m, now, attempt);
+        now = recovering_read_fails_and_waits(&mut m, now, attempt);
     }
-    // The last read allowed succeeds: the reset had landed, and it settles as usual.
+    // The last read allowed succeeds: the reset had landed, and it is verified as usual.
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, now);
     assert!(drain(&mut m).is_empty());
-    assert_eq!(m.status().groups[0].outcome, "Verifying");
+    assert_eq!(m.status().groups[0].outcome, GroupStage::Verifying);
     settle_from(&mut m, now);
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, now.after(DEFAULT_SETTLE));
     let e = drain(&mut m);
@@ -797,11 +810,11 @@ fn a_settle_read_that_fails_transiently_waits_the_backoff_before_each_new_read()
 }
 
 #[test]
-fn settle_reads_that_keep_failing_fail_the_group_and_never_commit() {
+fn recovering_reads_that_keep_failing_fail_the_group_and_never_commit() {
     let mut m = resumed();
     let mut now = T0;
     for attempt in 1..MAX_ATTEMPTS {
-        now = settle_read_fails_and_waits(&mut m, now, attempt);
+        now = recovering_read_fails_and_waits(&mut m, now, attempt);
     }
     // The fifth transient failure is the last.
     m.handle(Input::Read { group: router(), result: Err(timed_out()) }, now);
@@ -821,8 +834,8 @@ fn settle_reads_that_keep_failing_fail_the_group_and_never_commit() {
 
     // A final failure fails at once, even after transient ones, with no read scheduled.
     let mut m = resumed();
-    let now = settle_read_fails_and_waits(&mut m, T0, 1);
-    let denied = KafkaFailure { transient: false, reason: "Broker: Group authorization failed".into() };
+    let now = recovering_read_fails_and_waits(&mut m, T0, 1);
+    let denied = KafkaFailure::refused("Broker: Group authorization failed");
     m.handle(Input::Read { group: router(), result: Err(denied) }, now);
     let r = reasons(&drain(&mut m));
     assert_eq!(
@@ -834,29 +847,29 @@ fn settle_reads_that_keep_failing_fail_the_group_and_never_commit() {
 }
 
 #[test]
-fn a_group_settling_by_the_markers_shows_settling_and_its_status_stands_in_for_a_lost_ledger() {
+fn a_group_recovering_by_the_markers_shows_recovering_and_its_status_stands_in_for_a_lost_ledger() {
     let m = resumed();
     let st = m.status();
     let g = &st.groups[0];
-    assert_eq!(g.outcome, "Settling");
+    assert_eq!(g.outcome, GroupStage::Recovering);
     assert!(g.message.ends_with("reading the committed offsets and their markers to learn it"), "{g:?}");
     assert_eq!((g.partitions, g.records_to_reprocess), (3, 220), "the intent is in the status: {g:?}");
-    let from_ledger = vec![GroupRecord { group: router(), intent: Some(intent()), outcome: None }];
-    assert_eq!(records_from_status(&st), from_ledger, "read back as an intent without outcome");
-    // Rebuilt from that status alone, it settles again rather than committing.
-    let mut again = ResetMachine::new(request(&["router"]), None, merge_records(vec![], records_from_status(&st)));
+    let from_ledger = vec![GroupProgress { group: router(), intent: Some(intent()), outcome: None }];
+    assert_eq!(progress_from_status(&st), from_ledger, "read back as an intent without outcome");
+    // Rebuilt from that status alone, it recovers again rather than committing.
+    let mut again = ResetMachine::new(request(&["router"]), None, merge_progress(vec![], progress_from_status(&st)));
     again.handle(stopped_router(), T0);
     assert!(matches!(&drain(&mut again)[..], [Effect::ReadCommitted(_)]));
 
-    // A commit whose answer was lost settles the same way, and shows it.
+    // A commit whose answer was lost is recovered the same way, and shows it.
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
     inspect_and_fence(&mut m);
-    m.handle(Input::Committed { group: router(), result: Err(timed_out()) }, T0);
+    m.handle(Input::ReadBack { group: router(), result: Err(timed_out()) }, T0);
     assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
-    assert_eq!(m.status().groups[0].outcome, "Settling");
-    assert_eq!(records_from_status(&m.status()), from_ledger);
+    assert_eq!(m.status().groups[0].outcome, GroupStage::Recovering);
+    assert_eq!(progress_from_status(&m.status()), from_ledger);
 }
 
 #[test]
@@ -866,10 +879,7 @@ fn a_commit_refused_because_members_joined_backs_off_showing_kafkas_reason_then_
     drain(&mut m);
     inspect_and_fence(&mut m);
     let why = "Kafka refused the commit because consumers are still active in the group (Broker: Unknown member)";
-    m.handle(
-        Input::Committed { group: router(), result: Err(KafkaFailure { transient: true, reason: why.into() }) },
-        T0,
-    );
+    m.handle(Input::ReadBack { group: router(), result: Err(KafkaFailure::unreachable(why)) }, T0);
     // A refused commit may still be one that landed (as after a timeout): Kafka is read first.
     assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
     let fenced = BTreeMap::from([(0, pos(10, &fence_marker(ID))), (1, pos(60, &fence_marker(ID))), (2, None)]);

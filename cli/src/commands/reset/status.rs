@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use flow_adapters::kube as k;
 use flow_core::request::ResetRequest;
-use flow_core::resource::{AnkkaFlow, GroupStatus};
+use flow_core::resource::{AnkkaFlow, GroupStage, GroupStatus, RequestPhase};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde::Serialize;
@@ -54,7 +54,7 @@ pub struct Report {
     pub pipeline: String,
     /// `Requested` (the operator has not picked it up yet), `Waiting`, `Resetting`, `Done`,
     /// `Refused` or `Superseded`.
-    pub phase: String,
+    pub phase: RequestPhase,
     /// Why it waits or was refused.
     pub detail: String,
     /// When the operator first saw it (RFC 3339).
@@ -69,12 +69,13 @@ pub struct Report {
 
 impl Report {
     fn finished(&self) -> bool {
-        matches!(self.phase.as_str(), "Done" | "Refused" | "Superseded")
+        self.phase.finished()
     }
 
     /// Finished, and every group it reset has caught up (its lag was seen at 0).
     fn caught_up(&self) -> bool {
-        self.finished() && self.groups.iter().filter(|g| g.outcome == "Reset").all(|g| g.caught_up_at.is_some())
+        self.finished()
+            && self.groups.iter().filter(|g| g.outcome == GroupStage::Reset).all(|g| g.caught_up_at.is_some())
     }
 
     /// One line for stderr while `--wait` waits: the phase, how many groups are finished, and why
@@ -82,7 +83,8 @@ impl Report {
     fn progress(&self) -> String {
         let mut line = format!("reset {} of '{}': {}", self.id, self.pipeline, self.phase);
         if !self.groups.is_empty() {
-            let finished = self.groups.iter().filter(|g| matches!(g.outcome.as_str(), "Reset" | "Failed")).count();
+            let finished =
+                self.groups.iter().filter(|g| matches!(g.outcome, GroupStage::Reset | GroupStage::Failed)).count();
             line.push_str(&format!(", {finished} of {} consumer groups finished", self.groups.len()));
         }
         if !self.detail.is_empty() {
@@ -95,16 +97,16 @@ impl Report {
     /// stderr; `None` while it is not finished, and for a request done with every group reset.
     fn ending(&self, ns: &str) -> Option<(u8, String)> {
         let (id, pipeline) = (&self.id, &self.pipeline);
-        match self.phase.as_str() {
-            "Refused" => {
+        match self.phase {
+            RequestPhase::Refused => {
                 Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was refused: {}", self.detail)))
             }
-            "Superseded" => {
+            RequestPhase::Superseded => {
                 Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was superseded by a newer request")))
             }
-            "Done" => {
+            RequestPhase::Done => {
                 let failed: Vec<&str> =
-                    self.groups.iter().filter(|g| g.outcome == "Failed").map(|g| g.group.as_str()).collect();
+                    self.groups.iter().filter(|g| g.outcome == GroupStage::Failed).map(|g| g.group.as_str()).collect();
                 (!failed.is_empty()).then(|| {
                     (
                         exit::GROUPS_FAILED,
@@ -129,11 +131,11 @@ type Rates = BTreeMap<String, f64>;
 
 /// What one resource says about request `id`, if anything.
 fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
-    let base = |phase: &str| Report {
+    let base = |phase: RequestPhase| Report {
         id: id.to_string(),
         namespace: flow.namespace().unwrap_or_default(),
         pipeline: flow.name_any(),
-        phase: phase.to_string(),
+        phase,
         detail: String::new(),
         requested_at: None,
         finished_at: None,
@@ -146,16 +148,16 @@ fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
             requested_at: r.requested_at.clone(),
             finished_at: r.finished_at.clone(),
             groups: r.groups.clone(),
-            ..base(&r.phase)
+            ..base(r.phase)
         });
     }
     if let Some(h) = status.and_then(|s| s.reset_history.iter().find(|h| h.id == id)) {
-        return Some(base(&h.phase));
+        return Some(base(h.phase));
     }
     let (raw, done) = k::reset_annotations(flow);
     match raw.map(ResetRequest::parse) {
-        Some(Ok(r)) if r.id == id && done == Some(id) => Some(base("Done")),
-        Some(Ok(r)) if r.id == id => Some(base("Requested")),
+        Some(Ok(r)) if r.id == id && done == Some(id) => Some(base(RequestPhase::Done)),
+        Some(Ok(r)) if r.id == id => Some(base(RequestPhase::Requested)),
         _ => None,
     }
 }
@@ -240,7 +242,7 @@ pub fn render(r: &Report, format: Format) -> Result<String, Failure> {
 /// with a rate from `--watch`, the time to zero.
 fn catch_up_lines(r: &Report, rates: &Rates) -> String {
     let mut out = String::new();
-    for g in r.groups.iter().filter(|g| g.outcome == "Reset") {
+    for g in r.groups.iter().filter(|g| g.outcome == GroupStage::Reset) {
         let Some(left) = g.lag else { continue };
         if let Some(at) = &g.caught_up_at {
             out.push_str(&format!("catch-up: {} caught up at {at}\n", g.group));
@@ -282,7 +284,7 @@ fn table(r: &Report, rates: &Rates) -> String {
                 g.topic.clone(),
                 g.partitions.to_string(),
                 g.records_to_reprocess.to_string(),
-                g.outcome.clone(),
+                g.outcome.to_string(),
                 g.message.clone(),
             ]
         })
@@ -339,7 +341,7 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
                 print!("\x1b[2J\x1b[H");
             }
             print!("{text}");
-            if r.caught_up() || matches!(r.phase.as_str(), "Refused" | "Superseded") {
+            if r.caught_up() || matches!(r.phase, RequestPhase::Refused | RequestPhase::Superseded) {
                 return Ok(Output::default());
             }
             last = Some((r, now));
@@ -410,14 +412,14 @@ mod tests {
             id: "u1".into(),
             namespace: "shop".into(),
             pipeline: "cart".into(),
-            phase: "Done".into(),
+            phase: RequestPhase::Done,
             detail: String::new(),
             requested_at: Some("2026-11-29T16:00:00Z".into()),
             finished_at: Some("2026-11-29T16:00:01Z".into()),
             groups: vec![GroupStatus {
                 group: "cart.router.in".into(),
                 topic: "shop.cart-events.v1".into(),
-                outcome: "Reset".into(),
+                outcome: GroupStage::Reset,
                 message: "3 partition(s) of 'shop.cart-events.v1' to earliest".into(),
                 partitions: 3,
                 records_to_reprocess: 300,
@@ -438,7 +440,7 @@ mod tests {
     fn catch_up_shows_records_left_percent_and_time_to_zero() {
         let mut g = GroupStatus {
             group: "cart.router.in".into(),
-            outcome: "Reset".into(),
+            outcome: GroupStage::Reset,
             records_to_reprocess: 300,
             lag: Some(120),
             ..Default::default()
@@ -447,7 +449,7 @@ mod tests {
             id: "u1".into(),
             namespace: "shop".into(),
             pipeline: "cart".into(),
-            phase: "Done".into(),
+            phase: RequestPhase::Done,
             detail: String::new(),
             requested_at: None,
             finished_at: None,
@@ -468,50 +470,55 @@ mod tests {
         assert!(r(g).caught_up());
     }
 
-    fn report(phase: &str, outcomes: &[&str]) -> Report {
+    fn report(phase: RequestPhase, outcomes: &[GroupStage]) -> Report {
         Report {
             id: "u1".into(),
             namespace: "shop".into(),
             pipeline: "cart".into(),
-            phase: phase.into(),
+            phase,
             detail: String::new(),
             requested_at: None,
             finished_at: None,
             groups: outcomes
                 .iter()
                 .enumerate()
-                .map(|(i, o)| GroupStatus {
-                    group: format!("cart.s{i}.in"),
-                    outcome: (*o).into(),
-                    ..Default::default()
-                })
+                .map(|(i, o)| GroupStatus { group: format!("cart.s{i}.in"), outcome: *o, ..Default::default() })
                 .collect(),
         }
     }
 
     #[test]
     fn how_a_waited_for_request_ended_is_its_exit_code() {
-        assert_eq!(report("Resetting", &["Reset", "Pending"]).ending("shop"), None, "not finished");
-        assert_eq!(report("Done", &["Reset", "Reset"]).ending("shop"), None, "done well: exit 0");
-        let (code, line) = report("Done", &["Reset", "Failed"]).ending("shop").unwrap();
+        assert_eq!(
+            report(RequestPhase::Resetting, &[GroupStage::Reset, GroupStage::Pending]).ending("shop"),
+            None,
+            "not finished"
+        );
+        assert_eq!(
+            report(RequestPhase::Done, &[GroupStage::Reset, GroupStage::Reset]).ending("shop"),
+            None,
+            "done well: exit 0"
+        );
+        let (code, line) = report(RequestPhase::Done, &[GroupStage::Reset, GroupStage::Failed]).ending("shop").unwrap();
         assert_eq!(code, exit::GROUPS_FAILED);
         assert!(
             line.starts_with("reset u1 of 'cart' is done, but 1 of 2 consumer groups could not be reset: cart.s1.in;")
         );
-        let mut refused = report("Refused", &[]);
+        let mut refused = report(RequestPhase::Refused, &[]);
         refused.detail = "streamlet [router] still has 1 pod(s)".into();
         assert_eq!(
             refused.ending("shop"),
             Some((exit::RESET_REFUSED, "reset u1 of 'cart' was refused: streamlet [router] still has 1 pod(s)".into()))
         );
-        assert_eq!(report("Superseded", &[]).ending("shop").unwrap().0, exit::RESET_REFUSED);
+        assert_eq!(report(RequestPhase::Superseded, &[]).ending("shop").unwrap().0, exit::RESET_REFUSED);
     }
 
     #[test]
     fn progress_counts_finished_groups() {
-        assert_eq!(report("Requested", &[]).progress(), "reset u1 of 'cart': Requested");
+        assert_eq!(report(RequestPhase::Requested, &[]).progress(), "reset u1 of 'cart': Requested");
         assert_eq!(
-            report("Resetting", &["Reset", "Committing", "Failed"]).progress(),
+            report(RequestPhase::Resetting, &[GroupStage::Reset, GroupStage::Committing, GroupStage::Failed])
+                .progress(),
             "reset u1 of 'cart': Resetting, 2 of 3 consumer groups finished"
         );
     }

@@ -1,0 +1,414 @@
+//! A [`Drive`]: one request's machine with the ordering of its effects, so that the operator and the
+//! model tests carry out the very same work in the very same order, and only the I/O differs.
+//!
+//! The machine emits effects in order; a driver may carry them out concurrently, as long as what
+//! commits or publishes waits for the durability it depends on. The drive holds them accordingly:
+//! - **persists** ([`Effect::PersistIntent`], [`Effect::PersistOutcome`]) are batched: every persist
+//!   emitted while a write is under way goes into the next write, one [`Persist`] at a time, each
+//!   carrying the whole `status.reset` as it stands;
+//! - **commits, events and the done write** are held until every persist emitted before them is
+//!   durable (a [`Persist`] handed out after them was reported with [`Drive::persisted`]);
+//! - **reads, fences and inspections** go at once, at most `concurrency` Kafka calls at a time; the
+//!   calls of a group that is under way (fences, reads, commits) go before new inspections, so that
+//!   groups finish early and few are open at once.
+//!
+//! # Run loop
+//! 1. Build it with [`super::intake`] and [`super::Admitted::start`], then feed the pods with
+//!    [`Drive::observe`].
+//! 2. Take [`Drive::poll_work`] until it returns `None`, starting each [`Work`]: feed a Kafka call's
+//!    result with [`Drive::handle`] and a persist's success with [`Drive::persisted`], in any order,
+//!    whenever they arrive.
+//! 3. While [`Drive::in_flight`] is not zero, wait for a result or for [`Drive::poll_timeout`] (then
+//!    [`Drive::tick`]), and go back to 2.
+//! 4. With nothing in flight and no work, [`Drive::idle`] says what now: sleep until an instant and
+//!    [`Drive::tick`], look again later (the request waits), or stop (done).
+//!
+//! A persist that fails, or any reason to stop early, is [`Drive::abandon`]: no work is handed out
+//! any more, and the driver waits until nothing is in flight before it drops the drive, so that no
+//! call of an abandoned drive outlives it unnoticed. The next drive starts from durable state.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::intake::Stamps;
+use super::machine::{DEFAULT_SETTLE, Done, ResetMachine, State};
+use super::vocabulary::{Effect, GroupOutcome, Input, Intent, Timestamp};
+use crate::events::Event;
+use crate::names::GroupId;
+use crate::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus};
+use crate::targets::InletTarget;
+
+/// How a drive runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriveOptions {
+    /// The settle delay (see [`ResetMachine::with_settle`]).
+    pub settle: Duration,
+    /// Most Kafka calls under way at once (at least 1).
+    pub concurrency: usize,
+}
+
+impl Default for DriveOptions {
+    fn default() -> Self {
+        DriveOptions { settle: DEFAULT_SETTLE, concurrency: 16 }
+    }
+}
+
+/// A Kafka call of the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KafkaCall {
+    /// [`Effect::InspectGroup`]; answer with [`Input::Inspected`].
+    Inspect(InletTarget),
+    /// [`Effect::Fence`]; answer with [`Input::Fenced`].
+    Fence {
+        /// The group and its topic.
+        target: InletTarget,
+        /// The group's own offsets.
+        offsets: BTreeMap<i32, i64>,
+        /// The fence marker.
+        metadata: String,
+    },
+    /// [`Effect::CommitOffsets`]; answer with [`Input::ReadBack`].
+    Commit {
+        /// The group and its topic.
+        target: InletTarget,
+        /// The log start offsets.
+        offsets: BTreeMap<i32, i64>,
+        /// The reset marker.
+        metadata: String,
+    },
+    /// [`Effect::ReadCommitted`]; answer with [`Input::Read`].
+    Read(InletTarget),
+}
+
+impl KafkaCall {
+    /// The group and topic the call is about.
+    pub fn target(&self) -> &InletTarget {
+        match self {
+            KafkaCall::Inspect(t) | KafkaCall::Read(t) => t,
+            KafkaCall::Fence { target, .. } | KafkaCall::Commit { target, .. } => target,
+        }
+    }
+
+    /// The group the call is about.
+    pub fn group(&self) -> &GroupId {
+        &self.target().group
+    }
+}
+
+/// One write of a group's durable progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProgressWrite {
+    /// A group's intent, before its commit.
+    Intent(GroupId, Intent),
+    /// A group's outcome.
+    Outcome(GroupId, GroupOutcome),
+}
+
+/// Make progress durable: write `writes` to the ledger and `reset` and `history` to the status, then
+/// report [`Drive::persisted`] with `token`. The status carries every write handed out so far, so
+/// the progress is durable once the status write succeeded, whether or not the ledger took it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Persist {
+    /// Reported back with [`Drive::persisted`].
+    pub token: u64,
+    /// The ledger's writes (empty when only the status changed).
+    pub writes: Vec<ProgressWrite>,
+    /// `status.reset`.
+    pub reset: ResetStatus,
+    /// `status.resetHistory`.
+    pub history: Vec<ResetHistoryEntry>,
+}
+
+impl Persist {
+    /// Whether it makes an intent durable.
+    pub fn carries_intent(&self) -> bool {
+        self.writes.iter().any(|w| matches!(w, ProgressWrite::Intent(..)))
+    }
+
+    /// Whether it makes an outcome durable.
+    pub fn carries_outcome(&self) -> bool {
+        self.writes.iter().any(|w| matches!(w, ProgressWrite::Outcome(..)))
+    }
+}
+
+/// Something the driver may start now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Work {
+    /// A Kafka call.
+    Kafka(KafkaCall),
+    /// A persist.
+    Persist(Persist),
+    /// An event to record (a failure is logged, not fatal).
+    Record(Event),
+    /// The done write; a failure ends the drive.
+    WriteDone(String),
+}
+
+/// What a drive with nothing in flight and no work is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Sleep until this instant, then [`Drive::tick`].
+    Sleep(Timestamp),
+    /// A target still runs: look again from a fresh read at this instant.
+    Waiting(Timestamp),
+    /// The request is done: nothing more to do.
+    Done,
+    /// Resetting with nothing scheduled: never expected; the next reconcile starts over.
+    Stalled,
+    /// Abandoned: drop it.
+    Abandoned,
+}
+
+/// An effect that waits until the persists emitted before it are durable.
+#[derive(Debug)]
+enum Held {
+    Commit(KafkaCall),
+    Record(Event),
+    WriteDone(String),
+}
+
+/// One request's machine, and what it asked for that has not been carried out yet. See the module
+/// documentation.
+#[derive(Debug)]
+pub struct Drive {
+    machine: ResetMachine,
+    annotation: String,
+    history: Vec<ResetHistoryEntry>,
+    stamps: Stamps,
+    limit: usize,
+    /// Persist effects emitted so far, and how many of them are durable.
+    emitted: u64,
+    durable: u64,
+    /// The token of the persist under way.
+    writing: Option<u64>,
+    /// Progress emitted and not handed out yet.
+    unwritten: Vec<ProgressWrite>,
+    /// Effects waiting for durability: the count of persists they depend on.
+    held: VecDeque<(u64, Held)>,
+    /// Events and the done write, free to go, in order.
+    ready: VecDeque<Work>,
+    /// Kafka calls free to go, and how many are under way.
+    queue: VecDeque<KafkaCall>,
+    calls: usize,
+    /// The status of the last persist handed out.
+    shown: Option<ResetStatus>,
+    abandoned: bool,
+}
+
+impl Drive {
+    pub(super) fn new(
+        machine: ResetMachine,
+        annotation: String,
+        history: Vec<ResetHistoryEntry>,
+        stamps: Stamps,
+        events: Vec<Event>,
+        options: DriveOptions,
+    ) -> Self {
+        Drive {
+            machine,
+            annotation,
+            history,
+            stamps,
+            limit: options.concurrency.max(1),
+            emitted: 0,
+            durable: 0,
+            writing: None,
+            unwritten: Vec::new(),
+            held: VecDeque::new(),
+            ready: events.into_iter().map(Work::Record).collect(),
+            queue: VecDeque::new(),
+            calls: 0,
+            shown: None,
+            abandoned: false,
+        }
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &ResetMachine {
+        &self.machine
+    }
+
+    /// The request id.
+    pub fn id(&self) -> &str {
+        self.machine.id()
+    }
+
+    /// The request annotation's text this drive was built for: a different one supersedes it.
+    pub fn annotation(&self) -> &str {
+        &self.annotation
+    }
+
+    /// `status.resetHistory`.
+    pub fn history(&self) -> &[ResetHistoryEntry] {
+        &self.history
+    }
+
+    /// `status.reset` as it stands, stamped.
+    pub fn status(&mut self, now: Timestamp) -> ResetStatus {
+        self.stamps.apply(self.machine.status(), now)
+    }
+
+    /// The outcome of each group once the request completed.
+    pub fn outcomes(&self) -> Option<&BTreeMap<GroupId, (InletTarget, GroupOutcome)>> {
+        match self.machine.state() {
+            State::Done(Done::Completed { groups, .. }) => Some(groups),
+            _ => None,
+        }
+    }
+
+    /// Feeds a fresh read of the resource's spec and its pods.
+    pub fn observe(&mut self, spec: AnkkaFlowSpec, pods: BTreeMap<String, u32>, now: Timestamp) {
+        self.machine.handle(Input::Observed { spec, pods }, now);
+    }
+
+    /// Feeds the result of a Kafka call handed out by [`Drive::poll_work`]. Once abandoned, results
+    /// only count down what is in flight.
+    pub fn handle(&mut self, input: Input, now: Timestamp) {
+        self.calls = self.calls.saturating_sub(1);
+        if !self.abandoned {
+            self.machine.handle(input, now);
+        }
+    }
+
+    /// Reports that a Kafka call handed out ended without a result (its task failed).
+    pub fn call_lost(&mut self) {
+        self.calls = self.calls.saturating_sub(1);
+    }
+
+    /// Reports that the [`Persist`] with `token` succeeded: the progress it carries is durable.
+    pub fn persisted(&mut self, token: u64) {
+        if self.writing == Some(token) {
+            self.writing = None;
+        }
+        self.durable = self.durable.max(token);
+    }
+
+    /// Time passed to `now`.
+    pub fn tick(&mut self, now: Timestamp) {
+        if !self.abandoned {
+            self.machine.handle(Input::Tick, now);
+        }
+    }
+
+    /// Stops handing out work: what is in flight is waited for and its results are dropped.
+    pub fn abandon(&mut self) {
+        self.abandoned = true;
+        self.ready.clear();
+        self.held.clear();
+        self.queue.clear();
+    }
+
+    /// Whether [`Drive::abandon`] was called.
+    pub fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    /// Kafka calls and persists handed out and not reported yet.
+    pub fn in_flight(&self) -> usize {
+        self.calls + usize::from(self.writing.is_some())
+    }
+
+    /// When to [`Drive::tick`] next, while waiting for results or not.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        match self.machine.state() {
+            State::Resetting(_) if !self.abandoned => self.machine.poll_timeout(),
+            _ => None,
+        }
+    }
+
+    /// The next work to start now; `None` when there is none for the moment.
+    #[must_use]
+    pub fn poll_work(&mut self, now: Timestamp) -> Option<Work> {
+        if self.abandoned {
+            return None;
+        }
+        self.take_effects();
+        while let Some((needs, _)) = self.held.front() {
+            if *needs > self.durable {
+                break;
+            }
+            match self.held.pop_front().map(|(_, h)| h) {
+                Some(Held::Commit(call)) => self.queue.push_front(call),
+                Some(Held::Record(event)) => self.ready.push_back(Work::Record(event)),
+                Some(Held::WriteDone(id)) => self.ready.push_back(Work::WriteDone(id)),
+                None => {}
+            }
+        }
+        if self.writing.is_none() && !self.unwritten.is_empty() {
+            return Some(Work::Persist(self.hand_out(now)));
+        }
+        if let Some(work) = self.ready.pop_front() {
+            return Some(work);
+        }
+        if self.calls < self.limit
+            && let Some(call) = self.queue.pop_front()
+        {
+            self.calls += 1;
+            return Some(Work::Kafka(call));
+        }
+        // Nothing under way, and a group waits for its next attempt: show why it waits.
+        if self.calls == 0
+            && self.writing.is_none()
+            && self.queue.is_empty()
+            && matches!(self.machine.state(), State::Resetting(_))
+            && self.machine.poll_timeout().is_some()
+        {
+            let now_shown = self.status(now);
+            if self.shown.as_ref() != Some(&now_shown) {
+                return Some(Work::Persist(self.hand_out(now)));
+            }
+        }
+        None
+    }
+
+    /// What a drive with nothing in flight and no work waits for.
+    pub fn idle(&self) -> Idle {
+        if self.abandoned {
+            return Idle::Abandoned;
+        }
+        match self.machine.state() {
+            State::Done(_) => Idle::Done,
+            State::Waiting(w) => Idle::Waiting(w.next_look),
+            State::Resetting(_) => self.machine.poll_timeout().map_or(Idle::Stalled, Idle::Sleep),
+            State::Requested(_) => Idle::Stalled,
+        }
+    }
+
+    fn hand_out(&mut self, now: Timestamp) -> Persist {
+        let reset = self.status(now);
+        self.shown = Some(reset.clone());
+        self.writing = Some(self.emitted);
+        Persist {
+            token: self.emitted,
+            writes: std::mem::take(&mut self.unwritten),
+            reset,
+            history: self.history.clone(),
+        }
+    }
+
+    /// Sorts the machine's new effects into the persists, the held effects and the Kafka queue.
+    fn take_effects(&mut self) {
+        while let Some(effect) = self.machine.poll_effect() {
+            match effect {
+                Effect::PersistIntent { group, intent, .. } => {
+                    self.emitted += 1;
+                    self.unwritten.push(ProgressWrite::Intent(group, intent));
+                }
+                Effect::PersistOutcome { group, outcome, .. } => {
+                    self.emitted += 1;
+                    self.unwritten.push(ProgressWrite::Outcome(group, outcome));
+                }
+                Effect::InspectGroup(target) => self.queue.push_back(KafkaCall::Inspect(target)),
+                Effect::Fence { target, offsets, metadata } => {
+                    self.queue.push_front(KafkaCall::Fence { target, offsets, metadata })
+                }
+                Effect::ReadCommitted(target) => self.queue.push_front(KafkaCall::Read(target)),
+                Effect::CommitOffsets { target, offsets, metadata } => {
+                    self.held.push_back((self.emitted, Held::Commit(KafkaCall::Commit { target, offsets, metadata })))
+                }
+                Effect::Record(event) => self.held.push_back((self.emitted, Held::Record(event))),
+                Effect::WriteDone { id } => self.held.push_back((self.emitted, Held::WriteDone(id))),
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The intake and the drive: the exact work handed out, then that nothing else is.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::events::Event;
+use crate::names::GroupId;
+use crate::request::ResetRequest;
+use crate::resource::{AnkkaFlowSpec, GroupStage, RequestPhase, ResetHistoryEntry, ResetStatus};
+use crate::targets::tests::cart;
+
+const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
+const OLD: &str = "0e5b1c2a-1111-4222-8333-444455556666";
+const T0: Timestamp = Timestamp(1_764_433_300_000);
+
+fn annotation(names: &[&str]) -> String {
+    ResetRequest { id: ID.into(), streamlets: names.iter().map(|s| s.to_string()).collect() }.to_annotation()
+}
+
+fn router() -> GroupId {
+    GroupId::new("cart", "router", "in")
+}
+
+fn sink() -> GroupId {
+    GroupId::new("cart", "sink", "in")
+}
+
+fn stopped_both() -> AnkkaFlowSpec {
+    let mut spec = cart(0);
+    for s in &mut spec.streamlets {
+        s.replicas = if s.inlets.is_empty() { s.replicas } else { 0 };
+    }
+    spec
+}
+
+fn fresh<'a>(request: Option<&'a str>, reset: Option<&'a ResetStatus>, history: &'a [ResetHistoryEntry]) -> Fresh<'a> {
+    Fresh { request, done: None, reset, history }
+}
+
+fn admitted(text: &str) -> Admitted {
+    match intake(&fresh(Some(text), None, &[]), T0) {
+        Intake::Admitted(a) => a,
+        other => panic!("admitted, not {other:?}"),
+    }
+}
+
+/// A drive of `names` over a resource whose targets are stopped, with `concurrency`.
+fn drive(names: &[&str], concurrency: usize) -> Drive {
+    let options = DriveOptions { concurrency, ..DriveOptions::default() };
+    let Started::Drive(mut d) = admitted(&annotation(names)).start(Some(vec![]), options, T0) else {
+        panic!("a drive")
+    };
+    d.observe(stopped_both(), BTreeMap::new(), T0);
+    *d
+}
+
+fn work(d: &mut Drive) -> Vec<Work> {
+    std::iter::from_fn(|| d.poll_work(T0)).collect()
+}
+
+fn empty_group() -> Inspection {
+    Inspection {
+        state: "Empty".into(),
+        members: 0,
+        log_start: BTreeMap::from([(0, 0), (1, 0)]),
+        committed: BTreeMap::from([(0, Some(5)), (1, None)]),
+        high_watermark: BTreeMap::from([(0, 10), (1, 10)]),
+    }
+}
+
+fn landed() -> Positions {
+    BTreeMap::from([
+        (0, Some(Position { offset: 0, metadata: reset_marker(ID) })),
+        (1, Some(Position { offset: 0, metadata: reset_marker(ID) })),
+    ])
+}
+
+fn kafka(w: &Work) -> Option<&KafkaCall> {
+    match w {
+        Work::Kafka(c) => Some(c),
+        _ => None,
+    }
+}
+
+#[test]
+fn no_annotation_is_idle_and_a_malformed_one_is_refused_once() {
+    assert!(matches!(intake(&fresh(None, None, &[]), T0), Intake::Idle));
+    let previous = ResetStatus { id: OLD.into(), phase: RequestPhase::Done, ..Default::default() };
+    let Intake::Answered(a) = intake(&fresh(Some("not json"), Some(&previous), &[]), T0) else { panic!() };
+    assert_eq!((a.reset.id.as_str(), a.reset.phase), ("", RequestPhase::Refused));
+    assert!(a.reset.detail.starts_with("it is not a reset request"), "{:?}", a.reset);
+    assert_eq!(a.history, [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Done }]);
+    assert_eq!(a.events.len(), 1);
+    assert_eq!((a.events[0].reason.as_str(), a.events[0].key.as_str()), ("ResetRefused", "malformed/not json"));
+}
+
+#[test]
+fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() {
+    let waiting = ResetStatus { id: OLD.into(), phase: RequestPhase::Waiting, ..Default::default() };
+    let text = annotation(&["router"]);
+    let Intake::Admitted(a) = intake(&fresh(Some(&text), Some(&waiting), &[]), T0) else { panic!() };
+    let Started::Drive(mut d) = a.start(None, DriveOptions::default(), T0) else { panic!() };
+    assert_eq!(d.history(), [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Superseded }]);
+    d.observe(stopped_both(), BTreeMap::new(), T0);
+    let w = work(&mut d);
+    assert!(matches!(&w[0], Work::Record(e) if e.reason == "ResetSuperseded"), "the event goes first: {w:?}");
+    assert!(matches!(&w[1..], [Work::Kafka(KafkaCall::Inspect(t))] if t.group == router()), "{w:?}");
+
+    let done = ResetStatus {
+        id: ID.into(),
+        phase: RequestPhase::Done,
+        requested_at: Some("then".into()),
+        ..Default::default()
+    };
+    let f = Fresh { request: Some(&text), done: Some(ID), reset: Some(&done), history: &[] };
+    let Intake::Answered(a) = intake(&f, T0) else { panic!() };
+    assert_eq!(a.reset, done);
+    assert!(a.events.is_empty());
+}
+
+#[test]
+fn a_request_done_by_its_progress_is_answered_without_kafka() {
+    let outcome = GroupOutcome::Failed { topic: "shop.cart-events.v1".into(), reason: "r".into() };
+    let progress = vec![GroupProgress { group: router(), intent: None, outcome: Some(outcome) }];
+    let text = annotation(&["router"]);
+    let f = Fresh { request: Some(&text), done: Some(ID), reset: None, history: &[] };
+    let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
+    let Started::Answered(a) = a.start(Some(progress), DriveOptions::default(), T0) else { panic!() };
+    assert_eq!(a.reset.phase, RequestPhase::Done);
+    assert_eq!(a.reset.groups[0].outcome, GroupStage::Failed);
+    assert_eq!(a.reset.requested_at, Some(T0.rfc3339()));
+    assert_eq!(a.reset.finished_at, Some(T0.rfc3339()));
+}
+
+#[test]
+fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
+    let mut d = drive(&["router"], 16);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Inspect(t))] if t.group == router()), "{w:?}");
+    assert_eq!(d.in_flight(), 1);
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Fence { offsets, .. })] if *offsets == BTreeMap::from([(0, 5)])));
+    d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    // The intent goes to the ledger and the status; the commit is held until they are durable.
+    let w = work(&mut d);
+    let [Work::Persist(p)] = &w[..] else { panic!("only the persist: {w:?}") };
+    assert!(p.carries_intent() && !p.carries_outcome());
+    assert_eq!(p.reset.groups[0].outcome, GroupStage::Committing);
+    assert!(work(&mut d).is_empty(), "nothing while the intent is being written");
+    d.persisted(p.token);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Commit { metadata, .. })] if *metadata == reset_marker(ID)));
+    d.handle(Input::ReadBack { group: router(), result: Ok(BTreeMap::from([(0, Some(0)), (1, Some(0))])) }, T0);
+    // Nothing in flight: the settle is a sleep, shown in the status first.
+    let w = work(&mut d);
+    assert!(
+        matches!(&w[..], [Work::Persist(p)] if p.writes.is_empty() && p.reset.groups[0].outcome == GroupStage::Verifying)
+    );
+    let Work::Persist(p) = &w[0] else { unreachable!() };
+    d.persisted(p.token);
+    assert!(work(&mut d).is_empty());
+    let due = T0.after(DEFAULT_SETTLE);
+    assert_eq!(d.idle(), Idle::Sleep(due));
+    d.tick(due);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Read(_))]));
+    d.handle(Input::Read { group: router(), result: Ok(landed()) }, due);
+    let w = work(&mut d);
+    let [Work::Persist(p)] = &w[..] else { panic!("the outcome first, alone: {w:?}") };
+    assert!(p.carries_outcome());
+    assert!(work(&mut d).is_empty(), "the event waits for the outcome");
+    d.persisted(p.token);
+    let w = work(&mut d);
+    assert!(
+        matches!(&w[..], [Work::Record(e), Work::WriteDone(id)] if e.reason == "ResetOffsets" && id == ID),
+        "{w:?}"
+    );
+    assert_eq!(d.in_flight(), 0);
+    assert_eq!(d.idle(), Idle::Done);
+    assert!(d.outcomes().is_some());
+}
+
+#[test]
+fn intents_emitted_while_a_write_is_under_way_share_the_next_write() {
+    let mut d = drive(&[], 16);
+    let w = work(&mut d);
+    assert_eq!(w.iter().filter_map(kafka).count(), 2, "both groups are inspected at once: {w:?}");
+    for g in [router(), sink()] {
+        d.handle(Input::Inspected { group: g.clone(), result: Ok(empty_group()) }, T0);
+    }
+    assert_eq!(work(&mut d).len(), 2, "both fences");
+    d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    let w = work(&mut d);
+    let [Work::Persist(first)] = &w[..] else { panic!("{w:?}") };
+    assert_eq!(first.writes.len(), 1);
+    d.handle(Input::Fenced { group: sink(), result: Ok(()) }, T0);
+    assert!(work(&mut d).is_empty(), "sink's intent waits for the write under way");
+    d.persisted(first.token);
+    let w = work(&mut d);
+    // Router's commit may go; sink's intent goes in the next write, its commit after it.
+    let [Work::Persist(second), Work::Kafka(KafkaCall::Commit { target, .. })] = &w[..] else { panic!("{w:?}") };
+    assert_eq!(target.group, router());
+    assert!(matches!(&second.writes[..], [ProgressWrite::Intent(g, _)] if *g == sink()));
+    d.persisted(second.token);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Commit { target, .. })] if target.group == sink()));
+}
+
+#[test]
+fn kafka_calls_stay_within_the_concurrency_and_groups_under_way_go_first() {
+    let mut d = drive(&[], 1);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Inspect(t))] if t.group == router()), "one at a time: {w:?}");
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Kafka(KafkaCall::Fence { target, .. })] if target.group == router()), "{w:?}");
+}
+
+#[test]
+fn an_abandoned_drive_hands_out_nothing_and_counts_down_what_is_in_flight() {
+    let mut d = drive(&[], 16);
+    assert_eq!(work(&mut d).len(), 2);
+    d.abandon();
+    assert_eq!(d.in_flight(), 2);
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    assert!(work(&mut d).is_empty(), "a result of an abandoned drive starts nothing");
+    d.call_lost();
+    assert_eq!(d.in_flight(), 0);
+    assert_eq!(d.idle(), Idle::Abandoned);
+}
+
+#[test]
+fn a_group_waiting_for_its_retry_is_shown_once() {
+    let mut d = drive(&["router"], 16);
+    work(&mut d);
+    let f = KafkaFailure::unreachable("Local: Timed out");
+    d.handle(Input::Inspected { group: router(), result: Err(f) }, T0);
+    let w = work(&mut d);
+    let [Work::Persist(p)] = &w[..] else { panic!("{w:?}") };
+    assert_eq!(p.reset.groups[0].message, "Local: Timed out");
+    d.persisted(p.token);
+    assert!(work(&mut d).is_empty(), "shown once");
+    assert_eq!(d.idle(), Idle::Sleep(T0.after(backoff(1))));
+}
+
+#[test]
+fn a_waiting_request_records_why_and_goes_back_to_the_controller() {
+    let Started::Drive(mut d) = admitted(&annotation(&["router"])).start(None, DriveOptions::default(), T0) else {
+        panic!()
+    };
+    d.observe(cart(1), BTreeMap::from([("router".into(), 1)]), T0);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Record(Event { reason, .. })] if reason == "ResetRefused"), "{w:?}");
+    assert_eq!(d.idle(), Idle::Waiting(T0.after(WAIT_RECHECK)));
+    assert_eq!(d.status(T0).phase, RequestPhase::Waiting);
+}

@@ -1,0 +1,488 @@
+//! One group's way through a reset: its phases, and the transitions between them. Each transition
+//! takes the phase it leaves by value and returns the phase it enters, emitting effects on the way.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::retry::Retry;
+use super::vocabulary::{
+    Committed, Effect, GroupOutcome, Inspection, Intent, KafkaFailure, Positions, Timestamp, fence_marker, reset_marker,
+};
+use crate::events::{Event, EventType};
+use crate::targets::InletTarget;
+
+/// Most partitions one message names; the rest are counted.
+pub const NAMED_PARTITIONS: usize = 20;
+
+/// Per-group progress while resetting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupPhase {
+    /// Waiting for its next attempt (`retry.next`) after a transient failure.
+    Pending {
+        /// Failures so far.
+        retry: Retry,
+    },
+    /// Inspection under way.
+    Inspecting {
+        /// Failures so far.
+        retry: Retry,
+    },
+    /// Fence under way; the intent is not durable yet.
+    Fencing {
+        /// Failures so far.
+        retry: Retry,
+        /// The intent, made durable once the fence holds.
+        intent: Intent,
+    },
+    /// Intent durable, commit under way.
+    Committing {
+        /// Failures so far.
+        retry: Retry,
+        /// The intent.
+        intent: Intent,
+    },
+    /// Whether the commit of an intent landed is unknown (the machine was rebuilt from an intent
+    /// without outcome, or the commit's answer was an error): reading what Kafka holds, with the
+    /// markers, to learn it. `retry.next` is when to read again after a failed read.
+    Recovering {
+        /// Failures so far.
+        retry: Retry,
+        /// The intent found.
+        intent: Intent,
+    },
+    /// The commit landed (read back at its targets); waiting the settle delay (`retry.next`), then
+    /// reading the group's positions again to verify that no consumer overwrote them.
+    Verifying {
+        /// Failed reads so far, and when to read.
+        retry: Retry,
+        /// The intent committed.
+        intent: Intent,
+    },
+    /// Finished.
+    Finished(GroupOutcome),
+}
+
+impl GroupPhase {
+    /// A group that starts now: its inspection is under way.
+    pub fn start() -> GroupPhase {
+        GroupPhase::Inspecting { retry: Retry::default() }
+    }
+
+    /// When this group is next due, if it waits for anything.
+    pub fn next(&self) -> Option<Timestamp> {
+        match self {
+            GroupPhase::Pending { retry }
+            | GroupPhase::Recovering { retry, .. }
+            | GroupPhase::Verifying { retry, .. } => retry.next,
+            _ => None,
+        }
+    }
+}
+
+/// A Kafka result about one group.
+#[derive(Clone, Debug)]
+pub enum GroupInput {
+    /// See [`super::Input::Inspected`].
+    Inspected(Result<Inspection, KafkaFailure>),
+    /// See [`super::Input::Fenced`].
+    Fenced(Result<(), KafkaFailure>),
+    /// See [`super::Input::ReadBack`].
+    ReadBack(Result<Committed, KafkaFailure>),
+    /// See [`super::Input::Read`].
+    Read(Result<Positions, KafkaFailure>),
+}
+
+/// What a transition needs besides the group: the request, the instant, the settle delay, and
+/// where its effects go.
+pub(super) struct Cx<'a> {
+    pub id: &'a str,
+    pub now: Timestamp,
+    pub settle: Duration,
+    pub effects: &'a mut VecDeque<Effect>,
+}
+
+impl Cx<'_> {
+    fn emit(&mut self, effect: Effect) {
+        self.effects.push_back(effect);
+    }
+}
+
+/// The phase after `input` arrived in `phase`. A result that answers no call under way (a late or
+/// repeated one) leaves the phase as it is.
+pub(super) fn advance(target: &InletTarget, phase: GroupPhase, input: GroupInput, cx: &mut Cx<'_>) -> GroupPhase {
+    use GroupInput as In;
+    use GroupPhase as P;
+    match (phase, input) {
+        (P::Inspecting { retry }, In::Inspected(result)) => inspected(target, retry, result, cx),
+        (P::Fencing { retry, intent }, In::Fenced(result)) => fenced(target, retry, intent, result, cx),
+        (P::Committing { retry, intent }, In::ReadBack(result)) => read_back(target, retry, intent, result, cx),
+        (P::Recovering { retry, intent }, In::Read(result)) if retry.next.is_none() => {
+            recovered(target, retry, intent, result, cx)
+        }
+        (P::Verifying { retry, intent }, In::Read(result)) if retry.next.is_none() => {
+            verified(target, retry, intent, result, cx)
+        }
+        (phase, _) => phase,
+    }
+}
+
+/// The phase after time passed to `now`: a retry or a read that is due starts.
+pub(super) fn tick(target: &InletTarget, phase: GroupPhase, cx: &mut Cx<'_>) -> GroupPhase {
+    match phase {
+        GroupPhase::Pending { retry } if retry.due(cx.now) => {
+            cx.emit(Effect::InspectGroup(target.clone()));
+            GroupPhase::Inspecting { retry: retry.started() }
+        }
+        GroupPhase::Recovering { retry, intent } if retry.due(cx.now) => {
+            cx.emit(Effect::ReadCommitted(target.clone()));
+            GroupPhase::Recovering { retry: retry.started(), intent }
+        }
+        GroupPhase::Verifying { retry, intent } if retry.due(cx.now) => {
+            cx.emit(Effect::ReadCommitted(target.clone()));
+            GroupPhase::Verifying { retry: retry.started(), intent }
+        }
+        phase => phase,
+    }
+}
+
+/// A group rebuilt from its durable progress: finished, recovering an intent, or starting.
+pub(super) fn resume(
+    target: &InletTarget,
+    intent: Option<Intent>,
+    outcome: Option<GroupOutcome>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    match (outcome, intent) {
+        (Some(outcome), _) => {
+            // Its event may not have been recorded before the driver stopped: record it again (a
+            // duplicate is refused by name).
+            for event in outcome_events(cx.id, target, &outcome) {
+                cx.emit(Effect::Record(event));
+            }
+            GroupPhase::Finished(outcome)
+        }
+        (None, Some(intent)) => {
+            cx.emit(Effect::ReadCommitted(target.clone()));
+            GroupPhase::Recovering { retry: Retry::default(), intent }
+        }
+        (None, None) => {
+            cx.emit(Effect::InspectGroup(target.clone()));
+            GroupPhase::start()
+        }
+    }
+}
+
+fn inspected(
+    target: &InletTarget,
+    retry: Retry,
+    result: Result<Inspection, KafkaFailure>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    let seen = match result {
+        Err(f) => return failed(target, retry, f, cx),
+        Ok(seen) => seen,
+    };
+    if seen.members > 0 {
+        let reason = format!(
+            "consumer group [{}] has {} active member(s) (state {}): a consumer still reads it; stop it (its \
+             streamlet is stopped, so it runs elsewhere, or its pods are still stopping) and request again",
+            target.group, seen.members, seen.state
+        );
+        return failed(target, retry, KafkaFailure::members_present(reason), cx);
+    }
+    if seen.log_start.is_empty() {
+        let reason = format!("topic '{}' has no partitions", target.topic);
+        return failed(target, retry, KafkaFailure::unknown_topic(reason), cx);
+    }
+    let records_to_reprocess = seen
+        .log_start
+        .iter()
+        .map(|(p, start)| seen.high_watermark.get(p).map_or(0, |high| (high - start).max(0)))
+        .sum();
+    let intent = Intent { before: seen.committed, target: seen.log_start, records_to_reprocess };
+    let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
+    cx.emit(Effect::Fence { target: target.clone(), offsets, metadata: fence_marker(cx.id) });
+    GroupPhase::Fencing { retry, intent }
+}
+
+fn fenced(
+    target: &InletTarget,
+    retry: Retry,
+    intent: Intent,
+    result: Result<(), KafkaFailure>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    if let Err(f) = result {
+        return failed(target, retry, f, cx);
+    }
+    cx.emit(Effect::PersistIntent { id: cx.id.to_string(), group: target.group.clone(), intent: intent.clone() });
+    cx.emit(Effect::CommitOffsets {
+        target: target.clone(),
+        offsets: intent.target.clone(),
+        metadata: reset_marker(cx.id),
+    });
+    GroupPhase::Committing { retry, intent }
+}
+
+fn read_back(
+    target: &InletTarget,
+    retry: Retry,
+    intent: Intent,
+    result: Result<Committed, KafkaFailure>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    match result {
+        // A final answer (authorization, unknown topic) means the commit was refused.
+        Err(f) if !f.transient() => finish(target, failure(target, f.reason), cx),
+        // Transient: a timeout may hide a commit that landed, and a refusal (members joined) may
+        // follow one that did; learn from Kafka before anything else.
+        Err(f) => {
+            cx.emit(Effect::ReadCommitted(target.clone()));
+            GroupPhase::Recovering { retry: retry.count(f), intent }
+        }
+        Ok(read) => {
+            let wrong: Vec<String> = intent
+                .target
+                .iter()
+                .filter(|(p, o)| read.get(p).copied().flatten() != Some(**o))
+                .map(|(p, o)| match read.get(p).copied().flatten() {
+                    Some(got) => format!("partition {p} reads back {got}, not {o}"),
+                    None => format!("partition {p} reads back no offset, not {o}"),
+                })
+                .collect();
+            if wrong.is_empty() {
+                // This read-back covers the committed partitions only: it cannot see added ones.
+                landed(target, intent, vec![], cx)
+            } else {
+                let reason = format!("the commit did not hold: {}", wrong.join(", "));
+                finish(target, failure(target, reason), cx)
+            }
+        }
+    }
+}
+
+/// The read that learns whether the commit of an intent landed.
+fn recovered(
+    target: &InletTarget,
+    retry: Retry,
+    intent: Intent,
+    result: Result<Positions, KafkaFailure>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    let read = match result {
+        Ok(read) => read,
+        // Read again after the backoff, as every retry waits (a short outage must not use up every
+        // read at once); recovering never commits, so retrying it is always safe.
+        Err(f) => {
+            return match retry.fail(f, cx.now) {
+                Ok(retry) => GroupPhase::Recovering { retry, intent },
+                Err(reason) => {
+                    let reason = format!("could not learn whether an earlier commit landed: {reason}");
+                    finish(target, failure(target, reason), cx)
+                }
+            };
+        }
+    };
+    let (fence, reset) = (fence_marker(cx.id), reset_marker(cx.id));
+    let at = |p: &i32| read.get(p).cloned().flatten();
+    // Every partition still as the fence left it: the reset commit never landed.
+    let fenced = intent.target.keys().all(|p| match (intent.before.get(p).copied().flatten(), at(p)) {
+        (Some(o), Some(pos)) => pos.offset == o && pos.metadata == fence,
+        (None, None) => true,
+        _ => false,
+    });
+    let landed_untouched =
+        intent.target.iter().all(|(p, o)| at(p).is_some_and(|pos| pos.offset == *o && pos.metadata == reset));
+    // A consumer behind where the group was before can only have started from the reset.
+    let behind_before = intent
+        .target
+        .keys()
+        .any(|p| matches!((intent.before.get(p).copied().flatten(), at(p)), (Some(b), Some(pos)) if pos.offset < b));
+    if fenced && !landed_untouched {
+        // The commit never landed: start this group again from inspection; after a failed commit or
+        // read (for example Kafka refusing the commit because consumers are active), once the
+        // backoff has passed, with Kafka's reason shown meanwhile.
+        if retry.last_error.is_some() {
+            GroupPhase::Pending { retry: retry.after_backoff(cx.now) }
+        } else {
+            cx.emit(Effect::InspectGroup(target.clone()));
+            GroupPhase::Inspecting { retry }
+        }
+    } else if landed_untouched {
+        // Landed, and no consumer committed since: wait the settle and read again, as after a
+        // read-back.
+        let added = added_partitions(&intent, &read);
+        landed(target, intent, added, cx)
+    } else if behind_before {
+        // Landed; a consumer committed since (it ran after the reset), which is its progress to keep.
+        let added = added_partitions(&intent, &read);
+        finish(target, intent.into_reset(&target.topic, added), cx)
+    } else {
+        // A consumer committed after the fence, at or beyond where the group was: the streamlet ran,
+        // but from the reset or from where it was, Kafka cannot tell. Never reset again (that could
+        // rewind a finished rebuild), never claim success.
+        let reason = "cannot tell whether the reset landed: the operator stopped during the reset, and a consumer \
+                      has committed since at or beyond the offsets the group had before; if the streamlet did not \
+                      read its input again, request a new reset";
+        finish(target, failure(target, reason.to_string()), cx)
+    }
+}
+
+/// A group's commit landed and read back at its targets: it is read again after the settle delay,
+/// or, without one, reset now (`added`: partitions a read found beyond the intent).
+fn landed(target: &InletTarget, intent: Intent, added: Vec<i32>, cx: &mut Cx<'_>) -> GroupPhase {
+    if cx.settle.is_zero() {
+        finish(target, intent.into_reset(&target.topic, added), cx)
+    } else {
+        GroupPhase::Verifying { retry: Retry::at(cx.now.after(cx.settle)), intent }
+    }
+}
+
+/// The read after the settle delay: the group is reset only if every partition of its intent is
+/// still at its target.
+fn verified(
+    target: &InletTarget,
+    retry: Retry,
+    intent: Intent,
+    result: Result<Positions, KafkaFailure>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    let read = match result {
+        Ok(read) => read,
+        // Reading never commits, so retrying it is always safe.
+        Err(f) => {
+            return match retry.fail(f, cx.now) {
+                Ok(retry) => GroupPhase::Verifying { retry, intent },
+                Err(reason) => {
+                    // The reset landed and read back once, but whether it held is unknown: never a
+                    // success.
+                    let reason = format!(
+                        "the reset was committed and read back at the log start offsets, but reading the offsets \
+                         again after the settle failed: {reason}; check that a consumer did not move them \
+                         (kafka-consumer-groups --describe --group {}) and request a new reset if one did",
+                        target.group
+                    );
+                    finish(target, failure(target, reason), cx)
+                }
+            };
+        }
+    };
+    let moved: Vec<String> = intent
+        .target
+        .iter()
+        .filter_map(|(p, o)| match read.get(p).cloned().flatten() {
+            Some(pos) if pos.offset == *o => None,
+            Some(pos) => Some(format!("partition {p} is at {} (reset to {o})", pos.offset)),
+            None => Some(format!("partition {p} has no offset (reset to {o})")),
+        })
+        .collect();
+    let added = added_partitions(&intent, &read);
+    if moved.is_empty() {
+        return finish(target, intent.into_reset(&target.topic, added), cx);
+    }
+    let mut reason = format!(
+        "a consumer overwrote the reset after it was read back: {}; stop every consumer of the group (a pod still \
+         stopping, a consumer outside Kubernetes) and request a new reset",
+        named(&moved)
+    );
+    if !added.is_empty() {
+        reason += &format!(
+            "; partition(s) {} were added to the topic during the reset and were not reset either",
+            join(&added)
+        );
+    }
+    finish(target, failure(target, reason), cx)
+}
+
+/// A failure of a step: retried after the backoff while it is transient and attempts are left,
+/// else final.
+fn failed(target: &InletTarget, retry: Retry, failure: KafkaFailure, cx: &mut Cx<'_>) -> GroupPhase {
+    match retry.fail(failure, cx.now) {
+        Ok(retry) => GroupPhase::Pending { retry },
+        Err(reason) => finish(target, self::failure(target, reason), cx),
+    }
+}
+
+fn failure(target: &InletTarget, reason: String) -> GroupOutcome {
+    GroupOutcome::Failed { topic: target.topic.clone(), reason }
+}
+
+/// The group ends with `outcome`: made durable, then reported.
+fn finish(target: &InletTarget, outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
+    // The outcome is persisted before its event is recorded, so that an outcome with an event is
+    // never decided again: a driver that stops between the two rebuilds the machine from the
+    // persisted outcome, which records the same event again (refused by the API server as a
+    // duplicate). Recording first would let a rebuilt machine retry a group reported failed and
+    // record a second, different outcome for it.
+    cx.emit(Effect::PersistOutcome { id: cx.id.to_string(), group: target.group.clone(), outcome: outcome.clone() });
+    for event in outcome_events(cx.id, target, &outcome) {
+        cx.emit(Effect::Record(event));
+    }
+    GroupPhase::Finished(outcome)
+}
+
+/// The event of a group's outcome, keyed `<request id>/<group>`: one per request and group.
+pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Event {
+    match outcome {
+        GroupOutcome::Reset { topic, offsets, .. } => Event::new(
+            EventType::Normal,
+            "ResetOffsets",
+            format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
+            format!("{id}/{}", target.group),
+        ),
+        GroupOutcome::Failed { reason, .. } => Event::new(
+            EventType::Warning,
+            "ResetOffsetsFailed",
+            format!("{}: {reason}", target.group),
+            format!("{id}/{}", target.group),
+        ),
+    }
+}
+
+/// The events of a group's outcome: [`outcome_event`], and for a reset that did not cover partitions
+/// added during it, a `ResetPartitionsAdded` warning naming them, keyed `<request id>/<group>/added`.
+pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Vec<Event> {
+    let mut events = vec![outcome_event(id, target, outcome)];
+    if let GroupOutcome::Reset { topic, offsets, added, .. } = outcome
+        && !added.is_empty()
+    {
+        events.push(Event::new(
+            EventType::Warning,
+            "ResetPartitionsAdded",
+            format!(
+                "{}: partition(s) {} of '{topic}' were added to the topic during the reset and were not reset (the \
+                 {} partition(s) it had before were); before the streamlet starts, request a new reset, which \
+                 covers every partition",
+                target.group,
+                join(added),
+                offsets.len()
+            ),
+            format!("{id}/{}/added", target.group),
+        ));
+    }
+    events
+}
+
+/// Partitions in `read` (the topic's partitions now) that `intent` did not cover.
+fn added_partitions(intent: &Intent, read: &Positions) -> Vec<i32> {
+    read.keys().filter(|p| !intent.target.contains_key(p)).copied().collect()
+}
+
+/// Partition numbers joined with `, `.
+pub(super) fn join(partitions: &[i32]) -> String {
+    partitions.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The first [`NAMED_PARTITIONS`] items joined with `, `, and how many more there are.
+pub(super) fn named(items: &[String]) -> String {
+    let mut list = items.iter().take(NAMED_PARTITIONS).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > NAMED_PARTITIONS {
+        list += &format!(" and {} more partition(s)", items.len() - NAMED_PARTITIONS);
+    }
+    list
+}
+
+/// Offsets keyed by partition number as text (the status's maps), leaving out partitions without one.
+pub(super) fn offsets_map<'a>(it: impl IntoIterator<Item = (&'a i32, Option<&'a i64>)>) -> BTreeMap<String, i64> {
+    it.into_iter().filter_map(|(p, o)| o.map(|o| (p.to_string(), *o))).collect()
+}

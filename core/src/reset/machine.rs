@@ -1,0 +1,276 @@
+//! The reset machine: one request's states, from the parsed annotation to `Done`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::group::{self, Cx, GroupInput, GroupPhase};
+use super::vocabulary::{Effect, GroupOutcome, GroupProgress, Input, Timestamp};
+use crate::events::{Event, EventType};
+use crate::names::GroupId;
+use crate::request::ResetRequest;
+use crate::resource::AnkkaFlowSpec;
+use crate::targets::{self, InletTarget, RunningProblem};
+
+/// How often a waiting request is looked at again.
+pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
+/// How long the machine waits, by default, after a group's commit reads back at its targets before
+/// reading the group's offsets again, to catch a consumer that overwrote the reset. Long enough for a
+/// consumer that was closing during the reset to commit its position, short enough not to delay a
+/// request noticeably.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(1);
+
+/// Waiting: some target still runs. Holds only what is valid while waiting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// The request.
+    pub request: ResetRequest,
+    /// Why it waits.
+    pub reasons: Vec<RunningProblem>,
+    /// When to look again.
+    pub next_look: Timestamp,
+}
+
+/// One group being reset: what it reads, and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The group and its topic.
+    pub target: InletTarget,
+    /// Its phase.
+    pub phase: GroupPhase,
+}
+
+/// Resetting: every target stopped; groups under way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resetting {
+    /// The request.
+    pub request: ResetRequest,
+    /// Every target group.
+    pub groups: BTreeMap<GroupId, Group>,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Its id was already in the done annotation when the machine was built.
+    AlreadyDone {
+        /// The request id.
+        id: String,
+    },
+    /// Refused as a whole (unknown streamlets, nothing to reset); done so it is not retried.
+    Refused {
+        /// The request id.
+        id: String,
+        /// The refusal note.
+        why: String,
+    },
+    /// Every group finished.
+    Completed {
+        /// The request id.
+        id: String,
+        /// Per group: its target and outcome.
+        groups: BTreeMap<GroupId, (InletTarget, GroupOutcome)>,
+    },
+}
+
+/// The machine's state: one struct per phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Parsed, not yet checked against the resource.
+    Requested(ResetRequest),
+    /// A target still runs.
+    Waiting(Waiting),
+    /// Groups being reset.
+    Resetting(Resetting),
+    /// Finished; nothing more will happen for this id.
+    Done(Done),
+}
+
+impl State {
+    /// The request id.
+    pub fn id(&self) -> &str {
+        match self {
+            State::Requested(r) => &r.id,
+            State::Waiting(w) => &w.request.id,
+            State::Resetting(r) => &r.request.id,
+            State::Done(Done::AlreadyDone { id } | Done::Refused { id, .. } | Done::Completed { id, .. }) => id,
+        }
+    }
+}
+
+/// One reset request's machine. See the module documentation for the drive contract.
+#[derive(Debug)]
+pub struct ResetMachine {
+    pub(super) state: State,
+    /// The durable progress this machine was built from, per group.
+    pub(super) progress: BTreeMap<GroupId, GroupProgress>,
+    /// The topic of each target group, from the last observation (for the status while waiting).
+    pub(super) topics: BTreeMap<GroupId, String>,
+    effects: VecDeque<Effect>,
+    /// Wait between a commit's read-back and the second read.
+    settle: Duration,
+}
+
+impl ResetMachine {
+    /// Builds the machine for `request`, given the done annotation and the durable progress of this
+    /// request's groups (progress of other requests must not be passed).
+    pub fn new(request: ResetRequest, done_id: Option<&str>, progress: Vec<GroupProgress>) -> Self {
+        let state = if done_id == Some(request.id.as_str()) {
+            State::Done(Done::AlreadyDone { id: request.id })
+        } else {
+            State::Requested(request)
+        };
+        ResetMachine {
+            state,
+            progress: progress.into_iter().map(|r| (r.group.clone(), r)).collect(),
+            topics: BTreeMap::new(),
+            effects: VecDeque::new(),
+            settle: DEFAULT_SETTLE,
+        }
+    }
+
+    /// Sets the settle delay: how long after a group's commit reads back at its targets the machine
+    /// reads the group's positions again (default [`DEFAULT_SETTLE`]). `Duration::ZERO` skips the
+    /// second read: the group is reset as soon as its commit reads back, and neither a consumer that
+    /// overwrites the reset nor a partition added during it is noticed (except by the read of a
+    /// machine rebuilt from an intent without outcome, which reads every partition anyway).
+    #[must_use]
+    pub fn with_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// The current state.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The request id.
+    pub fn id(&self) -> &str {
+        self.state.id()
+    }
+
+    /// Whether it was built from durable progress (some group had an intent or an outcome): the
+    /// request ran before, and Kafka may hold its commits.
+    pub fn resumed(&self) -> bool {
+        self.progress.values().any(|p| p.intent.is_some() || p.outcome.is_some())
+    }
+
+    /// The next effect to carry out, in order; `None` when there is none left.
+    #[must_use]
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// When the driver should come back: feed [`Input::Tick`] (Resetting) or look again from a fresh
+    /// observation (Waiting). `None`: nothing is scheduled.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        match &self.state {
+            State::Waiting(w) => Some(w.next_look),
+            State::Resetting(r) => r.groups.values().filter_map(|g| g.phase.next()).min(),
+            State::Requested(_) | State::Done(_) => None,
+        }
+    }
+
+    /// Feeds one input observed at `now`.
+    pub fn handle(&mut self, input: Input, now: Timestamp) {
+        match input {
+            Input::Observed { spec, pods } => self.observed(&spec, &pods, now),
+            Input::Inspected { group, result } => self.step(&group, GroupInput::Inspected(result), now),
+            Input::Fenced { group, result } => self.step(&group, GroupInput::Fenced(result), now),
+            Input::ReadBack { group, result } => self.step(&group, GroupInput::ReadBack(result), now),
+            Input::Read { group, result } => self.step(&group, GroupInput::Read(result), now),
+            Input::Tick => self.tick(now),
+        }
+    }
+
+    fn observed(&mut self, spec: &AnkkaFlowSpec, pods: &BTreeMap<String, u32>, now: Timestamp) {
+        let request = match std::mem::replace(&mut self.state, State::Done(Done::AlreadyDone { id: String::new() })) {
+            State::Requested(r) => r,
+            State::Waiting(w) => w.request,
+            // Once resetting, the decision is taken; a group with members is refused by Kafka itself.
+            other @ (State::Resetting(_) | State::Done(_)) => {
+                self.state = other;
+                return;
+            }
+        };
+        let id = request.id.clone();
+        let selected = match targets::select(spec, &request.streamlets) {
+            Ok(t) => t,
+            Err(err) => {
+                let why = targets::operator_selection_note(&id, &err);
+                let key = format!("{id}/refused");
+                self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", why.clone(), key)));
+                self.emit(Effect::WriteDone { id: id.clone() });
+                self.state = State::Done(Done::Refused { id, why });
+                return;
+            }
+        };
+        self.topics = selected.iter().flat_map(|t| &t.inlets).map(|i| (i.group.clone(), i.topic.clone())).collect();
+        let reasons = targets::running(spec, &selected, pods);
+        if !reasons.is_empty() {
+            let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
+            let note = format!("reset {id} waits: {}", texts.join("; "));
+            self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", note.clone(), note)));
+            self.state = State::Waiting(Waiting { request, reasons, next_look: now.after(WAIT_RECHECK) });
+            return;
+        }
+        let mut groups = BTreeMap::new();
+        let mut cx = Cx { id: &id, now, settle: self.settle, effects: &mut self.effects };
+        for target in selected.into_iter().flat_map(|t| t.inlets) {
+            let progress = self.progress.get(&target.group);
+            let (intent, outcome) = (progress.and_then(|r| r.intent.clone()), progress.and_then(|r| r.outcome.clone()));
+            let phase = group::resume(&target, intent, outcome, &mut cx);
+            groups.insert(target.group.clone(), Group { target, phase });
+        }
+        self.state = State::Resetting(Resetting { request, groups });
+        self.maybe_done();
+    }
+
+    /// Feeds a Kafka result to its group.
+    fn step(&mut self, group: &GroupId, input: GroupInput, now: Timestamp) {
+        let State::Resetting(r) = &mut self.state else { return };
+        let Some(g) = r.groups.get_mut(group) else { return };
+        let mut cx = Cx { id: &r.request.id, now, settle: self.settle, effects: &mut self.effects };
+        let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
+        g.phase = group::advance(&g.target, phase, input, &mut cx);
+        self.maybe_done();
+    }
+
+    fn tick(&mut self, now: Timestamp) {
+        let State::Resetting(r) = &mut self.state else { return };
+        let mut cx = Cx { id: &r.request.id, now, settle: self.settle, effects: &mut self.effects };
+        for g in r.groups.values_mut() {
+            let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
+            g.phase = group::tick(&g.target, phase, &mut cx);
+        }
+    }
+
+    /// Once every group finished: the done write, and the request is `Done`.
+    fn maybe_done(&mut self) {
+        let State::Resetting(r) = &self.state else { return };
+        if !r.groups.values().all(|g| matches!(g.phase, GroupPhase::Finished(_))) {
+            return;
+        }
+        let State::Resetting(r) =
+            std::mem::replace(&mut self.state, State::Done(Done::AlreadyDone { id: String::new() }))
+        else {
+            return;
+        };
+        let id = r.request.id;
+        let groups = r
+            .groups
+            .into_iter()
+            .filter_map(|(g, Group { target, phase })| match phase {
+                GroupPhase::Finished(o) => Some((g, (target, o))),
+                _ => None,
+            })
+            .collect();
+        self.emit(Effect::WriteDone { id: id.clone() });
+        self.state = State::Done(Done::Completed { id, groups });
+    }
+
+    fn emit(&mut self, effect: Effect) {
+        self.effects.push_back(effect);
+    }
+}

@@ -1,0 +1,75 @@
+//! How a group retries: one record of its failures, carried from phase to phase.
+
+use std::time::Duration;
+
+use super::vocabulary::{KafkaFailure, Timestamp};
+
+/// Attempts of a group whose failures are transient before its last failure becomes final.
+pub const MAX_ATTEMPTS: u32 = 5;
+/// Delay before the second attempt; doubled for each further one, up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest delay between attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Delay before attempt `attempt + 1`, after `attempt` (1-based) failed attempts.
+pub fn backoff(attempt: u32) -> Duration {
+    let factor = 1u32 << attempt.saturating_sub(1).min(16);
+    FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
+}
+
+/// The failures of one group so far: how many, the last one's reason, and when the next attempt
+/// is due. Every phase that can fail carries one, so that a group's failures add up across phases
+/// (a fence that fails after an inspection that failed is the second failure, not the first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Retry {
+    /// Failed attempts so far.
+    pub failures: u32,
+    /// The last failure's reason.
+    pub last_error: Option<String>,
+    /// When the next attempt is due; `None` while an attempt is under way (or none is scheduled).
+    pub next: Option<Timestamp>,
+}
+
+impl Retry {
+    /// Counts `failure`; the retry it allows, due after the backoff, or the reason that is final.
+    pub fn fail(mut self, failure: KafkaFailure, now: Timestamp) -> Result<Retry, String> {
+        self.failures += 1;
+        if failure.transient() && self.failures < MAX_ATTEMPTS {
+            self.next = Some(now.after(backoff(self.failures)));
+            self.last_error = Some(failure.reason);
+            Ok(self)
+        } else {
+            Err(failure.reason)
+        }
+    }
+
+    /// Counts `failure` without deciding anything yet: the step that follows learns more first.
+    pub fn count(mut self, failure: KafkaFailure) -> Retry {
+        self.failures += 1;
+        self.last_error = Some(failure.reason);
+        self.next = None;
+        self
+    }
+
+    /// Due at `at`, with no failure counted (the wait of the settle).
+    pub fn at(at: Timestamp) -> Retry {
+        Retry { next: Some(at), ..Retry::default() }
+    }
+
+    /// The same failures, due after the backoff they call for.
+    pub fn after_backoff(mut self, now: Timestamp) -> Retry {
+        self.next = Some(now.after(backoff(self.failures.max(1))));
+        self
+    }
+
+    /// Whether the next attempt is due at `now`; an attempt under way is never due.
+    pub fn due(&self, now: Timestamp) -> bool {
+        self.next.is_some_and(|t| t <= now)
+    }
+
+    /// The same failures with the attempt under way.
+    pub fn started(mut self) -> Retry {
+        self.next = None;
+        self
+    }
+}
