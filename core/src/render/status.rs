@@ -198,17 +198,15 @@ pub fn finish(
         }
     });
     if let Some(reset) = &status.reset {
-        // The phase as the status writes it, whatever type holds it.
-        let phase =
-            serde_json::to_value(&reset.phase).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-        let done = phase == "Done";
+        let phase = reset.phase.as_str();
+        let done = reset.phase == crate::resource::RequestPhase::Done;
         let who = if reset.id.is_empty() { "the reset request".to_string() } else { format!("reset {}", reset.id) };
         let mut message = format!("{who} is {}", phase.to_ascii_lowercase());
         if !reset.detail.is_empty() {
             message.push_str(": ");
             message.push_str(&reset.detail);
         }
-        conditions.push(condition(CONDITION_RESET_COMPLETE, done, camel(&phase), message, generation));
+        conditions.push(condition(CONDITION_RESET_COMPLETE, done, camel(phase), message, generation));
     }
     for c in &mut conditions {
         let before = previous.and_then(|p| p.conditions.iter().find(|b| b.type_ == c.type_));

@@ -155,11 +155,11 @@ pub(super) fn resume(
     match (outcome, intent) {
         (Some(outcome), _) => {
             // Its event may not have been recorded before the driver stopped: record it again (a
-            // duplicate is refused by name).
-            for event in outcome_events(cx.id, target, &outcome) {
-                cx.emit(Effect::Record(event));
-            }
-            GroupPhase::Finished(outcome)
+            // duplicate is refused by name). The outcome may be known from the ledger alone, which
+            // can be lost: it is made durable again first, so that its event is never recorded
+            // unless the status holds it too (else a lost ledger would let the group be decided
+            // again, with a second, different event).
+            finish(target, outcome, cx)
         }
         (None, Some(intent)) => {
             cx.emit(Effect::ReadCommitted(target.clone()));
