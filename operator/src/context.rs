@@ -29,6 +29,9 @@ pub enum Error {
     /// The resource lacks a field the API server always sets.
     #[error("the resource has no {0}")]
     Incomplete(&'static str),
+    /// This instance no longer holds the Lease with a margin: it must not act (see `crate::leader`).
+    #[error("this operator no longer holds the Lease with a margin, so it does not act")]
+    LeaseLost,
 }
 
 impl Error {
@@ -41,6 +44,7 @@ impl Error {
             Error::Ledger(_) => "LedgerFailed",
             Error::Task(_) => "TaskFailed",
             Error::Incomplete(_) => "ResourceIncomplete",
+            Error::LeaseLost => "LeaseLost",
         }
     }
 }

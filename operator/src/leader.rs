@@ -1,31 +1,43 @@
 //! Leader election over a `coordination.k8s.io/v1` Lease, and the stop signal.
 //!
-//! Only the Lease holder reconciles. An instance that is not the holder waits; the holder renews the
-//! Lease in the background while it works. Losing the Lease ends the process at once (the caller
-//! returns an error, Kubernetes restarts the container, and the fresh process waits for the Lease
-//! like any other): every durable effect of a reset is idempotent and rebuilt from the status and
-//! the ledger, so stopping mid-reconcile is safe, while reconciling on without the Lease is not. A
-//! SIGTERM lets running reconciles finish and then gives the Lease back, so the next instance of a
-//! rollout takes over without waiting for it to expire.
+//! Only the Lease holder reconciles, and a deposed holder stops before a new one acts:
+//! - **Renewal deadline.** The holder renews the Lease every [`Timing::retry`]. A holder that has not
+//!   renewed for [`Timing::renew_deadline`] (two thirds of the Lease's duration) steps down: the
+//!   process ends (the caller exits, Kubernetes restarts the container, and the fresh process waits
+//!   for the Lease like any other). Every durable effect of a reset is rebuilt from the status, the
+//!   ledger and Kafka's markers, so stopping mid-reconcile is safe, while reconciling on is not.
+//! - **Acting only with a margin.** Commits, events, status writes and the done write happen only
+//!   while [`may_act`] holds: less than the renewal deadline since the last renewal the API server
+//!   confirmed, counted from before it was sent, on the monotonic clock. A process paused past it (a
+//!   long GC pause, SIGSTOP) finds it false the moment it runs again, before it acts.
+//! - **Every API call with a timeout**, shorter than what is left of the renewal deadline.
+//! - **Takeover conditional on the Lease's resourceVersion.** A candidate counts a holder as gone
+//!   only when the Lease it read has not changed for the Lease's duration plus a grace on its own
+//!   clock (never comparing clocks across machines), and takes it over with an update that carries
+//!   the resourceVersion it read: if anyone wrote the Lease meanwhile, the API server answers 409 and
+//!   the candidate reads again. The grace covers a Kafka call the old holder started just before its
+//!   deadline: by the time a new holder acts, it has ended.
 //!
-//! The lease crate renews the Lease and notices that another instance took it, but only when it
-//! renews. A holder that cannot renew (the API server unreachable, the process paused) would go on
-//! believing it holds the Lease after it expired. So the holder also reads the Lease itself every
-//! few seconds and stops once it can no longer show that it holds a Lease that is still valid: the
-//! holder is someone else, or the last renewal it saw is about to run out.
+//! A SIGTERM lets running reconciles finish and then gives the Lease back (an update that clears its
+//! holder), so the next instance of a rollout takes over without waiting for it to expire.
+//!
+//! What this cannot stop: a request that had left the old holder's Kafka client before it paused is
+//! processed by the broker when it arrives, and one queued in the client's own buffers at the instant
+//! the process was paused goes out when it resumes. The first is over by the time a new holder acts
+//! (the grace); the second is a window of the time between the last check and the send, a few
+//! milliseconds, in which Kafka itself refuses the commit if consumers have joined the group since.
 
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::settings::{DEFAULT_INSTANCE, Settings};
-
-/// How long a stopping holder waits for its Lease to be given back.
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Set once SIGTERM or SIGINT arrived; a second signal ends the process at once.
 #[derive(Clone)]
@@ -81,11 +93,8 @@ pub enum Error {
         namespace: String,
         name: String,
         #[source]
-        source: LeaseManagerError,
+        source: kube::Error,
     },
-    /// The background task that renews the Lease ended.
-    #[error("the task that holds the Lease {namespace}/{name} ended")]
-    TaskEnded { namespace: String, name: String },
 }
 
 /// This instance's name in the Lease.
@@ -104,73 +113,254 @@ pub fn identity(settings: &Settings) -> String {
     format!("{DEFAULT_INSTANCE}-{}-{nanos:08x}", std::process::id())
 }
 
+/// The periods of the election, from the Lease's duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// How long the Lease stays valid after a renewal.
+    pub duration: Duration,
+    /// How long the holder may go without a confirmed renewal before it steps down; also how long
+    /// after a renewal it may act. Two thirds of the duration, as Kubernetes' own controllers use.
+    pub renew_deadline: Duration,
+    /// How often the holder renews, and a candidate looks.
+    pub retry: Duration,
+    /// What a candidate waits beyond the duration before it takes over: enough for a Kafka call the
+    /// old holder started just before its deadline to have ended.
+    pub grace: Duration,
+}
+
+impl Timing {
+    /// The periods for a Lease of `duration_seconds`, with Kafka calls of at most `kafka_call`.
+    pub fn new(duration_seconds: u64, kafka_call: Duration) -> Timing {
+        let duration = Duration::from_secs(duration_seconds);
+        let renew_deadline = duration * 2 / 3;
+        let retry = (duration / 6).max(Duration::from_millis(500));
+        // The old holder stops starting calls at the renew deadline; a call it started then runs at
+        // most `kafka_call` plus the admin poll's extra second. The candidate's count starts no
+        // earlier than the old holder's last renewal, and takes over after the duration.
+        let grace = (kafka_call + Duration::from_secs(1)).saturating_sub(duration - renew_deadline);
+        Timing { duration, renew_deadline, retry, grace }
+    }
+}
+
+/// When this instance last had its holding confirmed, shared with everything that must not act
+/// without it.
+#[derive(Debug)]
+struct Term {
+    renewed: Mutex<Instant>,
+    timing: Timing,
+}
+
+impl Term {
+    fn may_act(&self) -> bool {
+        self.renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < self.timing.renew_deadline
+    }
+
+    fn renewed_at(&self, at: Instant) {
+        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = at;
+    }
+}
+
+/// The term of this process, once it holds the Lease (never set without leader election).
+static TERM: OnceLock<Arc<Term>> = OnceLock::new();
+
+/// Whether this process may act now: it runs without leader election, or it holds the Lease and
+/// its last confirmed renewal is less than the renewal deadline old.
+pub fn may_act() -> bool {
+    TERM.get().is_none_or(|t| t.may_act())
+}
+
 /// The Lease, held by this instance.
 pub struct Leadership {
-    held: watch::Receiver<bool>,
-    api: Api<Lease>,
-    duration: u64,
-    grace: u64,
-    task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+    lost: watch::Receiver<Option<String>>,
+    task: JoinHandle<()>,
+    lease: LeaseApi,
     namespace: String,
     name: String,
     identity: String,
+}
+
+/// The Lease of this election, and who this instance is in it.
+#[derive(Clone)]
+struct LeaseApi {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    timing: Timing,
+}
+
+impl LeaseApi {
+    /// `call` with a deadline: the renewal deadline left, at most, and never less than a second.
+    async fn timed<T>(
+        &self,
+        left: Duration,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        match tokio::time::timeout(left.max(Duration::from_secs(1)), call).await {
+            Ok(r) => r,
+            Err(_) => Err(kube::Error::Service("the API server did not answer in time".into())),
+        }
+    }
+
+    async fn get(&self, left: Duration) -> Result<Option<Lease>, kube::Error> {
+        self.timed(left, self.api.get_opt(&self.name)).await
+    }
+
+    /// The spec of the Lease as this instance holds it, renewed now; `from` is the Lease as read,
+    /// taken over when `acquired`.
+    fn held(&self, from: Option<&Lease>, acquired: bool) -> LeaseSpec {
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let mut spec = from.and_then(|l| l.spec.clone()).unwrap_or_default();
+        if acquired {
+            spec.acquire_time = Some(now.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + i32::from(from.is_some()));
+        }
+        spec.holder_identity = Some(self.identity.clone());
+        spec.lease_duration_seconds = i32::try_from(self.timing.duration.as_secs()).ok();
+        spec.renew_time = Some(now);
+        spec
+    }
+
+    /// Creates the Lease with `spec`. `Ok(None)` when another instance created it first (409).
+    async fn create(&self, spec: LeaseSpec, left: Duration) -> Result<Option<Lease>, kube::Error> {
+        let lease =
+            Lease { metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() }, spec: Some(spec) };
+        conflict_is_none(self.timed(left, self.api.create(&PostParams::default(), &lease)).await)
+    }
+
+    /// Writes `spec` over the Lease `from` as read, on condition that nobody wrote it since (a merge
+    /// patch carrying the resourceVersion read). `Ok(None)` when someone did (409).
+    async fn update(&self, from: &Lease, spec: &LeaseSpec, left: Duration) -> Result<Option<Lease>, kube::Error> {
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": from.metadata.resource_version },
+            "spec": {
+                "holderIdentity": spec.holder_identity,
+                "leaseDurationSeconds": spec.lease_duration_seconds,
+                "acquireTime": spec.acquire_time,
+                "renewTime": spec.renew_time,
+                "leaseTransitions": spec.lease_transitions,
+            }
+        });
+        conflict_is_none(
+            self.timed(left, self.api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))).await,
+        )
+    }
+}
+
+/// A write's answer, with a conflict (409: someone wrote first) as `None`.
+fn conflict_is_none(r: Result<Lease, kube::Error>) -> Result<Option<Lease>, kube::Error> {
+    match r {
+        Ok(l) => Ok(Some(l)),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn holder(lease: &Lease) -> Option<&str> {
+    lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()).filter(|h| !h.is_empty())
+}
+
+/// What a candidate saw of the Lease: its resourceVersion, and since when (on its own clock).
+struct Observed {
+    version: Option<String>,
+    since: Instant,
 }
 
 impl Leadership {
     /// Waits until this instance holds the Lease. `Ok(None)` when a stop was asked for first.
     ///
     /// # Errors
-    /// When the Lease cannot be read or created (for example no RBAC grant), or its task ends.
+    /// When the Lease cannot be read or created for good (for example no RBAC grant).
     pub async fn acquire(client: Client, settings: &Settings, stop: Stop) -> Result<Option<Leadership>, Error> {
         let namespace = settings.lease_namespace.clone();
         let name = settings.lease_name.clone();
         let identity = identity(settings);
-        let duration = settings.lease_duration_seconds;
-        // Renew when a third of the term is left: at 15 s, every 10 s, as Kubernetes' own
-        // controllers do.
-        let grace = (duration / 3).max(1);
-        let api = Api::namespaced(client.clone(), &namespace);
-        let manager = LeaseManagerBuilder::new(client, &name)
-            .with_namespace(&namespace)
-            .with_identity(&identity)
-            .with_duration(duration)
-            .with_grace(grace)
-            .build()
-            .await
-            .map_err(|source| Error::Lease { namespace: namespace.clone(), name: name.clone(), source })?;
-        let (mut held, task) = manager.watch().await;
-        tracing::info!(lease = %format!("{namespace}/{name}"), %identity, duration_seconds = duration, "waiting to hold the lease");
+        let timing =
+            Timing::new(settings.lease_duration_seconds, Duration::from_secs(settings.kafka_request_timeout_seconds));
+        let lease = LeaseApi {
+            api: Api::namespaced(client, &namespace),
+            name: name.clone(),
+            identity: identity.clone(),
+            timing,
+        };
+        tracing::info!(
+            lease = %format!("{namespace}/{name}"), %identity, duration_seconds = timing.duration.as_secs(),
+            takeover_grace_ms = timing.grace.as_millis() as u64, "waiting to hold the lease"
+        );
         let stopped = stop.requested();
         tokio::pin!(stopped);
-        loop {
-            if *held.borrow_and_update() {
-                break;
+        let mut observed: Option<Observed> = None;
+        let held = loop {
+            let attempt = Instant::now();
+            match Self::try_acquire(&lease, &mut observed).await {
+                Ok(Some(held)) => break (held, attempt),
+                Ok(None) => {}
+                // Forbidden or not found (no namespace): nothing will change by itself.
+                Err(kube::Error::Api(s)) if matches!(s.code, 401 | 403 | 404) => {
+                    return Err(Error::Lease { namespace, name, source: kube::Error::Api(s) });
+                }
+                Err(e) => tracing::warn!(lease = %name, error = %e, "cannot read or write the lease; trying again"),
             }
             tokio::select! {
-                changed = held.changed() => {
-                    if changed.is_err() {
-                        return Err(Error::TaskEnded { namespace, name });
-                    }
-                }
+                () = tokio::time::sleep(timing.retry) => {}
                 () = &mut stopped => {
-                    drop(held);
-                    let _ = tokio::time::timeout(RELEASE_TIMEOUT, task).await;
                     tracing::info!("stopped before holding the lease");
                     return Ok(None);
                 }
             }
-        }
+        };
+        let term = Arc::new(Term { renewed: Mutex::new(held.1), timing });
+        // Set once per process: a process holds the Lease at most once (losing it ends the process).
+        let _ = TERM.set(term.clone());
+        let (tx, lost) = watch::channel(None);
+        let task = tokio::spawn(renew(lease.clone(), held.0, term, tx));
         tracing::info!(lease = %format!("{namespace}/{name}"), %identity, "holding the lease: this instance reconciles");
-        Ok(Some(Leadership { held, api, duration, grace, task, namespace, name, identity }))
+        Ok(Some(Leadership { lost, task, lease, namespace, name, identity }))
     }
 
-    /// Resolves when this instance no longer holds the Lease (another took it, or it could not be
-    /// renewed in time and the renewing task noticed).
+    /// One look at the Lease: the Lease as held by this instance once it took it, `None` while
+    /// another holder counts as present (or another candidate was faster).
+    async fn try_acquire(lease: &LeaseApi, observed: &mut Option<Observed>) -> Result<Option<Lease>, kube::Error> {
+        let t = lease.timing;
+        let Some(current) = lease.get(t.retry).await? else {
+            return lease.create(lease.held(None, true), t.retry).await;
+        };
+        let version = current.metadata.resource_version.clone();
+        match holder(&current) {
+            // Free (given back), or ours (this pod's container restarted): take it at once.
+            None => {}
+            Some(h) if h == lease.identity => {}
+            Some(h) => {
+                let now = Instant::now();
+                let since = match observed.as_ref().filter(|o| o.version == version) {
+                    Some(o) => o.since,
+                    None => {
+                        *observed = Some(Observed { version, since: now });
+                        now
+                    }
+                };
+                // The holder's own term, as the Lease states it, if longer than ours.
+                let term = current
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.lease_duration_seconds)
+                    .and_then(|d| u64::try_from(d).ok())
+                    .map_or(t.duration, |d| t.duration.max(Duration::from_secs(d)));
+                if now.duration_since(since) < term + t.grace {
+                    return Ok(None);
+                }
+                tracing::info!(lease = %lease.name, holder = %h, "the holder has not renewed the lease in time: taking it over");
+            }
+        }
+        let acquired = holder(&current) != Some(lease.identity.as_str());
+        lease.update(&current, &lease.held(Some(&current), acquired), t.retry).await
+    }
+
+    /// Resolves when this instance no longer holds the Lease: another took it, or it could not
+    /// renew it before the renewal deadline.
     pub async fn lost(&mut self) {
-        let why = tokio::select! {
-            // An error means the renewing task ended: the Lease is no longer renewed either way.
-            _ = self.held.wait_for(|held| !*held) => "another instance holds it".to_string(),
-            why = fence(&self.api, &self.name, &self.identity, self.duration, self.grace) => why,
+        let why = match self.lost.wait_for(Option::is_some).await {
+            Ok(why) => why.clone().unwrap_or_default(),
+            Err(_) => "the task that renews it ended".to_string(),
         };
         tracing::error!(
             lease = %format!("{}/{}", self.namespace, self.name),
@@ -182,58 +372,85 @@ impl Leadership {
 
     /// Gives the Lease back, so another instance takes over without waiting for it to expire.
     pub async fn release(self) {
-        let Leadership { held, task, namespace, name, .. } = self;
-        // Closing the channel makes the renewing task release the Lease and end.
-        drop(held);
-        match tokio::time::timeout(RELEASE_TIMEOUT, task).await {
-            Ok(Ok(Ok(_))) => tracing::info!(lease = %format!("{namespace}/{name}"), "released the lease"),
-            Ok(Ok(Err(e))) => {
+        let Leadership { task, lease, namespace, name, .. } = self;
+        task.abort();
+        let t = lease.timing;
+        let given = async {
+            let Some(current) = lease.get(t.retry).await? else { return Ok(false) };
+            if holder(&current) != Some(lease.identity.as_str()) {
+                return Ok(false);
+            }
+            let transitions = current.spec.as_ref().and_then(|s| s.lease_transitions);
+            let free = LeaseSpec { lease_transitions: transitions, ..LeaseSpec::default() };
+            Ok::<_, kube::Error>(lease.update(&current, &free, t.retry).await?.is_some())
+        };
+        match given.await {
+            Ok(true) => tracing::info!(lease = %format!("{namespace}/{name}"), "released the lease"),
+            Ok(false) => {
+                tracing::info!(lease = %format!("{namespace}/{name}"), "the lease was no longer ours to release")
+            }
+            Err(e) => {
                 tracing::warn!(lease = %format!("{namespace}/{name}"), error = %e, "could not release the lease; it expires by itself")
             }
-            Ok(Err(e)) => {
-                tracing::warn!(lease = %format!("{namespace}/{name}"), error = %e, "the lease task failed; the lease expires by itself")
-            }
-            Err(_) => tracing::warn!(
-                lease = %format!("{namespace}/{name}"),
-                "releasing the lease took too long; it expires by itself"
-            ),
         }
     }
 }
 
-/// Reads the Lease every `grace / 2` seconds (at least 1) and returns why this instance can no longer
-/// count on holding it: the Lease names another holder, or the last renewal seen runs out within
-/// half a reading period (whether because renewals fail or because the Lease cannot be read).
-async fn fence(api: &Api<Lease>, name: &str, identity: &str, duration: u64, grace: u64) -> String {
-    let period = Duration::from_secs((grace / 2).max(1));
-    let margin = period / 2;
-    // Just acquired: valid for a whole term from now at most.
-    let mut valid_until = Instant::now() + Duration::from_secs(duration);
+/// Renews the Lease every retry period until it is lost; sends why.
+async fn renew(lease: LeaseApi, mut held: Lease, term: Arc<Term>, lost: watch::Sender<Option<String>>) {
+    let t = lease.timing;
+    let mut renewed = Instant::now();
     loop {
-        match api.get(name).await {
-            Ok(lease) => {
-                let spec = lease.spec.unwrap_or_default();
-                if spec.holder_identity.as_deref() != Some(identity) {
-                    return format!(
-                        "the Lease names {} as its holder",
-                        spec.holder_identity.as_deref().unwrap_or("no one")
-                    );
-                }
-                if let Some(renewed) = spec.renew_time {
-                    let now = k8s_openapi::jiff::Timestamp::now();
-                    let age_ms = u64::try_from(now.as_millisecond() - renewed.0.as_millisecond()).unwrap_or(0);
-                    let term = Duration::from_secs(
-                        spec.lease_duration_seconds.map_or(duration, |d| u64::try_from(d).unwrap_or(duration)),
-                    );
-                    valid_until = Instant::now() + term.saturating_sub(Duration::from_millis(age_ms));
-                }
+        tokio::time::sleep(t.retry).await;
+        let left = t.renew_deadline.saturating_sub(renewed.elapsed());
+        if left.is_zero() {
+            let _ = lost.send(Some("it was not renewed within the renewal deadline".into()));
+            return;
+        }
+        let sent = Instant::now();
+        match lease.update(&held, &lease.held(Some(&held), false), left).await {
+            Ok(Some(l)) => {
+                held = l;
+                renewed = sent;
+                term.renewed_at(sent);
             }
-            Err(e) => tracing::warn!(lease = name, error = %e, "cannot read the lease"),
+            // Someone wrote the Lease: ours still, if our own earlier write landed unanswered.
+            Ok(None) => match lease.get(left).await {
+                Ok(Some(l)) if holder(&l) == Some(lease.identity.as_str()) => held = l,
+                Ok(l) => {
+                    let by = l.as_ref().and_then(holder).unwrap_or("no one").to_string();
+                    let _ = lost.send(Some(format!("the Lease names {by} as its holder")));
+                    return;
+                }
+                Err(e) => tracing::warn!(lease = %lease.name, error = %e, "cannot read the lease"),
+            },
+            Err(e) => tracing::warn!(lease = %lease.name, error = %e, "cannot renew the lease"),
         }
-        if Instant::now() + margin >= valid_until {
-            return "it was not seen renewed before running out".to_string();
-        }
-        // Read again after a period, or just before the deadline if that comes first.
-        tokio::time::sleep(period.min(valid_until.saturating_duration_since(Instant::now() + margin))).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deposed_holder_stops_acting_before_a_new_one_may_start() {
+        let t = Timing::new(15, Duration::from_secs(10));
+        assert_eq!(t.renew_deadline, Duration::from_secs(10));
+        assert_eq!(t.retry, Duration::from_millis(2500));
+        // The old holder acts until 10 s after its last renewal; a call it starts then ends by 21 s.
+        // A candidate takes over no earlier than 15 s + grace after that renewal.
+        assert_eq!(t.grace, Duration::from_secs(6));
+        assert!(t.renew_deadline + Duration::from_secs(11) <= t.duration + t.grace);
+        let short = Timing::new(6, Duration::from_secs(2));
+        assert_eq!((short.renew_deadline, short.grace), (Duration::from_secs(4), Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn without_a_term_the_process_may_act() {
+        let term = Term { renewed: Mutex::new(Instant::now()), timing: Timing::new(15, Duration::from_secs(10)) };
+        assert!(term.may_act());
+        term.renewed_at(Instant::now() - Duration::from_secs(11));
+        assert!(!term.may_act());
     }
 }

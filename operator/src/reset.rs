@@ -4,8 +4,9 @@
 //! `flow_core::reset`'s `drive` module). Every decision, and the order of every effect, is core's;
 //! this is the I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use flow_adapters::kafka;
@@ -14,13 +15,14 @@ use flow_adapters::ledger::Owner;
 use flow_core::events::{Event, EventType};
 use flow_core::names::GroupId;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Intake, KafkaCall, Started, State, Timestamp,
-    WAIT_RECHECK, Work,
+    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Intake, KafkaCall, KafkaFailure, Started, State,
+    Timestamp, WAIT_RECHECK, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kube::{Api, ResourceExt};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::connections::Connections;
@@ -30,6 +32,17 @@ use crate::faults;
 fn now() -> Timestamp {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+/// The longest any Kubernetes call of the driver may take: an API server that does not answer must
+/// not hold a drive (or a deposed leader) forever.
+const API_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `call` with [`API_TIMEOUT`].
+async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
+    tokio::time::timeout(API_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| Err(kube::Error::Service("the API server did not answer in time".into())))
 }
 
 /// How long until `at`, from now (zero once it has passed).
@@ -57,7 +70,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     // Act only on a fresh read: the watch cache may predate our own done write (case D2).
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
-    let flow = api.get(&cached.name_any()).await?;
+    let flow = timed(api.get(&cached.name_any())).await?;
     let (request, done) = k::reset_annotations(&flow);
     let flow_status = flow.status.as_ref();
     let fresh = Fresh {
@@ -91,7 +104,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         Started::Drive(drive) => *drive,
     };
     status.reset_history = drive.history().to_vec();
-    let pods = k::running_pods(&ctx.client, &ns, &flow.spec.pipeline).await?;
+    let pods = timed(k::running_pods(&ctx.client, &ns, &flow.spec.pipeline)).await?;
     drive.observe(flow.spec.clone(), pods, now());
     // About to touch Kafka for the first time: refused if another resource maps to one of its
     // groups on the same cluster (the drive is dropped before it hands out anything).
@@ -100,10 +113,13 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     {
         let groups: Vec<GroupId> = r.groups.keys().cloned().collect();
         if let Some(why) = crate::tenancy::shared_reset_refusal(ctx, &flow, drive.id(), &groups).await? {
+            if !crate::leader::may_act() {
+                return Err(Error::LeaseLost);
+            }
             let id = drive.id().to_string();
             record(ctx, &flow, &Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")))
                 .await;
-            k::write_done(&api, &name, &id).await?;
+            timed(k::write_done(&api, &name, &id)).await?;
             let mut refused = drive.status(now());
             refused.phase = RequestPhase::Refused;
             refused.detail = why;
@@ -221,7 +237,7 @@ impl Run<'_> {
                     // A newer request (`flow reset --replace`) supersedes this one: stop here and let
                     // the next reconcile take the new one.
                     let name = self.flow.name_any();
-                    if k::reset_annotations(&self.api.get(&name).await?).0 != Some(drive.annotation()) {
+                    if k::reset_annotations(&timed(self.api.get(&name)).await?).0 != Some(drive.annotation()) {
                         status.reset = Some(drive.status(now()));
                         return Ok(Some(Duration::ZERO));
                     }
@@ -256,6 +272,18 @@ impl Run<'_> {
         calls: &mut FuturesUnordered<JoinHandle<Input>>,
         writing: &mut Option<Writing>,
     ) -> Result<(), Error> {
+        // What commits (a fence too) or publishes happens only while this instance holds the Lease
+        // with a margin.
+        let acts = matches!(
+            work,
+            Work::Kafka(KafkaCall::Commit { .. } | KafkaCall::Fence { .. })
+                | Work::Persist(_)
+                | Work::Record(_)
+                | Work::WriteDone(_)
+        );
+        if acts && !crate::leader::may_act() {
+            return Err(Error::LeaseLost);
+        }
         match work {
             Work::Kafka(call) => {
                 let call = run_kafka(&mut self.connections, self.flow, call).await;
@@ -272,18 +300,24 @@ impl Run<'_> {
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);
                 let (api, name, snapshot) = (self.api.clone(), self.flow.name_any(), status.clone());
+                let fail = persist.carries_intent() && faults::fail("intent-status-write");
                 *writing = Some(Writing {
                     token: persist.token,
                     intent: persist.carries_intent(),
                     outcome: persist.carries_outcome(),
-                    task: tokio::spawn(async move { k::write_status(&api, &name, &snapshot).await }),
+                    task: tokio::spawn(async move {
+                        if fail {
+                            return Err(kube::Error::Service("fault injection: the status write fails".into()));
+                        }
+                        timed(k::write_status(&api, &name, &snapshot)).await
+                    }),
                 });
             }
             Work::Record(event) => record(self.ctx, self.flow, &event).await,
             Work::WriteDone(id) => {
                 faults::point("before-done").await;
                 let name = self.flow.name_any();
-                k::write_done(self.api, &name, &id).await?;
+                timed(k::write_done(self.api, &name, &id)).await?;
                 tracing::info!(namespace = self.flow.namespace().unwrap_or_default(), name = %name, request = %id, "reset request done");
             }
         }
@@ -291,8 +325,50 @@ impl Run<'_> {
     }
 }
 
+/// Why a commit or a fence was not sent.
+const NOT_LEADER: &str = "not sent: this operator no longer holds the Lease with a margin";
+
+/// Consumer groups with a Kafka call under way in this process, whichever drive started it.
+///
+/// A drive waits for its own calls before it gives up, but a reconcile can also be dropped (the
+/// controller stopping), and a blocking Kafka call cannot be cancelled: it runs on. So a call claims
+/// its group first and holds the claim until the call has truly ended, and the next call on the
+/// group, from a newer drive, waits for it. A late fence can never land after a newer commit.
+struct Busy {
+    groups: Mutex<HashSet<GroupId>>,
+    freed: Notify,
+}
+
+static BUSY: LazyLock<Busy> = LazyLock::new(|| Busy { groups: Mutex::new(HashSet::new()), freed: Notify::new() });
+
+/// The claim of a group: dropped when its call ended.
+struct Claim(GroupId);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        BUSY.groups.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
+        BUSY.freed.notify_waiters();
+    }
+}
+
+/// Waits until no call is under way on `group`, and claims it.
+async fn claim(group: &GroupId) -> Claim {
+    loop {
+        let freed = BUSY.freed.notified();
+        tokio::pin!(freed);
+        // Registered before looking, so that a release between the look and the wait is not missed.
+        freed.as_mut().enable();
+        if BUSY.groups.lock().unwrap_or_else(|p| p.into_inner()).insert(group.clone()) {
+            return Claim(group.clone());
+        }
+        tracing::debug!(%group, "waiting for an earlier Kafka call on the group to end");
+        freed.await;
+    }
+}
+
 /// Starts one Kafka call: resolves its connection's client now (reading the cluster Secrets the
-/// first time), and returns the call as a future that yields the machine's input.
+/// first time), and returns the call as a future that yields the machine's input. The future holds
+/// the group's [`Claim`] while the call runs.
 async fn run_kafka(
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
@@ -301,16 +377,28 @@ async fn run_kafka(
     let group = call.group().clone();
     let client = connections.client(flow, &call.target().topic_id).await;
     async move {
+        let _claim = claim(&group).await;
         match call {
             KafkaCall::Inspect(target) => {
                 Input::Inspected { group, result: async { kafka::inspect(client?, target).await }.await }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
-                Input::Fenced { group, result: async { kafka::fence(client?, target, offsets, metadata).await }.await }
+                faults::group_point("before-fence", group.as_str()).await;
+                let result = if crate::leader::may_act() {
+                    async { kafka::fence(client?, target, offsets, metadata).await }.await
+                } else {
+                    Err(KafkaFailure::unavailable(NOT_LEADER))
+                };
+                Input::Fenced { group, result }
             }
             KafkaCall::Commit { target, offsets, metadata } => {
-                let result = async { kafka::commit(client?, target, offsets, metadata).await }.await;
-                faults::point("after-commit").await;
+                // Checked again as late as can be: the claim may have waited.
+                let result = if crate::leader::may_act() {
+                    async { kafka::commit(client?, target, offsets, metadata).await }.await
+                } else {
+                    Err(KafkaFailure::unavailable(NOT_LEADER))
+                };
+                faults::group_point("after-commit", group.as_str()).await;
                 Input::ReadBack { group, result }
             }
             KafkaCall::Read(target) => {
@@ -349,7 +437,7 @@ async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
         EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
         EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
     }
-    if let Err(e) = k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
+    if let Err(e) = timed(k::record_event(&ctx.client, flow, event, &ctx.settings.instance)).await {
         tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
     }
 }

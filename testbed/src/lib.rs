@@ -243,6 +243,11 @@ impl Operator {
         let _ = wait_until("the operator to stop", Duration::from_secs(20), || self.child.try_wait().ok().flatten());
     }
 
+    /// The process id (to send it a signal, such as SIGSTOP).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process still runs.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

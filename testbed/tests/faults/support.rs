@@ -1,0 +1,223 @@
+//! What the fault tests share: a pipeline of several stopped streamlets with input to reset, the
+//! commits Kafka recorded for each group (read from `__consumer_offsets` itself), and the checks that
+//! every fault test makes at its end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flow_testbed::cart::DONE;
+use flow_testbed::*;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+/// Partitions of each topic, and records in each partition.
+pub const PARTITIONS: i32 = 3;
+pub const RECORDS: u32 = 20;
+
+/// A pipeline of stopped streamlets in a namespace of its own, each reading a topic of its own whose
+/// group has read and committed everything (offsets 20/20/20).
+pub struct Pipe {
+    pub ns: String,
+    pub pipeline: String,
+    /// (group, topic) of each streamlet.
+    pub groups: Vec<(String, String)>,
+}
+
+impl Pipe {
+    /// Sets the pipeline up; no operator runs yet.
+    pub fn new(ns: &str, pipeline: &str, streamlets: &[&str]) -> Pipe {
+        install_crd();
+        install_cluster_secret();
+        fresh_namespace(ns);
+        let mut groups = vec![];
+        let mut specs = vec![];
+        for s in streamlets {
+            let topic = format!("faults.{pipeline}.{s}");
+            let group = format!("{pipeline}.{s}.in");
+            kafka::recreate_topic(&topic, PARTITIONS);
+            kafka::produce(&topic, PARTITIONS, RECORDS);
+            standin::read(&group, &topic, u64::from(RECORDS) * PARTITIONS as u64);
+            groups.push((group, topic));
+            specs.push((*s, groups.last().map(|(_, t)| t.clone()).unwrap_or_default(), 0));
+        }
+        let specs: Vec<(&str, &str, i32)> = specs.iter().map(|(s, t, n)| (*s, t.as_str(), *n)).collect();
+        apply_own_pipeline(ns, pipeline, &specs);
+        Pipe { ns: ns.into(), pipeline: pipeline.into(), groups }
+    }
+
+    /// Writes a reset request for every streamlet; returns its id.
+    pub fn request(&self) -> String {
+        let id = uuid();
+        write_request(&self.ns, &self.pipeline, &id, &[]);
+        id
+    }
+
+    /// Waits until the done annotation holds `id`.
+    pub fn wait_done(&self, id: &str, timeout: Duration) {
+        wait_until("the done annotation", timeout, || {
+            (annotation(&self.ns, &self.pipeline, DONE).as_deref() == Some(id)).then_some(())
+        });
+    }
+
+    /// The checks every fault test ends with, for a request `id` that must have reset every group:
+    /// - one commit per group and request: Kafka recorded exactly one commit with the request's reset
+    ///   marker on each partition of each group;
+    /// - no false success: each group is at its log start offsets with the reset marker now, one
+    ///   `ResetOffsets` event each, no `ResetOffsetsFailed`;
+    /// - a status that says what happened: `Done`, every group `Reset`.
+    pub fn assert_reset_once(&self, id: &str) {
+        let marker = format!("ankka-flow/reset/{id}");
+        let recorded = commits(&marker);
+        for (group, topic) in &self.groups {
+            let per_partition: Vec<usize> = (0..PARTITIONS)
+                .map(|p| recorded.get(&(group.clone(), topic.clone(), p)).copied().unwrap_or(0))
+                .collect();
+            assert_eq!(per_partition, vec![1; PARTITIONS as usize], "{group}: reset commits of {id} per partition");
+            let starts = kafka::watermarks(topic);
+            for (p, pos) in groups::positions(group, topic, PARTITIONS) {
+                assert_eq!(pos, Some((starts[&p].0, marker.clone())), "{group} partition {p} now");
+            }
+        }
+        let reset = event_notes(&self.ns, "ResetOffsets");
+        for (group, topic) in &self.groups {
+            let note = format!("{group}: {PARTITIONS} partition(s) of '{topic}' to earliest");
+            assert_eq!(reset.iter().filter(|n| **n == note).count(), 1, "{reset:?}");
+        }
+        assert_eq!(event_notes(&self.ns, "ResetOffsetsFailed"), Vec::<String>::new());
+        let status = reset_status(&self.ns, &self.pipeline);
+        assert_eq!(status["id"], id, "{status}");
+        assert_eq!(status["phase"], "Done", "{status}");
+        let groups = status["groups"].as_array().cloned().unwrap_or_default();
+        assert_eq!(groups.len(), self.groups.len(), "{status}");
+        assert!(groups.iter().all(|g| g["outcome"] == "Reset"), "{status}");
+    }
+}
+
+/// A fresh request id (a version 4 UUID made of the clock and the process, unique enough for tests).
+pub fn uuid() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let n = nanos ^ (u128::from(std::process::id()) << 64);
+    let hex = format!("{:032x}", n & ((1u128 << 122) - 1));
+    format!("{}-{}-4{}-8{}-{}", &hex[..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+}
+
+/// How many commits Kafka recorded with commit metadata `metadata`, per (group, topic, partition):
+/// every offset commit record of `__consumer_offsets`, from the start of its log.
+pub fn commits(metadata: &str) -> BTreeMap<(String, String, i32), usize> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bed().kafka)
+        .set("enable.auto.commit", "false")
+        .set("group.id", "flow-testbed-offsets-reader")
+        .create()
+        .expect("consumer");
+    let md = c.fetch_metadata(Some("__consumer_offsets"), Duration::from_secs(10)).expect("metadata");
+    let partitions: Vec<i32> = md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect();
+    let mut ends = BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in partitions {
+        let (low, high) = c.fetch_watermarks("__consumer_offsets", p, Duration::from_secs(10)).expect("watermarks");
+        if high > low {
+            ends.insert(p, high);
+            tpl.add_partition_offset("__consumer_offsets", p, Offset::Offset(low)).expect("offset");
+        }
+    }
+    c.assign(&tpl).expect("assign");
+    let mut out = BTreeMap::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !ends.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "reading __consumer_offsets took too long: {ends:?} left");
+        let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
+        let m = m.expect("a record of __consumer_offsets");
+        if ends.get(&m.partition()).is_some_and(|end| m.offset() + 1 >= *end) {
+            ends.remove(&m.partition());
+        }
+        let (Some(key), Some(value)) = (m.key(), m.payload()) else { continue };
+        if let (Some((group, topic, partition)), Some(meta)) = (offset_key(key), offset_metadata(value))
+            && meta == metadata
+        {
+            *out.entry((group, topic, partition)).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Reads Kafka's wire encoding of the records of `__consumer_offsets` (the coordinator's
+/// `OffsetCommitKey` and `OffsetCommitValue` schemas).
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        (self.0.len() >= n).then(|| {
+            let (head, rest) = self.0.split_at(n);
+            self.0 = rest;
+            head
+        })
+    }
+    fn i16(&mut self) -> Option<i16> {
+        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn varint(&mut self) -> Option<u64> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            n |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(n);
+            }
+        }
+        None
+    }
+    /// A string with an i16 length (`-1`: null, read as empty).
+    fn string(&mut self) -> Option<String> {
+        let n = self.i16()?;
+        if n < 0 {
+            return Some(String::new());
+        }
+        Some(String::from_utf8_lossy(self.take(usize::try_from(n).ok()?)?).into_owned())
+    }
+    /// A compact string: unsigned varint length + 1 (`0`: null, read as empty).
+    fn compact_string(&mut self) -> Option<String> {
+        let n = self.varint()?;
+        if n == 0 {
+            return Some(String::new());
+        }
+        Some(String::from_utf8_lossy(self.take(usize::try_from(n - 1).ok()?)?).into_owned())
+    }
+}
+
+/// (group, topic, partition) of an offset commit key (versions 0 and 1); `None` for other records.
+fn offset_key(key: &[u8]) -> Option<(String, String, i32)> {
+    let mut r = Reader(key);
+    if !matches!(r.i16()?, 0 | 1) {
+        return None;
+    }
+    Some((r.string()?, r.string()?, r.i32()?))
+}
+
+/// The commit metadata of an offset commit value (versions 0 to 4).
+fn offset_metadata(value: &[u8]) -> Option<String> {
+    let mut r = Reader(value);
+    match r.i16()? {
+        0..=2 => {
+            r.i64()?;
+            r.string()
+        }
+        3 => {
+            r.i64()?;
+            r.i32()?;
+            r.string()
+        }
+        4 => {
+            r.i64()?;
+            r.i32()?;
+            r.compact_string()
+        }
+        _ => None,
+    }
+}
