@@ -69,4 +69,32 @@ fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_le
         assert!(series(&body, p).iter().any(|l| value(l) > 0.0), "no {p}: {body}");
     }
     assert!(op.log_text().contains("flow-operator 0.1.0"), "the start-up line names the version");
+
+    // Every series the shipped alerts and dashboard ask for is one the operator serves.
+    for file in ["charts/ankka-flow/files/alerts.yaml", "charts/ankka-flow/files/dashboard.json"] {
+        let text = std::fs::read_to_string(bed().root.join(file)).expect("file");
+        for name in metric_names(&text) {
+            let base =
+                ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
+            assert!(
+                body.lines().any(|l| l.starts_with(&format!("# TYPE {base} "))),
+                "{file} uses {name}, which the operator does not serve:\n{body}"
+            );
+        }
+    }
+}
+
+/// The metric names (`ankka_flow_*`, `process_*`) a text mentions.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for prefix in ["ankka_flow_", "process_"] {
+        let mut rest = text;
+        while let Some(at) = rest.find(prefix) {
+            let tail = &rest[at..];
+            let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+            names.insert(tail[..end].to_string());
+            rest = &tail[end..];
+        }
+    }
+    names
 }
