@@ -145,6 +145,11 @@ impl Default for Metrics {
         let mut registry = Registry::default();
         let lag = Family::<LagLabels, Gauge>::default();
         let reset_groups = Family::<OutcomeLabels, Counter>::default();
+        // Both outcomes are served from the start, at 0, so that an alert on the rate of failed groups
+        // has a series to read before the first reset (a counter never incremented is not served).
+        for outcome in ["reset", "failed"] {
+            let _ = reset_groups.get_or_create(&OutcomeLabels { outcome: outcome.into() });
+        }
         let reset_duration = Histogram::new(exponential_buckets(0.1, 2.0, 14));
         let pending = Gauge::default();
         let leader = Gauge::default();
