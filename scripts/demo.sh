@@ -33,7 +33,8 @@ seq 1 3000 | sed 's/.*/{"cart":&}/' | testbed/kafka-tool console-producer --boot
 
 say "Starting the operator"
 ledger=$(mktemp -d)
-FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text FLOW_LAG_INTERVAL_SECONDS=1 FLOW_METRICS_ADDRESS=127.0.0.1:19090 \
+FLOW_SIDECAR_IMAGE=ghcr.io/thinkmorestupidless/ankka-flow-sidecar:latest \
+  FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text FLOW_LAG_INTERVAL_SECONDS=1 FLOW_METRICS_ADDRESS=127.0.0.1:19090 \
   RUST_LOG=warn,flow_operator=info flow-operator 2> target/demo-operator.log &
 op=$!
 trap 'kill $op 2>/dev/null || true' EXIT
@@ -43,9 +44,11 @@ in_cart flow verify blueprint.conf --descriptors flow --conf prod.conf
 in_cart "$START"
 kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
 run kubectl -n shop get aflow,pods
+say "What the operator rendered for the streamlet runtime: router's streamlet.conf, from its Secret"
+run kubectl -n shop get secret flow-cart-router -o go-template='{{index .data "streamlet.conf" | base64decode}}'
 
-say "The streamlet (a stand-in consumer in group cart.router.in) reads its whole input"
-run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000
+say "The streamlet (a stand-in for router's sidecar, which takes its topic, group and connection from that file) reads its whole input"
+run flow-standin --namespace shop --pipeline cart --streamlet router --expect 3000
 
 say "Stop the streamlets: replicas 0 in the resource, and wait until their pods are gone"
 in_cart cat stop.conf
@@ -68,7 +71,7 @@ run flow reset status "$id"
 say "Start the streamlets again: they read every record once more"
 in_cart "$START"
 kubectl -n shop wait --for=condition=Available deployment/flow-cart-router --timeout=60s >/dev/null
-run flow-standin --group cart.router.in --topic shop.cart-events.v1 --expect 3000 --rate 1000
+run flow-standin --namespace shop --pipeline cart --streamlet router --expect 3000 --rate 1000
 
 say "The lag after the reset fell to zero: in the status, and on the operator's /metrics"
 sleep 2

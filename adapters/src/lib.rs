@@ -4,3 +4,5 @@
 pub mod kafka;
 pub mod kube;
 pub mod ledger;
+pub mod owned;
+pub mod topics;

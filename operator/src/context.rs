@@ -13,12 +13,22 @@ use kube::runtime::reflector::ObjectRef;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 
-/// Why a reconcile failed. Each is retried with backoff.
+/// Why a reconcile failed. Each is retried with backoff, and shows in the resource's `Applied`
+/// condition and in a Warning event whose reason is its [`Error::category`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A Kubernetes API call failed.
-    #[error("Kubernetes API: {0}")]
+    #[error("Kubernetes API: {}", kube_reason(.0))]
     Kube(#[from] kube::Error),
+    /// A step of the plan was rejected (by the API server: a quota, an admission webhook,
+    /// validation, RBAC; or by Kafka); the steps after it were not carried out. Already reported
+    /// (event and condition) when it is returned.
+    #[error("{0}")]
+    Apply(String),
+    /// A managed topic could not be deleted while the resource is deleted (`onDelete.managedTopics:
+    /// Delete`); the finalizer stays until it can.
+    #[error("{0}")]
+    TopicDelete(String),
     /// The ledger could not be read or written.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -34,6 +44,21 @@ pub enum Error {
     LeaseLost,
 }
 
+/// The API server's own words for a refused call (its status message and code), else the client's
+/// error.
+pub fn kube_reason(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}
+
+impl From<flow_core::render::plan::Incomplete> for Error {
+    fn from(e: flow_core::render::plan::Incomplete) -> Self {
+        Error::Incomplete(e.0)
+    }
+}
+
 impl Error {
     /// A stable CamelCase category: the reason of the Warning event a failed reconcile records, and
     /// the value of the `error` label of the reconcile metrics. Never holds a value, so its
@@ -41,6 +66,8 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Error::Kube(_) => "KubernetesApiFailed",
+            Error::Apply(_) => flow_core::render::plan::REASON_APPLY_FAILED,
+            Error::TopicDelete(_) => "TopicDeleteFailed",
             Error::Ledger(_) => "LedgerFailed",
             Error::Task(_) => "TaskFailed",
             Error::Incomplete(_) => "ResourceIncomplete",
@@ -59,6 +86,8 @@ pub struct Context {
     pub settings: Settings,
     /// Deadlines of Kafka calls.
     pub deadlines: Deadlines,
+    /// Topic administration (describe, create, delete), one admin client per connection.
+    pub kafka: crate::topics::Kafka,
     /// Failed reconciles in a row, per resource: the retry backoff's exponent.
     pub failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
     /// The metrics registry.

@@ -1,16 +1,21 @@
 //! `flow-operator`: reconciles `AnkkaFlow` resources in every namespace and carries out their reset
 //! requests.
 
+mod apply;
 mod connections;
 mod context;
 mod controller;
 mod faults;
+#[cfg(test)]
+mod fixtures;
 mod lag;
 mod leader;
 mod metrics;
+mod observe;
 mod reset;
 mod settings;
 mod tenancy;
+mod topics;
 
 use std::process::ExitCode;
 

@@ -34,6 +34,11 @@ pub struct Settings {
     /// Watch only this namespace (default: every namespace).
     #[arg(long, env = "FLOW_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
+    /// Image of the sidecar container that runs beside every streamlet's process (and alone for a
+    /// built-in streamlet): the platform's streamlet runtime. Unset or empty, every pipeline is
+    /// refused (`SidecarImageMissing`), since no streamlet can run without it.
+    #[arg(long, env = "FLOW_SIDECAR_IMAGE")]
+    pub sidecar_image: Option<String>,
     /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`). Default: the operator's own
     /// namespace (`FLOW_OPERATOR_NAMESPACE`, else `ankka-flow`), as reference.md §8.2 orders it.
     #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE")]
@@ -107,6 +112,11 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The sidecar image, `None` when unset or empty.
+    pub fn sidecar_image(&self) -> Option<&str> {
+        self.sidecar_image.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+
     /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own
     /// namespace.
     pub fn clusters_namespace(&self) -> &str {
@@ -148,6 +158,14 @@ mod tests {
         assert_eq!(cli.settings.clusters_namespace(), "flow-system");
         let cli = Cli::parse_from(["flow-operator", "--kafka-clusters-namespace", "kafka"]);
         assert_eq!(cli.settings.clusters_namespace(), "kafka");
+    }
+
+    #[test]
+    fn an_empty_sidecar_image_is_unset() {
+        let cli = Cli::parse_from(["flow-operator", "--sidecar-image", ""]);
+        assert_eq!(cli.settings.sidecar_image(), None);
+        let cli = Cli::parse_from(["flow-operator", "--sidecar-image", "ghcr.io/x/sidecar:1"]);
+        assert_eq!(cli.settings.sidecar_image(), Some("ghcr.io/x/sidecar:1"));
     }
 
     #[test]

@@ -5,55 +5,14 @@
 use std::sync::Arc;
 
 use flow_adapters::kube as k;
-use flow_core::connection::{self, Clusters};
-use flow_core::events::{Event, EventType};
-use flow_core::render::{self, status::ApplyOutcome};
-use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
+use flow_core::connection::Clusters;
+use flow_core::events::Event;
+use flow_core::resource::AnkkaFlow;
 use flow_core::tenancy::{self, FlowRef, Pipeline, SharedGroup};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use crate::context::{Context, Error};
-
-/// The refusal step of a reconcile: reads the cluster Secrets and resolves every topic of `flow`
-/// (`flow_core::connection::resolve_pipeline`). On problems it records one `Refused` Warning event
-/// per problem, writes the status `Failed` with the problems joined by `; ` as detail (keeping the
-/// reset's part), and returns `None`: the reconcile then applies nothing else and carries out no
-/// reset. Otherwise it returns the cluster Secrets it read, for the rest of the reconcile.
-///
-/// # Errors
-/// The cluster Secrets or the status could not be read or written.
-pub async fn refuse_unresolvable(ctx: &Context, flow: &AnkkaFlow) -> Result<Option<Clusters>, Error> {
-    let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
-    let clusters = k::clusters(&ctx.client, ctx.settings.clusters_namespace()).await?;
-    let resolution = connection::resolve_pipeline(&flow.spec, &ns, &clusters);
-    if !resolution.refused() {
-        return Ok(Some(clusters));
-    }
-    let mut notes = Vec::new();
-    for problem in &resolution.problems {
-        let note = problem.to_string();
-        tracing::debug!(namespace = %ns, name = %flow.name_any(), kind = problem.kind(), "refused");
-        record(ctx, flow, &Event::new(EventType::Warning, "Refused", note.clone(), note.clone())).await;
-        notes.push(note);
-    }
-    let current = flow.status.clone().unwrap_or_default();
-    let status = AnkkaFlowStatus {
-        observed_generation: flow.metadata.generation,
-        phase: Some("Failed".into()),
-        detail: notes.join("; "),
-        reset: current.reset.clone(),
-        reset_history: current.reset_history.clone(),
-        ..Default::default()
-    };
-    let refused = ApplyOutcome::Refused { reason: "Refused".into() };
-    let status = render::status::finish(status, flow.status.as_ref(), &refused, k8s_openapi::jiff::Timestamp::now());
-    if render::status::needs_write(flow.status.as_ref(), &status) {
-        let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
-        k::write_status(&api, &flow.name_any(), &status).await?;
-    }
-    Ok(None)
-}
 
 /// The groups of `flow` that another `AnkkaFlow` in `all` maps to on the same Kafka cluster.
 pub fn shared_groups(flow: &AnkkaFlow, all: &[Arc<AnkkaFlow>], clusters: &Clusters) -> Vec<SharedGroup> {

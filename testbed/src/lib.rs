@@ -179,6 +179,9 @@ pub fn install_crd() {
     ]);
 }
 
+/// The sidecar image the test operator renders (kwok runs no containers, so it is never pulled).
+pub const SIDECAR_IMAGE: &str = "ghcr.io/thinkmorestupidless/ankka-flow-sidecar:0.1.0";
+
 /// A running `flow-operator`, stopped when dropped (SIGTERM, so that it gives its Lease back; SIGKILL
 /// if it is still there 10 s later). Its log goes to `target/e2e-logs/`.
 pub struct Operator {
@@ -190,7 +193,8 @@ pub struct Operator {
 impl Operator {
     /// Starts the operator with a ledger in `ledger_dir` and extra environment `env`.
     ///
-    /// `env` overrides every default below, `KUBECONFIG` included (the test bed's admin by default).
+    /// `env` overrides every default below, `KUBECONFIG` included (the test bed's admin by default),
+    /// and [`SIDECAR_IMAGE`] as `FLOW_SIDECAR_IMAGE` (an empty value leaves it unset).
     /// Leader election stays on. Unless `env` names them, the Lease is `ankka-flow-operator-<ns>`
     /// and the instance (`HOSTNAME`, the identity in the Lease) `flow-operator-<ns>-<test pid>`, where
     /// `<ns>` is `FLOW_WATCH_NAMESPACE`: each test namespace has a Lease of its own, so an operator a
@@ -207,6 +211,7 @@ impl Operator {
         let mut cmd = Command::new(bin("flow-operator"));
         cmd.env("KUBECONFIG", &bed().kubeconfig)
             .env("FLOW_LEDGER_DIR", ledger_dir)
+            .env("FLOW_SIDECAR_IMAGE", SIDECAR_IMAGE)
             .env("FLOW_KAFKA_CLUSTERS_NAMESPACE", "ankka-flow")
             .env("FLOW_LOG_FORMAT", "text")
             .env("RUST_LOG", "info,flow_operator=debug")
@@ -319,6 +324,32 @@ pub mod kafka {
     /// Deletes `topic` if it exists, then creates it with `partitions` partitions, and waits until
     /// every partition has a leader.
     pub fn recreate_topic(topic: &str, partitions: i32) {
+        recreate_topic_with(topic, partitions, &[]);
+    }
+
+    /// Deletes `topic` if it exists and waits until the broker no longer lists it.
+    pub fn remove_topic(topic: &str) {
+        let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let _ = runtime().block_on(admin.delete_topics(&[topic], &opts));
+        wait_until("the topic to go", Duration::from_secs(30), || {
+            (!topics().contains(&topic.to_string())).then_some(())
+        });
+    }
+
+    /// What Kafka's own tool says of `topic`: `kafka-topics --describe`, its first line (name,
+    /// partition count, replication factor and the topic's own configs).
+    pub fn describe_with_kafka_tool(topic: &str) -> String {
+        let o = Command::new(bed().root.join("testbed/kafka-tool"))
+            .args(["topics", "--bootstrap-server", &bed().kafka, "--describe", "--topic", topic])
+            .output()
+            .expect("testbed/kafka-tool runs");
+        assert!(o.status.success(), "kafka-topics --describe {topic}: {}", show(&o));
+        String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or_default().to_string()
+    }
+
+    /// As [`recreate_topic`], with topic-level `configs`.
+    pub fn recreate_topic_with(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
         runtime().block_on(async {
@@ -326,7 +357,10 @@ pub mod kafka {
             wait_until("the old topic to go", Duration::from_secs(30), || {
                 (!topics().contains(&topic.to_string())).then_some(())
             });
-            let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+            let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+            for (k, v) in configs {
+                new = new.set(k, v);
+            }
             let r = admin.create_topics(&[new], &opts).await.expect("create_topics answers");
             for x in r {
                 x.expect("topic created");
@@ -412,6 +446,26 @@ pub mod standin {
         let o = Command::new(bin("flow-standin"))
             .args(["--bootstrap-servers", &bed().kafka, "--group", group, "--topic", topic])
             .args(["--expect", &expect.to_string(), "--timeout", "60"])
+            .output()
+            .expect("flow-standin runs");
+        assert!(o.status.success(), "flow-standin failed: {}", show(&o));
+        serde_json::from_slice(&o.stdout).expect("flow-standin prints JSON")
+    }
+
+    /// The arguments that make `flow-standin` play streamlet `streamlet` of pipeline `pipeline` in
+    /// `ns`: it learns its inlet's topic, group, client id and connection from the streamlet's
+    /// rendered Secret, as the sidecar does.
+    pub fn playing(ns: &str, pipeline: &str, streamlet: &str) -> Vec<String> {
+        ["--namespace", ns, "--pipeline", pipeline, "--streamlet", streamlet].map(String::from).to_vec()
+    }
+
+    /// Plays streamlet `streamlet` of `pipeline` in `ns` (see [`playing`]) until it read `expect`
+    /// records, commits and returns the JSON summary.
+    pub fn read_as_streamlet(ns: &str, pipeline: &str, streamlet: &str, expect: u64) -> serde_json::Value {
+        let o = Command::new(bin("flow-standin"))
+            .args(playing(ns, pipeline, streamlet))
+            .args(["--expect", &expect.to_string(), "--timeout", "60"])
+            .env("KUBECONFIG", &bed().kubeconfig)
             .output()
             .expect("flow-standin runs");
         assert!(o.status.success(), "flow-standin failed: {}", show(&o));
@@ -509,6 +563,19 @@ pub fn event_notes(ns: &str, reason: &str) -> Vec<String> {
     .lines()
     .map(str::to_string)
     .collect()
+}
+
+/// The text under `key` of Secret `ns`/`name`, decoded, exactly as the API server holds it.
+pub fn secret_file(ns: &str, name: &str, key: &str) -> String {
+    let template = format!("{{{{index .data \"{key}\" | base64decode}}}}");
+    kubectl_ok(&["-n", ns, "get", "secret", name, "-o", &format!("go-template={template}")])
+}
+
+/// The object `kind`/`name` of `ns` as JSON (`Null` when there is none).
+pub fn get_json(ns: &str, kind: &str, name: &str) -> serde_json::Value {
+    let o = kubectl(&["-n", ns, "get", kind, name, "-o", "json", "--ignore-not-found"]);
+    assert!(o.status.success(), "kubectl get {kind} {name}: {}", show(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null)
 }
 
 /// A fresh, empty directory under `target/e2e-ledgers/`.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use flow_testbed::cart::{GROUP, TOPIC};
+use flow_testbed::cart::GROUP;
 use flow_testbed::*;
 
 fn status_lag(ns: &str) -> (Option<i64>, Option<String>) {
@@ -39,9 +39,11 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
 
     // Start again; the stand-in reads at 10 records a second, so the catch-up takes a few seconds.
     kubectl_apply(&cart_yaml(ns, 1));
+    // The stand-in plays router: its group and topic come from the Secret the operator rendered.
     let reader = std::process::Command::new(bin("flow-standin"))
-        .args(["--bootstrap-servers", &bed().kafka, "--group", GROUP, "--topic", TOPIC])
+        .args(standin::playing(ns, "cart", "router"))
         .args(["--expect", "60", "--rate", "10", "--timeout", "60"])
+        .env("KUBECONFIG", &bed().kubeconfig)
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("flow-standin starts");

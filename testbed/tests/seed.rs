@@ -29,8 +29,9 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
         "{header}"
     );
 
-    // The streamlet reads its whole input and commits.
-    let first = standin::read(GROUP, TOPIC, 300);
+    // The streamlet reads its whole input and commits. The stand-in plays router's sidecar: its
+    // topic, group, client id and connection come from the Secret the operator rendered.
+    let first = standin::read_as_streamlet(NS, "cart", "router", 300);
     assert_eq!(first["records"], 300);
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(100)), (1, Some(100)), (2, Some(100))].into());
 
@@ -95,7 +96,7 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
     wait_until("router's pod to run again", Duration::from_secs(60), || {
         (running_pipeline_pods(NS, "cart") == 1).then_some(())
     });
-    let again = standin::read(GROUP, TOPIC, 300);
+    let again = standin::read_as_streamlet(NS, "cart", "router", 300);
     assert_eq!(again["records"], 300);
     assert_eq!(again["first"], serde_json::json!({"0": 0, "1": 0, "2": 0}));
 }

@@ -1,7 +1,16 @@
 //! `flow-standin`: a stand-in for a streamlet's inlet, for tests and the demo.
 //!
-//! It joins the inlet's consumer group (`--group`, which is also its `client.id`, as a streamlet's
-//! sidecar does), reads the topic, commits what it read, and prints a one-line JSON summary on stdout:
+//! Playing a streamlet (`--namespace`, `--pipeline`, `--streamlet`, optionally `--inlet`), it does
+//! the sidecar's part of the job: it reads the streamlet's rendered Secret
+//! `flow-<pipeline>-<streamlet>` from the API server (the sidecar reads the same Secret, mounted as
+//! files) and takes everything from its `streamlet.conf`: the inlet's topic, consumer group, client
+//! id, bootstrap servers, connection settings and consumer settings (Java client settings, turned
+//! into librdkafka's by flow-core's translation, the one the operator uses). Nothing of that comes
+//! from its command line. Playing a consumer outside Kubernetes (`--group`, `--topic`), it is told
+//! its group (also its `client.id`) and topic instead.
+//!
+//! It joins the inlet's consumer group, reads the topic, commits what it read, and prints a one-line
+//! JSON summary on stdout:
 //! `{"records":N,"first":{"<partition>":<offset>},"next":{"<partition>":<offset>}}` where `first` is
 //! the first offset read per partition and `next` the committed position.
 //!
@@ -30,15 +39,29 @@ use rdkafka::{Offset, TopicPartitionList};
 #[derive(Parser, Debug)]
 #[command(name = "flow-standin", about = "Stand-in streamlet consumer for tests and the demo")]
 struct Args {
-    /// Kafka brokers.
+    /// Play this streamlet's inlet: read its rendered Secret in this namespace (with
+    /// `--pipeline` and `--streamlet`).
+    #[arg(long, requires_all = ["pipeline", "streamlet"], conflicts_with_all = ["group", "topic"])]
+    namespace: Option<String>,
+    /// Pipeline id of the streamlet to play.
+    #[arg(long, requires = "namespace")]
+    pipeline: Option<String>,
+    /// Name of the streamlet to play.
+    #[arg(long, requires = "namespace")]
+    streamlet: Option<String>,
+    /// Which inlet of the streamlet to play (default: its only inlet).
+    #[arg(long, requires = "namespace")]
+    inlet: Option<String>,
+    /// Kafka brokers (a consumer outside Kubernetes; a streamlet takes its own from its Secret).
     #[arg(long, env = "FLOW_TESTBED_KAFKA", default_value = "127.0.0.1:19092")]
     bootstrap_servers: String,
-    /// Consumer group, also used as client.id: <pipeline>.<streamlet>.<inlet>.
-    #[arg(long)]
-    group: String,
-    /// Topic to read.
-    #[arg(long)]
-    topic: String,
+    /// Consumer group, also used as client.id: <pipeline>.<streamlet>.<inlet> (a consumer outside
+    /// Kubernetes).
+    #[arg(long, required_unless_present = "namespace", requires = "topic")]
+    group: Option<String>,
+    /// Topic to read (a consumer outside Kubernetes).
+    #[arg(long, required_unless_present = "namespace", requires = "group")]
+    topic: Option<String>,
     /// Read this many records, commit and exit.
     #[arg(long, conflicts_with = "hold")]
     expect: Option<u64>,
@@ -75,25 +98,68 @@ fn say(line: &str) {
     eprintln!("flow-standin: {line}");
 }
 
+/// What the consumer needs: its topic, group, client id and client properties.
+struct Inlet {
+    topic: String,
+    group: String,
+    client_id: String,
+    /// Client properties in librdkafka's names, brokers included.
+    properties: BTreeMap<String, String>,
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let inlet = match (&args.namespace, &args.pipeline, &args.streamlet) {
+        (Some(ns), Some(pipeline), Some(streamlet)) => {
+            let inlet = rendered::inlet(ns, pipeline, streamlet, args.inlet.as_deref(), args.timeout)?;
+            say(&format!(
+                "playing {ns}/{pipeline}/{streamlet}: inlet settings from Secret '{}'",
+                rendered::secret_name(pipeline, streamlet)
+            ));
+            inlet
+        }
+        _ => {
+            let (Some(group), Some(topic)) = (&args.group, &args.topic) else {
+                bail!("give --namespace, --pipeline and --streamlet, or --group and --topic");
+            };
+            Inlet {
+                topic: topic.clone(),
+                group: group.clone(),
+                client_id: group.clone(),
+                properties: BTreeMap::from([
+                    ("bootstrap.servers".to_string(), args.bootstrap_servers.clone()),
+                    ("auto.offset.reset".to_string(), args.auto_offset_reset.clone()),
+                ]),
+            }
+        }
+    };
     let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", &args.bootstrap_servers)
-        .set("group.id", &args.group)
-        .set("client.id", &args.group)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", &args.auto_offset_reset)
-        .set("group.protocol", &args.group_protocol);
+    // The sidecar's defaults, which the rendered settings may override (a consumer-config's
+    // `auto.offset.reset = latest`, say); what the sidecar always sets comes after them.
+    cfg.set("auto.offset.reset", "earliest").set("group.protocol", &args.group_protocol);
     if args.group_protocol == "classic" {
         cfg.set("session.timeout.ms", "6000").set("heartbeat.interval.ms", "500");
     }
+    for (k, v) in &inlet.properties {
+        cfg.set(k, v);
+    }
+    cfg.set("group.id", &inlet.group)
+        .set("client.id", &inlet.client_id)
+        .set("enable.auto.commit", "false")
+        .set("allow.auto.create.topics", "false");
     for p in &args.properties {
         let (k, v) = p.split_once('=').context("--property takes KEY=VALUE")?;
         cfg.set(k, v);
     }
     let consumer: BaseConsumer = cfg.create().context("creating the consumer")?;
-    consumer.subscribe(&[&args.topic]).context("subscribing")?;
-    say(&format!("reading '{}' as group '{}' (pid {})", args.topic, args.group, std::process::id()));
+    consumer.subscribe(&[&inlet.topic]).context("subscribing")?;
+    say(&format!(
+        "reading '{}' as group '{}' with client id '{}' (pid {})",
+        inlet.topic,
+        inlet.group,
+        inlet.client_id,
+        std::process::id()
+    ));
 
     let signal = Arc::new(AtomicI32::new(0));
     stop_signals::watch(signal.clone());
@@ -125,7 +191,7 @@ fn main() -> anyhow::Result<()> {
                 break;
             }
             if Instant::now() > deadline {
-                bail!("read {records} of {n} records from '{}' within {} s", args.topic, args.timeout);
+                bail!("read {records} of {n} records from '{}' within {} s", inlet.topic, args.timeout);
             }
         }
         match consumer.poll(Duration::from_millis(100)) {
@@ -191,6 +257,148 @@ fn commit_position(consumer: &BaseConsumer) -> anyhow::Result<()> {
     consumer.commit(&tpl, CommitMode::Sync).context("the commit on close")?;
     say(&format!("committed on close: {}", serde_json::json!(shown)));
     Ok(())
+}
+
+/// The streamlet's rendered settings, read as the sidecar reads them.
+mod rendered {
+    use std::collections::{BTreeMap, HashMap};
+    use std::time::{Duration, Instant};
+
+    use anyhow::{Context, anyhow, bail};
+    use flow_core::blueprint::tree::{self, Node, Object};
+    use k8s_openapi::api::core::v1::Secret;
+
+    use super::Inlet;
+
+    /// The file of the Secret the sidecar reads its settings from.
+    const CONF_KEY: &str = "streamlet.conf";
+
+    /// `flow-<pipeline>-<streamlet>`.
+    pub fn secret_name(pipeline: &str, streamlet: &str) -> String {
+        flow_core::names::streamlet_object_name(pipeline, streamlet)
+    }
+
+    /// The settings of inlet `wanted` (or the only inlet) of the streamlet, from `streamlet.conf` of
+    /// its rendered Secret, waiting up to `timeout_s` seconds for the Secret to appear.
+    pub fn inlet(
+        ns: &str,
+        pipeline: &str,
+        streamlet: &str,
+        wanted: Option<&str>,
+        timeout_s: u64,
+    ) -> anyhow::Result<Inlet> {
+        let text = read_conf(ns, &secret_name(pipeline, streamlet), Duration::from_secs(timeout_s))?;
+        from_conf(&text, wanted)
+    }
+
+    /// `streamlet.conf` of Secret `ns`/`name`, from the API server (KUBECONFIG).
+    fn read_conf(ns: &str, name: &str, timeout: Duration) -> anyhow::Result<String> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("a tokio runtime")?;
+        rt.block_on(async {
+            let client = kube::Client::try_default().await.context("cannot reach Kubernetes")?;
+            let api: kube::Api<Secret> = kube::Api::namespaced(client, ns);
+            let end = Instant::now() + timeout;
+            loop {
+                match api.get_opt(name).await.with_context(|| format!("reading Secret {ns}/{name}"))? {
+                    Some(secret) => {
+                        let data = secret.data.unwrap_or_default();
+                        let bytes =
+                            data.get(CONF_KEY).ok_or_else(|| anyhow!("Secret {ns}/{name} has no key {CONF_KEY}"))?;
+                        return String::from_utf8(bytes.0.clone()).with_context(|| format!("{CONF_KEY} is not UTF-8"));
+                    }
+                    None if Instant::now() < end => tokio::time::sleep(Duration::from_millis(200)).await,
+                    None => bail!("there is no Secret {ns}/{name} (has the operator rendered the streamlet?)"),
+                }
+            }
+        })
+    }
+
+    fn object<'a>(o: &'a Object, key: &str, at: &str) -> anyhow::Result<&'a Object> {
+        o.get(key).and_then(Node::as_object).ok_or_else(|| anyhow!("{CONF_KEY}: {at}{key} is not an object"))
+    }
+
+    fn text<'a>(o: &'a Object, key: &str, at: &str) -> anyhow::Result<&'a str> {
+        o.get(key).and_then(Node::as_text).ok_or_else(|| anyhow!("{CONF_KEY}: {at}{key} is missing"))
+    }
+
+    /// A properties block as a map of strings.
+    fn properties(o: &Object, key: &str, at: &str) -> anyhow::Result<BTreeMap<String, String>> {
+        match o.get(key) {
+            None => Ok(BTreeMap::new()),
+            Some(node) => {
+                let block = node.as_object().ok_or_else(|| anyhow!("{CONF_KEY}: {at}{key} is not an object"))?;
+                tree::flatten(block).map_err(|e| anyhow!("{CONF_KEY}: {at}{key}: {e:?}"))
+            }
+        }
+    }
+
+    /// The inlet's settings from the text of `streamlet.conf`.
+    pub fn from_conf(conf: &str, wanted: Option<&str>) -> anyhow::Result<Inlet> {
+        let root = tree::parse(conf, &HashMap::new()).map_err(|e| anyhow!("{CONF_KEY} does not parse: {e}"))?;
+        let flow = object(&root, "flow", "")?;
+        let inlets = object(flow, "inlets", "flow.")?;
+        let name = match wanted {
+            Some(n) => n.to_string(),
+            None => match inlets.keys().collect::<Vec<_>>().as_slice() {
+                [only] => (*only).clone(),
+                names => bail!("the streamlet has {} inlets ({names:?}): name one with --inlet", names.len()),
+            },
+        };
+        let at = format!("flow.inlets.{name}.");
+        let inlet = object(inlets, &name, "flow.inlets.")?;
+        let bootstrap = object(inlet, "bootstrap", &at).and_then(|b| text(b, "servers", &format!("{at}bootstrap.")))?;
+        // The sidecar's clients take connection-config, with the consumer settings laid over it;
+        // Java client settings are turned into librdkafka's as the operator turns them.
+        let mut java = properties(inlet, "connection-config", &at)?;
+        java.extend(properties(inlet, "consumer-config", &at)?);
+        let mut props = flow_core::connection::java::for_librdkafka(java).map_err(|e| anyhow!("{}", e.join("; ")))?;
+        props.insert("bootstrap.servers".into(), bootstrap.to_string());
+        Ok(Inlet {
+            topic: text(inlet, "topic", &at)?.to_string(),
+            group: text(inlet, "group", &at)?.to_string(),
+            client_id: text(inlet, "client-id", &at)?.to_string(),
+            properties: props,
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        const CONF: &str = r#"# Rendered by the ankka-flow operator for "router" of pipeline "cart". Do not edit.
+flow {
+  pipeline = "cart"
+  streamlet = "router"
+  config = {"review-threshold":250}
+  inlets {
+    "in" {
+      topic = "shop.cart-events.v1"
+      group = "cart.router.in"
+      client-id = "cart.router.in"
+      bootstrap.servers = "kafka.kafka.svc:9092"
+      connection-config { "security.protocol" = "PLAINTEXT" }
+      consumer-config { "auto.offset.reset" = "latest" }
+      batch { max-records = 100, max-bytes = 1048576 }
+    }
+  }
+  outlets {
+  }
+}
+"#;
+
+        #[test]
+        fn the_inlet_settings_come_from_the_file() {
+            let i = from_conf(CONF, None).unwrap();
+            assert_eq!(
+                (i.topic.as_str(), i.group.as_str(), i.client_id.as_str()),
+                ("shop.cart-events.v1", "cart.router.in", "cart.router.in")
+            );
+            assert_eq!(i.properties["bootstrap.servers"], "kafka.kafka.svc:9092");
+            assert_eq!(i.properties["security.protocol"], "PLAINTEXT");
+            assert_eq!(i.properties["auto.offset.reset"], "latest");
+            assert!(from_conf(CONF, Some("other")).is_err());
+        }
+    }
 }
 
 /// SIGTERM and SIGINT store their number in a flag, through tokio's signal support on a helper

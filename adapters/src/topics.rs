@@ -1,0 +1,350 @@
+//! Kafka topic administration over a topic's own connection: describe, create and delete, with
+//! rdkafka's safe `AdminClient`.
+//!
+//! Nothing here ever makes a topic appear by accident: existence is read from the metadata of every
+//! topic (a Metadata request that names no topic never creates one, even on a broker with
+//! `auto.create.topics.enable=true`), and a topic's configuration is only asked for once the
+//! metadata showed that the topic exists. A topic is created only by [`TopicAdmin::create`], which
+//! the operator calls for a managed topic it found missing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flow_core::connection::KafkaConnection;
+use flow_core::reset::KafkaFailure;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+use crate::kafka::{CLIENT_ID, Deadlines, classify};
+
+/// What the describe of one topic found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicState {
+    /// The cluster has no topic of that name.
+    Missing,
+    /// The topic exists.
+    Exists(Described),
+    /// The cluster could not be asked; the reason never holds a credential.
+    Unreachable(String),
+}
+
+/// An existing topic as Kafka describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    /// Number of partitions.
+    pub partitions: i32,
+    /// Replication factor of the topic's first partition (the lowest id).
+    pub replication: i32,
+    /// Live values of the configuration keys that were asked for; a key Kafka does not know (or
+    /// gives no value for) is absent.
+    pub configs: BTreeMap<String, String>,
+}
+
+/// What [`TopicAdmin::create`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// The topic was created by this call.
+    Created,
+    /// Someone created it between the describe and the create (an already-exists race): nothing
+    /// was done.
+    AlreadyExisted,
+}
+
+/// What [`TopicAdmin::delete`] did to one topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// The topic was deleted.
+    Deleted,
+    /// There was no such topic.
+    Missing,
+}
+
+/// The client context of the admin client: librdkafka's log lines go to `tracing`, and the last
+/// authentication failure is kept. librdkafka reports a failed SASL handshake only through the
+/// log and error callbacks; the admin call itself just times out, which would read as a transient
+/// failure.
+#[derive(Default)]
+pub struct AdminWatch {
+    auth: Mutex<Option<String>>,
+}
+
+impl AdminWatch {
+    fn remember_auth(&self, reason: &str) {
+        *self.auth.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
+    }
+
+    fn auth_failure(&self) -> Option<String> {
+        self.auth.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl ClientContext for AdminWatch {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if let Some(at) = log_message.find("SASL authentication error: ") {
+            let reason = &log_message[at + "SASL authentication error: ".len()..];
+            self.remember_auth(reason.split(" (after ").next().unwrap_or(reason));
+        }
+        match level {
+            RDKafkaLogLevel::Debug | RDKafkaLogLevel::Info | RDKafkaLogLevel::Notice => {
+                tracing::debug!(target: "librdkafka", "{fac} {log_message}")
+            }
+            RDKafkaLogLevel::Warning => tracing::info!(target: "librdkafka", "{fac} {log_message}"),
+            _ => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let auth = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        ) || reason.contains("SASL authentication");
+        if auth {
+            self.remember_auth(reason);
+        }
+        tracing::debug!(%error, reason, "librdkafka admin client");
+    }
+}
+
+/// An admin client of one Kafka connection. Building one costs a bootstrap connection, so the
+/// operator keeps one per connection and shares it between reconciles.
+pub struct TopicAdmin {
+    admin: AdminClient<AdminWatch>,
+    bootstrap_servers: String,
+    deadlines: Deadlines,
+}
+
+impl TopicAdmin {
+    /// An admin client of `conn` whose every request has deadline `d.request`.
+    ///
+    /// # Errors
+    /// A final [`KafkaFailure`] when librdkafka rejects the connection's properties.
+    pub fn new(conn: &KafkaConnection, d: Deadlines) -> Result<Self, KafkaFailure> {
+        let mut cfg = ClientConfig::new();
+        for (k, v) in &conn.properties {
+            cfg.set(k, v);
+        }
+        cfg.set("bootstrap.servers", &conn.bootstrap_servers)
+            .set("client.id", CLIENT_ID)
+            .set("socket.timeout.ms", d.request.as_millis().to_string());
+        let admin = cfg.create_with_context(AdminWatch::default()).map_err(|e| {
+            KafkaFailure::configuration(format!(
+                "cannot build a Kafka admin client for {}: {e}",
+                conn.bootstrap_servers
+            ))
+        })?;
+        Ok(TopicAdmin { admin, bootstrap_servers: conn.bootstrap_servers.clone(), deadlines: d })
+    }
+
+    fn options(&self) -> AdminOptions {
+        AdminOptions::new()
+            .request_timeout(Some(self.deadlines.request))
+            .operation_timeout(Some(self.deadlines.request))
+    }
+
+    /// A failure, replaced by the authentication failure librdkafka reported meanwhile, if any.
+    fn explain(&self, failure: KafkaFailure) -> KafkaFailure {
+        match self.admin.inner().context().auth_failure() {
+            Some(reason) => KafkaFailure::authentication(format!(
+                "authentication with the Kafka cluster at {} failed: {reason}",
+                self.bootstrap_servers
+            )),
+            None => failure,
+        }
+    }
+
+    /// Describes each topic of `wanted` (Kafka name -> the configuration keys whose live values
+    /// are wanted): partitions, replication factor of the first partition, and those values.
+    ///
+    /// One Metadata request for every topic of the cluster, then one DescribeConfigs request for
+    /// the existing topics that want configuration values. When the cluster cannot be asked, every
+    /// topic is [`TopicState::Unreachable`] with the reason.
+    pub async fn describe(
+        self: &Arc<Self>,
+        wanted: BTreeMap<String, BTreeSet<String>>,
+    ) -> BTreeMap<String, TopicState> {
+        let this = Arc::clone(self);
+        let names: Vec<String> = wanted.keys().cloned().collect();
+        let metadata = tokio::task::spawn_blocking(move || {
+            let md = this.admin.inner().fetch_metadata(None, this.deadlines.request).map_err(|e| classify(&e));
+            md.map(|md| {
+                names
+                    .iter()
+                    .map(|name| {
+                        let found = md.topics().iter().find(|t| t.name() == name).map(|t| {
+                            if let Some(err) = t.error() {
+                                return Err(format!("topic '{name}': {}", RDKafkaErrorCode::from(err)));
+                            }
+                            let first = t.partitions().iter().min_by_key(|p| p.id());
+                            let replication =
+                                first.map_or(0, |p| i32::try_from(p.replicas().len()).unwrap_or(i32::MAX));
+                            let partitions = i32::try_from(t.partitions().len()).unwrap_or(i32::MAX);
+                            Ok((partitions, replication))
+                        });
+                        (name.clone(), found)
+                    })
+                    .collect::<BTreeMap<_, _>>()
+            })
+            .map_err(|f| this.explain(f))
+        })
+        .await
+        .unwrap_or_else(|e| Err(KafkaFailure::unavailable(format!("Kafka worker stopped: {e}"))));
+        let listed = match metadata {
+            Ok(listed) => listed,
+            Err(f) => {
+                return wanted.into_keys().map(|name| (name, TopicState::Unreachable(f.reason.clone()))).collect();
+            }
+        };
+        let mut out = BTreeMap::new();
+        let mut configs_wanted: Vec<&str> = Vec::new();
+        for (name, found) in &listed {
+            match found {
+                None => {
+                    out.insert(name.clone(), TopicState::Missing);
+                }
+                Some(Err(reason)) => {
+                    out.insert(name.clone(), TopicState::Unreachable(reason.clone()));
+                }
+                Some(Ok((partitions, replication))) => {
+                    out.insert(
+                        name.clone(),
+                        TopicState::Exists(Described {
+                            partitions: *partitions,
+                            replication: *replication,
+                            configs: BTreeMap::new(),
+                        }),
+                    );
+                    if wanted.get(name).is_some_and(|keys| !keys.is_empty()) {
+                        configs_wanted.push(name);
+                    }
+                }
+            }
+        }
+        if configs_wanted.is_empty() {
+            return out;
+        }
+        let specifiers: Vec<ResourceSpecifier<'_>> =
+            configs_wanted.iter().map(|n| ResourceSpecifier::Topic(n)).collect();
+        let opts = self.options();
+        let answer = self.bounded(self.admin.describe_configs(specifiers.iter(), &opts)).await;
+        match answer {
+            Err(f) => {
+                let f = self.explain(f);
+                for name in configs_wanted {
+                    out.insert(name.to_string(), TopicState::Unreachable(f.reason.clone()));
+                }
+            }
+            Ok(results) => {
+                for (name, result) in configs_wanted.into_iter().zip(results) {
+                    match result {
+                        Ok(resource) => {
+                            if let (Some(TopicState::Exists(d)), Some(keys)) = (out.get_mut(name), wanted.get(name)) {
+                                d.configs = resource
+                                    .entries
+                                    .into_iter()
+                                    .filter(|e| keys.contains(&e.name))
+                                    .filter_map(|e| e.value.map(|v| (e.name, v)))
+                                    .collect();
+                            }
+                        }
+                        // Deleted between the two requests.
+                        Err(RDKafkaErrorCode::UnknownTopicOrPartition) => {
+                            out.insert(name.to_string(), TopicState::Missing);
+                        }
+                        Err(code) => {
+                            let f = self.explain(classify(&KafkaError::AdminOp(code)));
+                            out.insert(
+                                name.to_string(),
+                                TopicState::Unreachable(format!(
+                                    "topic '{name}': cannot read its configuration: {}",
+                                    f.reason
+                                )),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Creates topic `name` with `partitions`, replication factor `replication` and topic-level
+    /// `config`. A topic that appeared meanwhile is no error ([`Created::AlreadyExisted`]).
+    ///
+    /// # Errors
+    /// Kafka's refusal (an invalid setting, too few brokers for the replication factor, no right to
+    /// create topics), or the deadline.
+    pub async fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication: i32,
+        config: &BTreeMap<String, String>,
+    ) -> Result<Created, KafkaFailure> {
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replication));
+        for (k, v) in config {
+            topic = topic.set(k, v);
+        }
+        let opts = self.options();
+        let results = self.bounded(self.admin.create_topics([&topic], &opts)).await.map_err(|f| self.explain(f))?;
+        match results.into_iter().next() {
+            Some(Ok(_)) => Ok(Created::Created),
+            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(Created::AlreadyExisted),
+            Some(Err((_, code))) => Err(self.explain(classify(&KafkaError::AdminOp(code)))),
+            None => Err(KafkaFailure::unavailable("Kafka gave no answer for the topic")),
+        }
+    }
+
+    /// Deletes each topic of `names`; a topic that does not exist is [`Deleted::Missing`], not an
+    /// error. Results are in the order of `names`.
+    pub async fn delete(&self, names: &[String]) -> Vec<(String, Result<Deleted, KafkaFailure>)> {
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let opts = self.options();
+        match self.bounded(self.admin.delete_topics(&refs, &opts)).await {
+            Err(f) => {
+                let f = self.explain(f);
+                names.iter().map(|n| (n.clone(), Err(f.clone()))).collect()
+            }
+            Ok(results) => {
+                let mut by_name: BTreeMap<String, Result<Deleted, KafkaFailure>> = results
+                    .into_iter()
+                    .map(|r| match r {
+                        Ok(name) => (name, Ok(Deleted::Deleted)),
+                        Err((name, RDKafkaErrorCode::UnknownTopicOrPartition)) => (name, Ok(Deleted::Missing)),
+                        Err((name, code)) => (name, Err(self.explain(classify(&KafkaError::AdminOp(code))))),
+                    })
+                    .collect();
+                names
+                    .iter()
+                    .map(|n| {
+                        let r = by_name
+                            .remove(n)
+                            .unwrap_or_else(|| Err(KafkaFailure::unavailable("Kafka gave no answer for the topic")));
+                        (n.clone(), r)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Waits for an admin call at most a little longer than its own deadlines.
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, KafkaError>>,
+    ) -> Result<T, KafkaFailure> {
+        let limit = self.deadlines.request * 2 + Duration::from_secs(1);
+        match tokio::time::timeout(limit, call).await {
+            Ok(r) => r.map_err(|e| classify(&e)),
+            Err(_) => Err(KafkaFailure::unreachable(format!(
+                "Kafka at {} did not answer within {} s",
+                self.bootstrap_servers,
+                limit.as_secs()
+            ))),
+        }
+    }
+}

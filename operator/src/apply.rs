@@ -1,0 +1,200 @@
+//! The reconcile's apply steps: carrying out what `flow-core` decided, against Kubernetes and Kafka.
+//! No decision is taken here; what to apply, in which order, and what to record comes from the
+//! plan, the refusal or the deletion.
+
+use std::collections::BTreeMap;
+
+use flow_adapters::kube as k;
+use flow_adapters::owned;
+use flow_adapters::topics::{Created, Deleted};
+use flow_core::connection::KafkaConnection;
+use flow_core::events::{Event, EventType};
+use flow_core::render::plan::{self, Action, Deletion, FINALIZER, FinalizerChange, Plan, Refusal, StreamletStep};
+use flow_core::render::status::ApplyOutcome;
+use flow_core::resource::AnkkaFlow;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use crate::context::{Context, Error};
+
+/// The Kafka connection of each topic of the pipeline, by topic id.
+pub type Connections = BTreeMap<String, KafkaConnection>;
+
+/// Streamlets whose Secret and Deployment are applied at once: a pipeline of many streamlets costs
+/// a few round trips, not one per streamlet.
+const STREAMLET_CONCURRENCY: usize = 8;
+
+/// Records `event` about `flow` (needs a client) and logs it as `<ns>/<name>: <reason>: <note>`. An
+/// event the API server refuses (no right to create events, say) is logged and skipped: it never
+/// fails the reconcile.
+pub async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
+    let ns = flow.namespace().unwrap_or_default();
+    let name = flow.name_any();
+    match event.type_ {
+        EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
+        EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
+    }
+    if let Err(e) = k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
+        tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
+    }
+}
+
+/// A refused resource (needs a client): one Warning event per problem. Nothing else is applied.
+pub async fn refusal(ctx: &Context, flow: &AnkkaFlow, refusal: &Refusal) {
+    for event in &refusal.events {
+        record(ctx, flow, event).await;
+    }
+}
+
+/// A resource being deleted (needs Kafka and a client): deletes its managed topics that resolve (a
+/// topic already gone is fine), then removes the finalizer. Nothing else: the owner references let
+/// Kubernetes delete the rest.
+///
+/// # Errors
+/// [`Error::TopicDelete`] when a topic could not be deleted (the finalizer stays, and the deletion
+/// is tried again); the finalizer's removal failing.
+pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(), Error> {
+    let (ns, name) = (flow.namespace().unwrap_or_default(), flow.name_any());
+    for why in &d.unresolved {
+        tracing::warn!(namespace = %ns, name = %name, reason = %why, "managed topic left in Kafka: it does not resolve");
+    }
+    let mut failures = Vec::new();
+    for t in &d.delete_topics {
+        for (topic, result) in ctx.kafka.delete(t.kafka_connection(), std::slice::from_ref(&t.name)).await {
+            match result {
+                Ok(Deleted::Deleted) => tracing::info!(namespace = %ns, name = %name, %topic, "deleted managed topic"),
+                Ok(Deleted::Missing) => {
+                    tracing::info!(namespace = %ns, name = %name, %topic, "managed topic already gone")
+                }
+                Err(f) => failures.push(format!("could not delete topic '{topic}': {}", f.reason)),
+            }
+        }
+    }
+    if !failures.is_empty() {
+        return Err(Error::TopicDelete(failures.join("; ")));
+    }
+    if d.remove_finalizer {
+        owned::remove_finalizer(&ctx.client, flow, FINALIZER).await?;
+    }
+    Ok(())
+}
+
+/// Carries out a plan (needs Kafka and a client): the finalizer, the topics and their events, the
+/// per-pipeline objects, each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
+/// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
+/// Everything is applied server-side with the operator's field manager.
+///
+/// # Errors
+/// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
+/// the steps after it were not carried out. The outcome goes into the `Applied` condition.
+pub async fn plan(ctx: &Context, flow: &AnkkaFlow, p: &Plan, conns: &Connections) -> Result<(), (Error, ApplyOutcome)> {
+    let mut before = Vec::new();
+    match p.finalizer {
+        FinalizerChange::Add => before.push(Action::AddFinalizer),
+        FinalizerChange::Remove => before.push(Action::RemoveFinalizer),
+        FinalizerChange::Keep => {}
+    }
+    for (create, events) in &p.topics {
+        if let Some(c) = create {
+            before.push(Action::CreateTopic(c));
+            before.push(Action::Record(&c.event));
+        }
+        before.extend(events.iter().map(Action::Record));
+    }
+    before.push(Action::ApplyServiceAccount(&p.service_account));
+    before.push(Action::ApplyRole(&p.role));
+    before.push(Action::ApplyRoleBinding(&p.role_binding));
+    let outcome: Result<(), (Action<'_>, String)> = async {
+        for action in before {
+            step(ctx, flow, action, conns).await?;
+        }
+        // Collected first: a stream over a lazy map of borrowing futures trips the compiler's
+        // higher-ranked lifetime check.
+        let each: Vec<_> = p.streamlets.iter().map(|s| streamlet(ctx, flow, s, conns)).collect();
+        futures::stream::iter(each).buffer_unordered(STREAMLET_CONCURRENCY).try_collect::<Vec<()>>().await?;
+        for r in &p.removals {
+            if let Some(d) = &r.deployment {
+                step(ctx, flow, Action::DeleteDeployment(d), conns).await?;
+            }
+            if let Some(s) = &r.secret {
+                step(ctx, flow, Action::DeleteSecret(s), conns).await?;
+            }
+            step(ctx, flow, Action::Record(&r.event), conns).await?;
+        }
+        Ok(())
+    }
+    .await;
+    match outcome {
+        Ok(()) => Ok(()),
+        Err((action, message)) => {
+            let (event, applied) = plan::apply_failed(&action, &message);
+            record(ctx, flow, &event).await;
+            Err((Error::Apply(event.note.clone()), applied))
+        }
+    }
+}
+
+/// One streamlet's steps, in order: its Secret, its Deployment, and `StreamletRolled`.
+async fn streamlet<'p>(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    s: &'p StreamletStep,
+    conns: &Connections,
+) -> Result<(), (Action<'p>, String)> {
+    step(ctx, flow, Action::ApplySecret(&s.rendered.secret), conns).await?;
+    step(ctx, flow, Action::ApplyDeployment(&s.rendered.deployment), conns).await?;
+    if let Some(e) = &s.rolled {
+        step(ctx, flow, Action::Record(e), conns).await?;
+    }
+    Ok(())
+}
+
+/// One step of a plan, which comes back with the error when it fails.
+async fn step<'p>(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    action: Action<'p>,
+    conns: &Connections,
+) -> Result<(), (Action<'p>, String)> {
+    carry_out(ctx, flow, &action, conns).await.map_err(|message| (action, message))
+}
+
+/// One step of a plan; the error is the API server's or Kafka's words (never a Secret's content).
+async fn carry_out(ctx: &Context, flow: &AnkkaFlow, action: &Action<'_>, conns: &Connections) -> Result<(), String> {
+    let ns = flow.namespace().unwrap_or_default();
+    let c = &ctx.client;
+    let api = |e: kube::Error| match e {
+        kube::Error::Api(s) => s.message,
+        other => other.to_string(),
+    };
+    match action {
+        Action::AddFinalizer => owned::add_finalizer(c, flow, FINALIZER).await.map_err(api),
+        Action::RemoveFinalizer => owned::remove_finalizer(c, flow, FINALIZER).await.map_err(api),
+        Action::CreateTopic(t) => {
+            let Some(conn) = conns.get(&t.id) else {
+                return Err("the topic has no connection".into());
+            };
+            match ctx.kafka.create(conn, t).await {
+                Ok(Created::Created) => Ok(()),
+                Ok(Created::AlreadyExisted) => {
+                    tracing::info!(namespace = %ns, name = %flow.name_any(), topic = %t.name, "topic appeared before the operator created it");
+                    Ok(())
+                }
+                Err(f) => Err(f.reason),
+            }
+        }
+        Action::Record(e) => {
+            record(ctx, flow, e).await;
+            Ok(())
+        }
+        Action::ApplyServiceAccount(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
+        Action::ApplyRole(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
+        Action::ApplyRoleBinding(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
+        Action::ApplySecret(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
+        Action::ApplyDeployment(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
+        Action::DeleteDeployment(n) => owned::delete::<Deployment>(c, &ns, n).await.map(drop).map_err(api),
+        Action::DeleteSecret(n) => owned::delete::<Secret>(c, &ns, n).await.map(drop).map_err(api),
+    }
+}

@@ -1,0 +1,158 @@
+//! The reconcile's fetch steps: what the operator reads from Kubernetes and Kafka before `flow-core`
+//! decides. Nothing here decides anything; each function returns what it saw.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flow_adapters::kube as k;
+use flow_adapters::owned;
+use flow_core::connection::{Clusters, KafkaConnection};
+use flow_core::names::{LABEL_STREAMLET, streamlet_object_name};
+use flow_core::render::plan::{StageSecret, ValidPipeline, stage_secrets_to_read};
+use flow_core::render::status::ObservedDeployment;
+use flow_core::render::topics::KafkaTopic;
+use flow_core::render::workload::{ANNOTATION_CONFIG_HASH, PROCESS_CONTAINER};
+use flow_core::resource::AnkkaFlow;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, ResourceExt};
+
+use crate::context::{Context, Error};
+
+/// What the operator read from Kubernetes before deciding (needs a client).
+pub struct Fetched {
+    /// The Kafka cluster Secrets, by cluster name.
+    pub clusters: Clusters,
+    /// The Secrets the built-ins name, by name: keys and `resourceVersion` only.
+    pub stage_secrets: BTreeMap<String, StageSecret>,
+}
+
+/// Reads the cluster Secrets and the built-ins' Secrets (needs a client).
+///
+/// # Errors
+/// The cluster Secrets cannot be listed. A built-in's Secret that cannot be read is no error: it is
+/// [`StageSecret::Unreadable`], which the decision refuses with the reason.
+pub async fn fetch(ctx: &Context, flow: &AnkkaFlow) -> Result<Fetched, Error> {
+    let clusters = k::clusters(&ctx.client, ctx.settings.clusters_namespace()).await?;
+    let ns = flow.namespace().unwrap_or_default();
+    let mut stage_secrets = BTreeMap::new();
+    for name in stage_secrets_to_read(flow) {
+        let seen = match owned::secret_keys(&ctx.client, &ns, &name).await {
+            Ok(None) => StageSecret::Missing,
+            Ok(Some(s)) => StageSecret::Found { keys: s.keys, resource_version: s.resource_version },
+            Err(e) => StageSecret::Unreadable(e.to_string()),
+        };
+        stage_secrets.insert(name, seen);
+    }
+    Ok(Fetched { clusters, stage_secrets })
+}
+
+/// One connection's share of a describe: Kafka name -> configuration keys to read, and the (id, Kafka
+/// name) of its topics.
+type PerConnection = (KafkaConnection, BTreeMap<String, BTreeSet<String>>, Vec<(String, String)>);
+
+/// Describes every topic of `valid` in Kafka over its own connection (needs Kafka): one request per
+/// connection for all its topics, the connections asked concurrently. Returns what Kafka said of
+/// each, by topic id.
+pub async fn describe_topics(ctx: &Context, valid: &ValidPipeline) -> BTreeMap<String, KafkaTopic> {
+    let mut out = BTreeMap::new();
+    // Per connection: Kafka name -> the configuration keys to read, and the ids of its topics.
+    let mut per_conn: Vec<PerConnection> = Vec::new();
+    for t in valid.topics() {
+        let conn = t.kafka_connection();
+        let keys: BTreeSet<String> = if t.managed { t.topic_config.keys().cloned().collect() } else { BTreeSet::new() };
+        let slot = match per_conn.iter().position(|(c, _, _)| c == conn) {
+            Some(i) => i,
+            None => {
+                per_conn.push((conn.clone(), BTreeMap::new(), Vec::new()));
+                per_conn.len() - 1
+            }
+        };
+        let (_, wanted, ids) = &mut per_conn[slot];
+        wanted.entry(t.name.clone()).or_default().extend(keys);
+        ids.push((t.id.clone(), t.name.clone()));
+    }
+    let answers = futures::stream::iter(per_conn.into_iter().map(|(conn, wanted, ids)| async move {
+        let described = ctx.kafka.describe(&conn, wanted).await;
+        (ids, described)
+    }))
+    .buffer_unordered(4)
+    .collect::<Vec<_>>()
+    .await;
+    for (ids, described) in answers {
+        for (id, name) in ids {
+            let state = described
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| KafkaTopic::Unreachable("Kafka gave no answer for the topic".into()));
+            out.insert(id, state);
+        }
+    }
+    out
+}
+
+/// The pipeline's objects in Kubernetes (needs a client): its Deployments owned by the resource,
+/// by streamlet label; and of the per-streamlet Secrets whose streamlet left the resource, those that
+/// exist and are owned by it.
+pub struct Owned {
+    /// Deployments, by streamlet label.
+    pub deployments: BTreeMap<String, ObservedDeployment>,
+    /// Streamlet labels of the owned per-streamlet Secrets found.
+    pub secrets: BTreeSet<String>,
+}
+
+/// Lists the resource's Deployments, and looks up the Secrets of streamlets that are no longer in
+/// the resource: those of its Deployments, and those its last status listed (a Secret whose
+/// Deployment was deleted by hand is found that way). The operator never lists Secrets: it reads
+/// these by name, metadata only.
+///
+/// # Errors
+/// The API calls' errors.
+pub async fn owned(ctx: &Context, flow: &AnkkaFlow) -> Result<Owned, Error> {
+    let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let uid = flow.uid().ok_or(Error::Incomplete("uid"))?;
+    let pipeline = &flow.spec.pipeline;
+    let listed: Vec<Deployment> = owned::list_owned(&ctx.client, &ns, pipeline, &uid).await?;
+    let deployments: BTreeMap<String, ObservedDeployment> = listed
+        .iter()
+        .filter_map(|d| Some((d.labels().get(LABEL_STREAMLET)?.clone(), observed_deployment(d))))
+        .collect();
+    let wanted: BTreeSet<&str> = flow.spec.streamlets.iter().map(|s| s.name.as_str()).collect();
+    let reported = flow.status.iter().flat_map(|s| s.streamlets.iter().map(|s| s.name.as_str()));
+    let candidates: BTreeSet<&str> =
+        deployments.keys().map(String::as_str).chain(reported).filter(|s| !wanted.contains(s)).collect();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut secrets = BTreeSet::new();
+    for streamlet in candidates {
+        if let Some(meta) = api.get_metadata_opt(&streamlet_object_name(pipeline, streamlet)).await?
+            && meta.owner_references().iter().any(|o| o.uid == uid)
+        {
+            secrets.insert(streamlet.to_string());
+        }
+    }
+    Ok(Owned { deployments, secrets })
+}
+
+/// What the status and the roll-out decision need of a Deployment.
+pub fn observed_deployment(d: &Deployment) -> ObservedDeployment {
+    let spec = d.spec.as_ref();
+    let template = spec.map(|s| &s.template);
+    let config_hash = template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(ANNOTATION_CONFIG_HASH))
+        .cloned();
+    let process_image = template
+        .and_then(|t| t.spec.as_ref())
+        .and_then(|p| p.containers.iter().find(|c| c.name == PROCESS_CONTAINER))
+        .and_then(|c| c.image.clone());
+    let status = d.status.clone().unwrap_or_default();
+    ObservedDeployment {
+        config_hash,
+        process_image,
+        generation: d.metadata.generation.unwrap_or(0),
+        observed_generation: status.observed_generation.unwrap_or(0),
+        updated_replicas: status.updated_replicas.unwrap_or(0),
+        ready_replicas: status.ready_replicas.unwrap_or(0),
+    }
+}
