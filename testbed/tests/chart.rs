@@ -131,7 +131,10 @@ fn the_chart_lints_and_renders_every_option() {
     assert_eq!(bindings, BTreeSet::from(["shop", "kafka-secrets", "ops"]));
     // Secrets only where the cluster Secrets are, the Lease only in the operator's namespace.
     let g = grants(&of_kind(&all, "Role"));
-    assert_eq!(g["kafka-secrets"], BTreeSet::from([("".into(), "secrets".into(), "list".into())]));
+    assert_eq!(
+        g["kafka-secrets"],
+        BTreeSet::from([("".into(), "secrets".into(), "list".into()), ("".into(), "secrets".into(), "watch".into())])
+    );
     assert!(g["ops"].iter().all(|(group, _, _)| group == "coordination.k8s.io"), "{g:?}");
     let c = container(&all);
     assert_eq!(c["image"], "registry.example.com/ankka-flow-operator:0.1.0");
