@@ -14,7 +14,10 @@ use flow_testbed::*;
 /// reachable from the test bed: the streamlets' files are rendered all the same.
 const REFERENCE_CLUSTERS: &str = r#"apiVersion: v1
 kind: Secret
-metadata: {name: kafka-cluster-shop, namespace: flow-rendering-clusters}
+metadata:
+  name: kafka-cluster-shop
+  namespace: flow-rendering-clusters
+  annotations: {flow.ankka.thinkmorestupidless.com/allowed-namespaces: shop-rendering}
 stringData:
   bootstrap.servers: kafka.kafka.svc:9092
   connection-config: |
@@ -22,7 +25,10 @@ stringData:
 ---
 apiVersion: v1
 kind: Secret
-metadata: {name: kafka-cluster-default, namespace: flow-rendering-clusters}
+metadata:
+  name: kafka-cluster-default
+  namespace: flow-rendering-clusters
+  annotations: {flow.ankka.thinkmorestupidless.com/allowed-namespaces: shop-rendering}
 stringData:
   bootstrap.servers: kafka.kafka.svc:9092
   partitions: "3"
@@ -355,7 +361,7 @@ fn topics_streamlets_and_deletion_on_the_real_broker() {
 /// `connection-config` text `config`.
 fn cluster_secret(name: &str, config: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: kafka-cluster-{name}, namespace: ankka-flow}}\nstringData:\n  bootstrap.servers: {}\n  connection-config: |\n    {config}\n",
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: kafka-cluster-{name}, namespace: ankka-flow, annotations: {{flow.ankka.thinkmorestupidless.com/allowed-namespaces: shop-roll}}}}\nstringData:\n  bootstrap.servers: {}\n  connection-config: |\n    {config}\n",
         bed().kafka
     )
 }
