@@ -104,7 +104,7 @@ impl Ledger {
 mod tests {
     use super::*;
     use flow_core::names::GroupId;
-    use flow_core::reset::{GroupOutcome, Intent};
+    use flow_core::reset::Intent;
     use std::collections::BTreeMap;
 
     #[test]
@@ -113,11 +113,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let owner = Owner { namespace: "shop", name: "cart" };
         let g = GroupId::new("cart", "router", "in");
-        let intent = Intent {
-            before: BTreeMap::from([(0, Some(5))]),
-            target: BTreeMap::from([(0, 0)]),
-            records_to_reprocess: 5,
-        };
+        let intent = Intent::new(BTreeMap::from([(0, Some(5))]), BTreeMap::from([(0, 0)]), 5);
         {
             let l = Ledger::open(&dir).unwrap();
             l.put(owner, "u1", &[ProgressWrite::Intent(g.clone(), intent.clone())]).unwrap();
@@ -126,13 +122,7 @@ mod tests {
         let recs = l.progress(owner, "u1").unwrap();
         assert_eq!(recs, vec![GroupProgress { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
         assert!(l.progress(owner, "u2").unwrap().is_empty());
-        let outcome = GroupOutcome::Reset {
-            topic: "t".into(),
-            before: intent.before.clone(),
-            offsets: intent.target.clone(),
-            records_to_reprocess: 5,
-            added: vec![],
-        };
+        let outcome = intent.clone().into_reset("t", vec![]);
         l.put(owner, "u1", &[ProgressWrite::Outcome(g.clone(), outcome.clone())]).unwrap();
         assert_eq!(l.progress(owner, "u1").unwrap()[0].outcome, Some(outcome));
         let _ = std::fs::remove_dir_all(&dir);

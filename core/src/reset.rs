@@ -91,12 +91,14 @@ pub use intake::{
 };
 pub use machine::{DEFAULT_SETTLE, Done, Group, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting};
 pub use retry::{FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Retry, backoff};
-pub use status::{catching_up, merge_progress, progress_from_status};
+pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, merge_progress, progress_from_status};
 pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, Position,
     Positions, Timestamp, fence_marker, reset_marker,
 };
 
+#[cfg(test)]
+mod bounded_tests;
 #[cfg(test)]
 mod drive_tests;
 #[cfg(test)]

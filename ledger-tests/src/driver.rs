@@ -97,6 +97,13 @@ fn settling_now(drive: &Drive) -> Vec<Streamlet> {
 impl World {
     /// Writes `status.reset` and `status.resetHistory`; an intent it carries becomes durable.
     fn write_status(&mut self, reset: &ResetStatus, history: &[flow_core::resource::ResetHistoryEntry]) {
+        let mut reset = reset.clone();
+        if self.summaries {
+            for g in &mut reset.groups {
+                g.offsets_before.clear();
+                g.offsets_after.clear();
+            }
+        }
         self.kube.status_reset = Some(reset.clone());
         self.kube.status_history = history.to_vec();
         for g in reset.groups.iter().filter(|g| g.outcome.has_intent()) {

@@ -468,6 +468,10 @@ pub struct World {
     /// On (the operator): a drive that stops early waits for the Kafka calls it started. Off: the
     /// driver as it was, which returned at once and left them running ([`World::land_late_calls`]).
     pub wait_on_abandon: bool,
+    /// On: the status keeps a summary of every group, without its offsets per partition, as it does
+    /// for a group of more than `flow_core::reset::LISTED_OFFSETS` partitions; a lost ledger then
+    /// leaves only the summaries and Kafka's markers to recover from.
+    pub summaries: bool,
     /// The operator's settle delay (`FLOW_RESET_SETTLE_SECONDS`), given to the machine it builds.
     pub settle: Duration,
 }
@@ -503,6 +507,7 @@ impl World {
             facts: vec![],
             outcome_in_status: true,
             wait_on_abandon: true,
+            summaries: false,
             settle: DEFAULT_SETTLE,
         }
     }

@@ -71,6 +71,8 @@ struct Model {
     stray: BTreeMap<Streamlet, u32>,
     /// The operator's settle delay, for the whole history.
     settle: Duration,
+    /// Whether the status keeps summaries of the groups only (as for large topics).
+    summaries: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -166,8 +168,9 @@ impl ReferenceStateMachine for Model {
             1 => Just(Duration::ZERO),
             1 => Just(Duration::from_secs(5)),
         ];
-        (topic_init(), topic_init(), running, settle)
-            .prop_map(|(router, sink, running, settle)| {
+        let summaries = prop_oneof![2 => Just(false), 1 => Just(true)];
+        (topic_init(), topic_init(), running, settle, summaries)
+            .prop_map(|(router, sink, running, settle, summaries)| {
                 let init = Init {
                     topics: BTreeMap::from([(Streamlet::Router, router), (Streamlet::Sink, sink)]),
                     running: running.clone(),
@@ -176,7 +179,15 @@ impl ReferenceStateMachine for Model {
                     .into_iter()
                     .map(|s| (s, if running.contains(&s) { Run::Running } else { Run::Stopped }))
                     .collect();
-                Model { init, next_request: 1, current: Current::Nothing, run, stray: BTreeMap::new(), settle }
+                Model {
+                    init,
+                    next_request: 1,
+                    current: Current::Nothing,
+                    run,
+                    stray: BTreeMap::new(),
+                    settle,
+                    summaries,
+                }
             })
             .boxed()
     }
@@ -392,6 +403,7 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
         let mut world = World::new(&model.init);
         world.outcome_in_status = OUTCOME_IN_STATUS;
         world.settle = model.settle;
+        world.summaries = model.summaries;
         world
     }
 
@@ -547,6 +559,7 @@ fn generated_histories_reach_the_interesting_states() {
         longest = longest.max(transitions.len());
         let mut world = World::new(&model.init);
         world.settle = model.settle;
+        world.summaries = model.summaries;
         for t in transitions {
             model = Model::apply(model, &t);
             world = <ResetTest<false, false> as StateMachineTest>::apply(world, &model, t);

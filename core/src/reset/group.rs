@@ -199,7 +199,7 @@ fn inspected(
         .iter()
         .map(|(p, start)| seen.high_watermark.get(p).map_or(0, |high| (high - start).max(0)))
         .sum();
-    let intent = Intent { before: seen.committed, target: seen.log_start, records_to_reprocess };
+    let intent = Intent::new(seen.committed, seen.log_start, records_to_reprocess);
     let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
     cx.emit(Effect::Fence { target: target.clone(), offsets, metadata: fence_marker(cx.id) });
     GroupPhase::Fencing { retry, intent }
@@ -254,7 +254,7 @@ fn read_back(
                 // This read-back covers the committed partitions only: it cannot see added ones.
                 landed(target, intent, vec![], cx)
             } else {
-                let reason = format!("the commit did not hold: {}", wrong.join(", "));
+                let reason = format!("the commit did not hold: {}", named(&wrong));
                 finish(target, failure(target, reason), cx)
             }
         }
@@ -283,6 +283,9 @@ fn recovered(
             };
         }
     };
+    if intent.is_summary() {
+        return recovered_by_markers(target, retry, intent, &read, cx);
+    }
     let (fence, reset) = (fence_marker(cx.id), reset_marker(cx.id));
     let at = |p: &i32| read.get(p).cloned().flatten();
     // Every partition still as the fence left it: the reset commit never landed.
@@ -299,15 +302,7 @@ fn recovered(
         .keys()
         .any(|p| matches!((intent.before.get(p).copied().flatten(), at(p)), (Some(b), Some(pos)) if pos.offset < b));
     if fenced && !landed_untouched {
-        // The commit never landed: start this group again from inspection; after a failed commit or
-        // read (for example Kafka refusing the commit because consumers are active), once the
-        // backoff has passed, with Kafka's reason shown meanwhile.
-        if retry.last_error.is_some() {
-            GroupPhase::Pending { retry: retry.after_backoff(cx.now) }
-        } else {
-            cx.emit(Effect::InspectGroup(target.clone()));
-            GroupPhase::Inspecting { retry }
-        }
+        never_landed(target, retry, cx)
     } else if landed_untouched {
         // Landed, and no consumer committed since: wait the settle and read again, as after a
         // read-back.
@@ -326,6 +321,52 @@ fn recovered(
                       read its input again, request a new reset";
         finish(target, failure(target, reason.to_string()), cx)
     }
+}
+
+/// The commit of an intent never landed: the group starts again from inspection; after a failed
+/// commit or read (for example Kafka refusing the commit because consumers are active), once the
+/// backoff has passed, with Kafka's reason shown meanwhile.
+fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) -> GroupPhase {
+    if retry.last_error.is_some() {
+        GroupPhase::Pending { retry: retry.after_backoff(cx.now) }
+    } else {
+        cx.emit(Effect::InspectGroup(target.clone()));
+        GroupPhase::Inspecting { retry }
+    }
+}
+
+/// Recovers an intent known only by its summary ([`Intent::summary`]): without the offsets each
+/// partition had before, the markers alone decide. The fence marker (or no offset) everywhere: the
+/// commit never landed. The reset marker on as many partitions as the intent covered, and no other
+/// commit since: it landed, and the offsets found are its targets. Anything else means a consumer
+/// committed since, and whether it started from the reset cannot be told: the group fails, never
+/// committed again.
+fn recovered_by_markers(
+    target: &InletTarget,
+    retry: Retry,
+    intent: Intent,
+    read: &Positions,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    let (fence, reset) = (fence_marker(cx.id), reset_marker(cx.id));
+    let marked = |p: &Option<super::vocabulary::Position>, m: &str| p.as_ref().is_none_or(|x| x.metadata == m);
+    let landed: BTreeMap<i32, i64> = read
+        .iter()
+        .filter_map(|(p, pos)| pos.as_ref().filter(|x| x.metadata == reset).map(|x| (*p, x.offset)))
+        .collect();
+    if landed.is_empty() && read.values().all(|p| marked(p, &fence)) {
+        return never_landed(target, retry, cx);
+    }
+    let covered = u32::try_from(landed.len()).unwrap_or(u32::MAX);
+    if covered >= intent.partitions && read.values().all(|p| marked(p, &reset)) {
+        let added = read.keys().filter(|p| !landed.contains_key(p)).copied().collect();
+        let found = Intent { target: landed, ..intent };
+        return self::landed(target, found, added, cx);
+    }
+    let reason = "cannot tell whether the reset landed: the operator stopped during the reset, a consumer has \
+                  committed since, and the offsets the group had before were kept only in the lost ledger; if the \
+                  streamlet did not read its input again, request a new reset";
+    finish(target, failure(target, reason.to_string()), cx)
 }
 
 /// A group's commit landed and read back at its targets: it is read again after the settle delay,
@@ -424,10 +465,10 @@ fn finish(target: &InletTarget, outcome: GroupOutcome, cx: &mut Cx<'_>) -> Group
 /// The event of a group's outcome, keyed `<request id>/<group>`: one per request and group.
 pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Event {
     match outcome {
-        GroupOutcome::Reset { topic, offsets, .. } => Event::new(
+        GroupOutcome::Reset { topic, .. } => Event::new(
             EventType::Normal,
             "ResetOffsets",
-            format!("{}: {} partition(s) of '{topic}' to earliest", target.group, offsets.len()),
+            format!("{}: {} partition(s) of '{topic}' to earliest", target.group, outcome.partitions()),
             format!("{id}/{}", target.group),
         ),
         GroupOutcome::Failed { reason, .. } => Event::new(
@@ -443,7 +484,7 @@ pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> 
 /// added during it, a `ResetPartitionsAdded` warning naming them, keyed `<request id>/<group>/added`.
 pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Vec<Event> {
     let mut events = vec![outcome_event(id, target, outcome)];
-    if let GroupOutcome::Reset { topic, offsets, added, .. } = outcome
+    if let GroupOutcome::Reset { topic, added, .. } = outcome
         && !added.is_empty()
     {
         events.push(Event::new(
@@ -455,7 +496,7 @@ pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) ->
                  covers every partition",
                 target.group,
                 join(added),
-                offsets.len()
+                outcome.partitions()
             ),
             format!("{id}/{}/added", target.group),
         ));
@@ -468,9 +509,9 @@ fn added_partitions(intent: &Intent, read: &Positions) -> Vec<i32> {
     read.keys().filter(|p| !intent.target.contains_key(p)).copied().collect()
 }
 
-/// Partition numbers joined with `, `.
+/// Partition numbers joined with `, `: the first [`NAMED_PARTITIONS`], and how many more there are.
 pub(super) fn join(partitions: &[i32]) -> String {
-    partitions.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+    named(&partitions.iter().map(i32::to_string).collect::<Vec<_>>())
 }
 
 /// The first [`NAMED_PARTITIONS`] items joined with `, `, and how many more there are.

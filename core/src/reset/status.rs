@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use super::group::{GroupPhase, join, offsets_map};
+use super::group::{GroupPhase, NAMED_PARTITIONS, join, offsets_map};
 use super::machine::{Done, ResetMachine, State};
 use super::retry::Retry;
 use super::vocabulary::{Committed, GroupOutcome, GroupProgress, Intent};
+use crate::events::fit_note;
 use crate::names::GroupId;
 use crate::resource::{GroupStage, GroupStatus, RequestPhase, ResetStatus};
 use crate::targets::RunningProblem;
@@ -16,6 +17,12 @@ impl ResetMachine {
     /// Groups with an intent carry its offsets, so that the status can stand in for a lost ledger
     /// (see [`progress_from_status`]).
     pub fn status(&self) -> ResetStatus {
+        let mut status = self.unbounded_status();
+        status.detail = fit_note(&status.detail);
+        status
+    }
+
+    fn unbounded_status(&self) -> ResetStatus {
         let id = self.id().to_string();
         match &self.state {
             State::Requested(_) => ResetStatus { id, phase: RequestPhase::Requested, ..Default::default() },
@@ -72,12 +79,24 @@ impl ResetMachine {
     }
 }
 
+/// Most partitions a group may have for the status to list its offsets before and after the reset,
+/// partition by partition. Beyond it, the status keeps a summary of the group (its partitions,
+/// records, outcome and message), so that its size never depends on the partitions of the topics;
+/// the ledger keeps every offset, and Kafka keeps the markers that recover a group without them.
+pub const LISTED_OFFSETS: u32 = 16;
+
+/// The most bytes of a group's message, and of the request's detail, the status keeps: as many as an
+/// event's note.
+pub const MESSAGE_LIMIT: usize = crate::events::NOTE_LIMIT;
+
 fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus {
     let mut g = GroupStatus { group: group.to_string(), topic: topic.to_string(), ..Default::default() };
-    let with_intent = |g: &mut GroupStatus, before: &Committed, target: &BTreeMap<i32, i64>, records: i64| {
-        g.offsets_before = offsets_map(before.iter().map(|(p, o)| (p, o.as_ref())));
-        g.offsets_after = offsets_map(target.iter().map(|(p, o)| (p, Some(o))));
-        g.partitions = u32::try_from(target.len()).unwrap_or(u32::MAX);
+    let with_intent = |g: &mut GroupStatus, before: &Committed, target: &BTreeMap<i32, i64>, records: i64, n: u32| {
+        if n <= LISTED_OFFSETS {
+            g.offsets_before = offsets_map(before.iter().map(|(p, o)| (p, o.as_ref())));
+            g.offsets_after = offsets_map(target.iter().map(|(p, o)| (p, Some(o))));
+        }
+        g.partitions = n;
         g.records_to_reprocess = records;
     };
     match phase {
@@ -86,7 +105,7 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
         }
         GroupPhase::Committing { intent, .. } => {
             g.outcome = GroupStage::Committing;
-            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess);
+            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
         }
         GroupPhase::Recovering { intent, retry } => {
             g.outcome = GroupStage::Recovering;
@@ -96,7 +115,7 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
                 None => format!("{why}: reading the committed offsets and their markers to learn it"),
                 Some(e) => format!("{why}: reading the committed offsets and their markers failed, retrying: {e}"),
             };
-            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess);
+            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
         }
         GroupPhase::Verifying { intent, retry } => {
             g.outcome = GroupStage::Verifying;
@@ -106,22 +125,24 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
                     .into(),
                 Some(e) => format!("read back at the log start offsets; reading them again failed, retrying: {e}"),
             };
-            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess);
+            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
         }
-        GroupPhase::Finished(GroupOutcome::Reset { before, offsets, records_to_reprocess, added, .. }) => {
+        GroupPhase::Finished(outcome @ GroupOutcome::Reset { before, offsets, records_to_reprocess, added, .. }) => {
             g.outcome = GroupStage::Reset;
-            g.message = format!("{} partition(s) of '{topic}' to earliest", offsets.len());
+            let n = outcome.partitions();
+            g.message = format!("{n} partition(s) of '{topic}' to earliest");
             if !added.is_empty() {
                 g.message += &format!("; partition(s) {} were added during the reset and were not reset", join(added));
             }
-            with_intent(&mut g, before, offsets, *records_to_reprocess);
-            g.added_partitions.clone_from(added);
+            with_intent(&mut g, before, offsets, *records_to_reprocess, n);
+            g.added_partitions = added.iter().take(NAMED_PARTITIONS).copied().collect();
         }
         GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {
             g.outcome = GroupStage::Failed;
             g.message = reason.clone();
         }
     }
+    g.message = fit_note(&g.message);
     g
 }
 
@@ -138,24 +159,22 @@ pub fn progress_from_status(status: &ResetStatus) -> Vec<GroupProgress> {
                 target.keys().map(|p| (*p, g.offsets_before.get(&p.to_string()).copied())).collect();
             let group = GroupId::from_raw(&g.group);
             let records_to_reprocess = g.records_to_reprocess;
+            // A large group's offsets are not in the status: only its summary.
+            let intent = if target.is_empty() {
+                Intent::summary(g.partitions, records_to_reprocess)
+            } else {
+                Intent::new(before, target, records_to_reprocess)
+            };
             match g.outcome {
                 // A group recovering, or verifying after its settle, has an intent and no outcome yet,
                 // as one committing.
-                GroupStage::Committing | GroupStage::Recovering | GroupStage::Verifying => Some(GroupProgress {
-                    group,
-                    intent: Some(Intent { before, target, records_to_reprocess }),
-                    outcome: None,
-                }),
+                GroupStage::Committing | GroupStage::Recovering | GroupStage::Verifying => {
+                    Some(GroupProgress { group, intent: Some(intent), outcome: None })
+                }
                 GroupStage::Reset => Some(GroupProgress {
                     group,
                     intent: None,
-                    outcome: Some(GroupOutcome::Reset {
-                        topic: g.topic.clone(),
-                        before,
-                        offsets: target,
-                        records_to_reprocess,
-                        added: g.added_partitions.clone(),
-                    }),
+                    outcome: Some(intent.into_reset(&g.topic, g.added_partitions.clone())),
                 }),
                 GroupStage::Failed => Some(GroupProgress {
                     group,

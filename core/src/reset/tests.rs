@@ -218,11 +218,11 @@ fn read_back_mismatch_is_a_failure_naming_partitions() {
 }
 
 fn intent() -> Intent {
-    Intent {
-        before: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
-        target: BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
-        records_to_reprocess: 220,
-    }
+    Intent::new(
+        BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
+        BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
+        220,
+    )
 }
 
 fn resumed() -> ResetMachine {
@@ -310,13 +310,7 @@ fn finished_groups_are_not_touched_again() {
     let rec = GroupProgress {
         group: router(),
         intent: Some(intent()),
-        outcome: Some(GroupOutcome::Reset {
-            topic: "shop.cart-events.v1".into(),
-            before: intent().before,
-            offsets: intent().target,
-            records_to_reprocess: 220,
-            added: vec![],
-        }),
+        outcome: Some(intent().into_reset("shop.cart-events.v1", vec![])),
     };
     let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]);
     m.handle(stopped_router(), T0);
@@ -486,13 +480,7 @@ fn an_already_done_request_reports_its_recorded_groups() {
     let rec = GroupProgress {
         group: router(),
         intent: None,
-        outcome: Some(GroupOutcome::Reset {
-            topic: "shop.cart-events.v1".into(),
-            before: intent().before,
-            offsets: intent().target,
-            records_to_reprocess: 220,
-            added: vec![],
-        }),
+        outcome: Some(intent().into_reset("shop.cart-events.v1", vec![])),
     };
     let m = ResetMachine::new(request(&["router"]), Some(ID), vec![rec]);
     let st = m.status();

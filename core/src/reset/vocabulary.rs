@@ -72,18 +72,47 @@ pub struct Intent {
     /// taken: what the streamlet will read again.
     #[serde(default, alias = "records")]
     pub records_to_reprocess: i64,
+    /// How many partitions it covers: `target.len()`, except for an intent known only from the
+    /// summary a status keeps of a large group (see [`Intent::summary`]), whose offsets are not known.
+    #[serde(default)]
+    pub partitions: u32,
 }
 
 impl Intent {
+    /// An intent to commit `target`, from the offsets `before`.
+    pub fn new(before: Committed, target: BTreeMap<i32, i64>, records_to_reprocess: i64) -> Intent {
+        let partitions = u32::try_from(target.len()).unwrap_or(u32::MAX);
+        Intent { before, target, records_to_reprocess, partitions }
+    }
+
+    /// An intent known only by its summary: it was made durable for `partitions` partitions, but its
+    /// offsets per partition are not known here (the status keeps them only for small groups, and
+    /// the ledger, which keeps them all, was lost). Its commit is recovered by the markers alone.
+    pub fn summary(partitions: u32, records_to_reprocess: i64) -> Intent {
+        Intent { before: Committed::new(), target: BTreeMap::new(), records_to_reprocess, partitions }
+    }
+
+    /// Whether its offsets per partition are not known ([`Intent::summary`]).
+    pub fn is_summary(&self) -> bool {
+        self.target.is_empty()
+    }
+
+    /// How many partitions it covers.
+    pub fn partition_count(&self) -> u32 {
+        if self.target.is_empty() { self.partitions } else { u32::try_from(self.target.len()).unwrap_or(u32::MAX) }
+    }
+
     /// The outcome of this intent once its commit is known to have landed; `added` are partitions of
     /// the topic that the intent did not cover (see [`GroupOutcome::Reset::added`]).
     pub fn into_reset(self, topic: &str, added: Vec<i32>) -> GroupOutcome {
+        let partitions = self.partition_count();
         GroupOutcome::Reset {
             topic: topic.to_string(),
             before: self.before,
             offsets: self.target,
             records_to_reprocess: self.records_to_reprocess,
             added,
+            partitions,
         }
     }
 }
@@ -106,6 +135,10 @@ pub enum GroupOutcome {
         /// group was inspected (found by the read after the settle); ascending. Not reset.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         added: Vec<i32>,
+        /// How many partitions were reset: `offsets.len()`, unless the outcome is known only from
+        /// the summary a status keeps of a large group (`offsets` is then empty).
+        #[serde(default)]
+        partitions: u32,
     },
     /// The group could not be reset; the reason is final.
     Failed {
@@ -117,6 +150,15 @@ pub enum GroupOutcome {
 }
 
 impl GroupOutcome {
+    /// How many partitions a reset covered (0 for a failure).
+    pub fn partitions(&self) -> u32 {
+        match self {
+            GroupOutcome::Reset { offsets, partitions, .. } if offsets.is_empty() => *partitions,
+            GroupOutcome::Reset { offsets, .. } => u32::try_from(offsets.len()).unwrap_or(u32::MAX),
+            GroupOutcome::Failed { .. } => 0,
+        }
+    }
+
     /// The topic the group reads.
     pub fn topic(&self) -> &str {
         match self {
