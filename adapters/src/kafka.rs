@@ -375,6 +375,32 @@ fn log_offsets(
     Ok(out)
 }
 
+/// Each partition's first offset whose record's timestamp is at or after `at` (milliseconds since
+/// the Unix epoch), in one ListOffsets request per partition leader (KIP-79); `None` where the
+/// partition holds no such record.
+fn time_offsets(
+    c: &Client,
+    topic: &str,
+    ps: &[i32],
+    at: i64,
+    d: Deadlines,
+) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
+    let mut tpl = TopicPartitionList::new();
+    for p in ps {
+        tpl.add_partition_offset(topic, *p, Offset::Offset(at)).map_err(|e| KafkaFailure::refused(e.to_string()))?;
+    }
+    let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
+    let mut out = BTreeMap::new();
+    for e in got.elements() {
+        if let Err(err) = e.error() {
+            let f = classify(&err);
+            return Err(KafkaFailure::new(f.kind, format!("partition {}: {}", e.partition(), f.reason)));
+        }
+        out.insert(e.partition(), absolute(e.offset()));
+    }
+    Ok(out)
+}
+
 fn committed(c: &Client, group: &str, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
     Ok(admin::list_group_offsets(c, group, topic, ps, d)?
         .into_iter()
@@ -401,11 +427,16 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Describes the group, lists the topic's partitions with their log start offsets and high
-/// watermarks, and reads the group's committed offsets.
+/// watermarks, and reads the group's committed offsets; with `at` (milliseconds since the Unix
+/// epoch), also each partition's first offset at or after that instant.
 ///
 /// # Errors
 /// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
-pub async fn inspect(client: Arc<KafkaClient>, target: InletTarget) -> Result<Inspection, KafkaFailure> {
+pub async fn inspect(
+    client: Arc<KafkaClient>,
+    target: InletTarget,
+    at: Option<i64>,
+) -> Result<Inspection, KafkaFailure> {
     blocking(client, move |c, d| {
         let group = target.group.as_str();
         let (state, members) = admin::describe_group(c, group, d)?;
@@ -413,7 +444,11 @@ pub async fn inspect(client: Arc<KafkaClient>, target: InletTarget) -> Result<In
         let log_start = log_offsets(c, &target.topic, &ps, End::Start, d)?;
         let high_watermark = log_offsets(c, &target.topic, &ps, End::High, d)?;
         let committed = committed(c, group, &target.topic, &ps, d)?;
-        Ok(Inspection { state, members, log_start, committed, high_watermark })
+        let at_time = match at {
+            Some(at) => time_offsets(c, &target.topic, &ps, at, d)?,
+            None => BTreeMap::new(),
+        };
+        Ok(Inspection { state, members, log_start, committed, high_watermark, at_time })
     })
     .await
 }

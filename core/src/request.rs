@@ -14,7 +14,12 @@ use crate::names::is_dns_label;
 pub const MAX_NAMED_STREAMLETS: usize = 256;
 
 /// A well-formed reset request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Only `id` and `streamlets` are written for a reset to the earliest offsets, so that request reads
+/// exactly as it always did. `to` is written only when set; an operator that does not know a field
+/// or a destination refuses the whole request as malformed, and so never carries it out as a reset
+/// to the earliest offsets.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResetRequest {
     /// The request id: a UUID in its hyphenated lower-case form.
@@ -22,6 +27,18 @@ pub struct ResetRequest {
     /// The streamlets to reset; empty means every streamlet with an inlet.
     #[serde(default)]
     pub streamlets: Vec<String>,
+    /// Where the consumer groups go; absent means each partition's log start offset (earliest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<To>,
+}
+
+/// Where a request moves the consumer groups, when not to the log start offsets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum To {
+    /// `{"datetime":"2026-11-29T16:00:00Z"}`: each partition to its first offset whose record's
+    /// timestamp is at or after this instant (RFC 3339).
+    Datetime(String),
 }
 
 /// Why a request annotation was refused.
@@ -39,6 +56,9 @@ pub enum MalformedRequest {
     /// Names that cannot be streamlet names at all.
     #[error("{} not a streamlet name: {}", if .0.len() == 1 { "this is" } else { "these are" }, .0.join(", "))]
     BadNames(Vec<String>),
+    /// `to.datetime` is not an RFC 3339 instant.
+    #[error("its time '{0}' is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z)")]
+    BadTime(String),
 }
 
 impl ResetRequest {
@@ -62,7 +82,24 @@ impl ResetRequest {
         if !bad.is_empty() {
             return Err(MalformedRequest::BadNames(bad));
         }
+        if let Some(To::Datetime(t)) = &request.to {
+            parse_instant(t).ok_or_else(|| MalformedRequest::BadTime(clip(t, 64)))?;
+        }
         Ok(request)
+    }
+
+    /// A request of the streamlets `streamlets` to the earliest offsets.
+    pub fn new(id: impl Into<String>, streamlets: Vec<String>) -> Self {
+        ResetRequest { id: id.into(), streamlets, ..ResetRequest::default() }
+    }
+
+    /// The instant of `to.datetime`, in milliseconds since the Unix epoch (`None` for other
+    /// requests; a parsed request's time always reads).
+    pub fn datetime_millis(&self) -> Option<i64> {
+        match &self.to {
+            Some(To::Datetime(t)) => parse_instant(t),
+            _ => None,
+        }
     }
 
     /// The annotation value: compact JSON, as the CLI writes it.
@@ -70,6 +107,33 @@ impl ResetRequest {
         // Serialising a struct of strings cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// An RFC 3339 instant in milliseconds since the Unix epoch.
+pub fn parse_instant(text: &str) -> Option<i64> {
+    text.parse::<k8s_openapi::jiff::Timestamp>().ok().map(|t| t.as_millisecond())
+}
+
+/// The instant `duration` before `now` (milliseconds since the Unix epoch), as RFC 3339 in UTC:
+/// what `flow reset --by-duration` writes as the request's `to.datetime`. `duration` is an ISO 8601
+/// duration as Kafka's tool takes it (`P1DT2H`, `PT30M`) or a friendly one (`2h 30m`, `1d`, `90s`);
+/// days, months and years count in the UTC calendar.
+///
+/// # Errors
+/// A message naming the text when it is no positive duration, or the instant would be before 1970.
+pub fn instant_before(now_millis: i64, duration: &str) -> Result<String, String> {
+    use k8s_openapi::jiff::{Span, Timestamp, tz::TimeZone};
+    let bad = || format!("'{}' is not a duration (such as PT2H, P1DT12H, 2h 30m or 90s)", clip(duration, 64));
+    let span: Span = duration.trim().parse().map_err(|_| bad())?;
+    if span.is_negative() || span.is_zero() {
+        return Err(format!("{} (it must be more than 0)", bad()));
+    }
+    let now = Timestamp::from_millisecond(now_millis).map_err(|e| e.to_string())?;
+    let at = now.to_zoned(TimeZone::UTC).checked_sub(span).map_err(|_| bad())?.timestamp();
+    if at.as_millisecond() < 0 {
+        return Err(format!("{duration} before now is before 1970"));
+    }
+    Ok(at.to_string())
 }
 
 /// At most `max` characters of `s`, with `…` when cut; never splits a UTF-8 character.
@@ -122,6 +186,45 @@ mod tests {
             ResetRequest::parse(&format!(r#"{{"id":"{ID}","streamlets":["Router","ok"]}}"#)),
             Err(MalformedRequest::BadNames(vec!["'Router'".into()]))
         );
+    }
+
+    #[test]
+    fn a_reset_to_the_earliest_offsets_is_written_as_before() {
+        let r = ResetRequest::new(ID, vec!["router".into()]);
+        assert_eq!(r.to_annotation(), format!(r#"{{"id":"{ID}","streamlets":["router"]}}"#));
+    }
+
+    #[test]
+    fn a_time_parses_and_is_checked() {
+        let at = ResetRequest::parse(&format!(r#"{{"id":"{ID}","to":{{"datetime":"2026-11-29T16:00:00+01:00"}}}}"#))
+            .unwrap();
+        assert_eq!(at.datetime_millis(), Some(1_795_964_400_000));
+        assert_eq!(ResetRequest::parse(&at.to_annotation()).unwrap(), at);
+        assert!(matches!(
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","to":{{"datetime":"yesterday"}}}}"#)),
+            Err(MalformedRequest::BadTime(_))
+        ));
+        assert!(matches!(
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","to":{{"later":1}}}}"#)),
+            Err(MalformedRequest::Shape(_))
+        ));
+    }
+
+    #[test]
+    fn a_duration_is_an_instant_before_now() {
+        // 2026-11-29T16:00:00Z
+        let now = 1_795_968_000_000;
+        assert_eq!(instant_before(now, "PT2H").unwrap(), "2026-11-29T14:00:00Z");
+        assert_eq!(instant_before(now, "P1DT30M").unwrap(), "2026-11-28T15:30:00Z");
+        assert_eq!(instant_before(now, "2h 30m").unwrap(), "2026-11-29T13:30:00Z");
+        assert_eq!(instant_before(now + 250, "90s").unwrap(), "2026-11-29T15:58:30.25Z");
+        for bad in ["yesterday", "", "-PT1H", "0s"] {
+            assert!(instant_before(now, bad).is_err(), "{bad}");
+        }
+        assert_eq!(instant_before(now, "P1M").unwrap(), "2026-10-29T16:00:00Z");
+        assert!(instant_before(now, "P100Y").unwrap_err().contains("before 1970"));
+        let at = instant_before(now, "PT2H").unwrap();
+        assert_eq!(parse_instant(&at), Some(now - 2 * 3600 * 1000));
     }
 
     #[test]

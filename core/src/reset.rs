@@ -76,6 +76,7 @@
 //! the markers as above; when every partition still carries the reset marker it waits the settle
 //! delay and verifies too. A settle of 0 skips the verifying read (and with it both checks).
 
+mod destination;
 mod drive;
 mod group;
 mod intake;
@@ -84,8 +85,9 @@ mod retry;
 mod status;
 mod vocabulary;
 
+pub use destination::Destination;
 pub use drive::{Drive, DriveOptions, Idle, KafkaCall, Persist, ProgressWrite, Work};
-pub use group::{GroupPhase, NAMED_PARTITIONS, outcome_event, outcome_events};
+pub use group::{GroupPhase, NAMED_PARTITIONS, outcome_event, outcome_events, went};
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,
 };
@@ -99,6 +101,8 @@ pub use vocabulary::{
 
 #[cfg(test)]
 mod bounded_tests;
+#[cfg(test)]
+mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
 #[cfg(test)]

@@ -378,6 +378,9 @@ pub struct Condition {
 pub struct ResetStatus {
     /// The request id (a UUID), or empty when the annotation did not parse.
     pub id: String,
+    /// Where the groups go when not to the earliest offsets: an RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
     /// `Requested`, `Waiting`, `Resetting`, `Done` or `Refused`.
     pub phase: RequestPhase,
     /// Why the request waits or was refused; empty otherwise.

@@ -517,7 +517,7 @@ impl World {
     /// Writes request `n` (a fresh id) naming `ask`; returns its id.
     pub fn write_request(&mut self, n: u64, ask: Ask) -> String {
         let id = request_id(n);
-        let annotation = ResetRequest { id: id.clone(), streamlets: ask.names() }.to_annotation();
+        let annotation = ResetRequest::new(id.clone(), ask.names()).to_annotation();
         self.requests.insert(id.clone(), ask);
         self.kube.request = Some(annotation);
         id
@@ -739,6 +739,7 @@ impl World {
             log_start: logs.iter().map(|(p, l)| (*p, l.log_start)).collect(),
             committed: logs.keys().map(|p| (*p, committed.get(p).map(|x| x.offset))).collect(),
             high_watermark: logs.iter().map(|(p, l)| (*p, l.high)).collect(),
+            at_time: BTreeMap::new(),
         })
     }
 

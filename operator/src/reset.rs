@@ -286,7 +286,8 @@ impl Run<'_> {
         }
         match work {
             Work::Kafka(call) => {
-                let call = run_kafka(&mut self.connections, self.flow, call).await;
+                let at = drive.machine().destination().time().map(|t| t.0);
+                let call = run_kafka(&mut self.connections, self.flow, call, at).await;
                 calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
@@ -368,11 +369,13 @@ async fn claim(group: &GroupId) -> Claim {
 
 /// Starts one Kafka call: resolves its connection's client now (reading the cluster Secrets the
 /// first time), and returns the call as a future that yields the machine's input. The future holds
-/// the group's [`Claim`] while the call runs.
+/// the group's [`Claim`] while the call runs. `at`: the instant a reset to a time looks offsets up
+/// for, in milliseconds since the Unix epoch.
 async fn run_kafka(
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
     call: KafkaCall,
+    at: Option<i64>,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
     let client = connections.client(flow, &call.target().topic_id).await;
@@ -380,7 +383,7 @@ async fn run_kafka(
         let _claim = claim(&group).await;
         match call {
             KafkaCall::Inspect(target) => {
-                Input::Inspected { group, result: async { kafka::inspect(client?, target).await }.await }
+                Input::Inspected { group, result: async { kafka::inspect(client?, target, at).await }.await }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
                 faults::group_point("before-fence", group.as_str()).await;

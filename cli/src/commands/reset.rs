@@ -1,5 +1,5 @@
-//! `flow reset <pipeline> [--streamlet <name>]... [-n <ns>] [--replace] [--wait [--timeout <d>]]`,
-//! and `flow reset status <id>`.
+//! `flow reset <pipeline> [--streamlet <name>]... [--to-datetime <t> | --by-duration <d>] [-n <ns>]
+//! [--replace] [--wait [--timeout <d>]]`, and `flow reset status <id>`.
 //!
 //! Checks the guards against the resource and its pods, then writes the request annotation. The
 //! operator carries the request out, checking the same guards again.
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flow_adapters::kube as k;
 use flow_core::names::CLI_FIELD_MANAGER;
-use flow_core::request::ResetRequest;
+use flow_core::request::{ResetRequest, To, clip, instant_before, parse_instant};
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets;
 use kube::Api;
@@ -36,6 +36,15 @@ pub struct Args {
     /// Reset only this streamlet; repeatable. Default: every streamlet with an inlet.
     #[arg(long = "streamlet", value_name = "NAME")]
     streamlets: Vec<String>,
+    /// Move each partition to its first offset whose record's timestamp is at or after this RFC 3339
+    /// instant (2026-11-29T16:00:00Z, 2026-11-29T17:00:00+01:00) instead of its log start; a
+    /// partition with no such record goes to its log end.
+    #[arg(long, value_name = "RFC3339", conflicts_with = "by_duration")]
+    to_datetime: Option<String>,
+    /// Move each partition to the first offset at or after this long ago (PT2H, P1DT12H, 2h 30m);
+    /// the CLI turns it into an instant when it writes the request.
+    #[arg(long, value_name = "DURATION")]
+    by_duration: Option<String>,
     /// Namespace of the AnkkaFlow. Default: the kubeconfig context's namespace.
     #[arg(short = 'n', long = "namespace", value_name = "NS")]
     namespace: Option<String>,
@@ -86,6 +95,9 @@ struct Requested<'a> {
     pipeline: &'a str,
     /// The streamlets named with `--streamlet` (empty: every streamlet with an inlet).
     streamlets: &'a [String],
+    /// The instant the groups go to (RFC 3339), with `--to-datetime` or `--by-duration`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to: Option<&'a str>,
 }
 
 /// Runs the command.
@@ -97,6 +109,8 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
     if let Some(Sub::Status(status_args)) = args.command.take() {
         return status::run(status_args).await;
     }
+    // Checked before anything is read, so that a typo costs no round trip.
+    let to = destination(&args)?;
     let cluster = Cluster::connect(&args.cluster).await?;
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
     // clap requires the pipeline when no subcommand is given.
@@ -111,7 +125,8 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
             Ok(None) => return Err(Failure::refused(format!("no pipeline '{pipeline}' in namespace '{ns}'"))),
             Err(e) => return Err(cluster.failure(e)),
         };
-        let request = checked_request(&cluster, &ns, &pipeline, &args, &flow).await?;
+        let mut request = checked_request(&cluster, &ns, &pipeline, &args, &flow).await?;
+        request.to.clone_from(&to);
         let version = flow.metadata.resource_version.as_deref();
         match k::write_request(&api, &pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER).await {
             Ok(()) => {
@@ -125,6 +140,10 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
                                 namespace: &ns,
                                 pipeline: &pipeline,
                                 streamlets: &args.streamlets,
+                                to: match &request.to {
+                                    Some(To::Datetime(t)) => Some(t),
+                                    None => None,
+                                },
                             },
                             other,
                         )?,
@@ -146,6 +165,28 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
     Err(Failure::refused(format!(
         "pipeline '{pipeline}' kept changing while the request was being written; nothing was requested, run flow reset again"
     )))
+}
+
+/// Where `--to-datetime` or `--by-duration` send the groups; `None`: to the earliest offsets.
+fn destination(args: &Args) -> Result<Option<To>, Failure> {
+    if let Some(t) = &args.to_datetime {
+        if parse_instant(t).is_none() {
+            return Err(Failure::refused(format!(
+                "--to-datetime '{}' is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z); nothing was requested",
+                clip(t, 64)
+            )));
+        }
+        return Ok(Some(To::Datetime(t.clone())));
+    }
+    if let Some(d) = &args.by_duration {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let at = instant_before(now, d)
+            .map_err(|why| Failure::refused(format!("--by-duration {why}; nothing was requested")))?;
+        return Ok(Some(To::Datetime(at)));
+    }
+    Ok(None)
 }
 
 /// Checks every guard against `flow` and its pods; returns the request to write.
@@ -174,5 +215,5 @@ async fn checked_request(
     if !running.is_empty() {
         return Err(Failure::refused(targets::cli_running_message(&running)));
     }
-    Ok(ResetRequest { id: uuid::Uuid::new_v4().to_string(), streamlets: args.streamlets.clone() })
+    Ok(ResetRequest::new(uuid::Uuid::new_v4().to_string(), args.streamlets.clone()))
 }

@@ -18,7 +18,7 @@ fn router() -> GroupId {
 }
 
 fn machine(progress: Vec<GroupProgress>) -> ResetMachine {
-    let request = ResetRequest { id: ID.into(), streamlets: vec!["router".into()] };
+    let request = ResetRequest::new(ID, vec!["router".into()]);
     ResetMachine::new(request, None, progress)
 }
 
@@ -55,6 +55,7 @@ fn committing() -> ResetMachine {
         log_start: (0..PARTITIONS).map(|p| (p, 0)).collect(),
         committed: (0..PARTITIONS).map(|p| (p, Some(20))).collect(),
         high_watermark: (0..PARTITIONS).map(|p| (p, 20)).collect(),
+        at_time: BTreeMap::new(),
     };
     m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
     drain(&mut m);
@@ -178,7 +179,7 @@ fn done_status(groups: usize, partitions: i32) -> ResetStatus {
             GroupProgress { group, intent: None, outcome: Some(intent.into_reset("bench.p1000", vec![])) }
         })
         .collect();
-    let request = ResetRequest { id: ID.into(), streamlets: vec![] };
+    let request = ResetRequest::new(ID, vec![]);
     let mut status = ResetMachine::new(request, Some(ID), progress).status();
     for g in &mut status.groups {
         g.lag = Some(1_000_000_000);

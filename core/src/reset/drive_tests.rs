@@ -14,7 +14,7 @@ const OLD: &str = "0e5b1c2a-1111-4222-8333-444455556666";
 const T0: Timestamp = Timestamp(1_764_433_300_000);
 
 fn annotation(names: &[&str]) -> String {
-    ResetRequest { id: ID.into(), streamlets: names.iter().map(|s| s.to_string()).collect() }.to_annotation()
+    ResetRequest::new(ID, names.iter().map(|s| s.to_string()).collect()).to_annotation()
 }
 
 fn router() -> GroupId {
@@ -65,6 +65,7 @@ fn empty_group() -> Inspection {
         log_start: BTreeMap::from([(0, 0), (1, 0)]),
         committed: BTreeMap::from([(0, Some(5)), (1, None)]),
         high_watermark: BTreeMap::from([(0, 10), (1, 10)]),
+        at_time: BTreeMap::new(),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::destination::Destination;
 use super::retry::Retry;
 use super::vocabulary::{
     Committed, Effect, GroupOutcome, Inspection, Intent, KafkaFailure, Positions, Timestamp, fence_marker, reset_marker,
@@ -99,6 +100,7 @@ pub(super) struct Cx<'a> {
     pub now: Timestamp,
     pub settle: Duration,
     pub effects: &'a mut VecDeque<Effect>,
+    pub destination: &'a Destination,
 }
 
 impl Cx<'_> {
@@ -194,12 +196,7 @@ fn inspected(
         let reason = format!("topic '{}' has no partitions", target.topic);
         return failed(target, retry, KafkaFailure::unknown_topic(reason), cx);
     }
-    let records_to_reprocess = seen
-        .log_start
-        .iter()
-        .map(|(p, start)| seen.high_watermark.get(p).map_or(0, |high| (high - start).max(0)))
-        .sum();
-    let intent = Intent::new(seen.committed, seen.log_start, records_to_reprocess);
+    let intent = cx.destination.intent(&seen);
     let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
     cx.emit(Effect::Fence { target: target.clone(), offsets, metadata: fence_marker(cx.id) });
     GroupPhase::Fencing { retry, intent }
@@ -449,7 +446,10 @@ fn failure(target: &InletTarget, reason: String) -> GroupOutcome {
 }
 
 /// The group ends with `outcome`: made durable, then reported.
-fn finish(target: &InletTarget, outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
+fn finish(target: &InletTarget, mut outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
+    if let GroupOutcome::Reset { to: to @ None, .. } = &mut outcome {
+        *to = cx.destination.describe();
+    }
     // The outcome is persisted before its event is recorded, so that an outcome with an event is
     // never decided again: a driver that stops between the two rebuilds the machine from the
     // persisted outcome, which records the same event again (refused by the API server as a
@@ -465,10 +465,10 @@ fn finish(target: &InletTarget, outcome: GroupOutcome, cx: &mut Cx<'_>) -> Group
 /// The event of a group's outcome, keyed `<request id>/<group>`: one per request and group.
 pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Event {
     match outcome {
-        GroupOutcome::Reset { topic, .. } => Event::new(
+        GroupOutcome::Reset { .. } => Event::new(
             EventType::Normal,
             "ResetOffsets",
-            format!("{}: {} partition(s) of '{topic}' to earliest", target.group, outcome.partitions()),
+            format!("{}: {}", target.group, went(outcome)),
             format!("{id}/{}", target.group),
         ),
         GroupOutcome::Failed { reason, .. } => Event::new(
@@ -480,8 +480,24 @@ pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> 
     }
 }
 
+/// Where a reset group went, as its event and status say it: `<n> partition(s) of '<topic>' to
+/// earliest` (exact, as the platform always wrote it), or to the instant, the plan or the offsets
+/// before an undone request, followed by the intent's notes. Empty for a failed group.
+pub fn went(outcome: &GroupOutcome) -> String {
+    let GroupOutcome::Reset { topic, to, notes, .. } = outcome else { return String::new() };
+    let n = outcome.partitions();
+    let mut text = format!("{n} partition(s) of '{topic}' to {}", to.as_deref().unwrap_or("earliest"));
+    for note in notes {
+        text.push_str("; ");
+        text.push_str(note);
+    }
+    text
+}
+
 /// The events of a group's outcome: [`outcome_event`], and for a reset that did not cover partitions
-/// added during it, a `ResetPartitionsAdded` warning naming them, keyed `<request id>/<group>/added`.
+/// added during it, a `ResetPartitionsAdded` warning naming them, keyed `<request id>/<group>/added`;
+/// for a reset with notes (a partition with no record after the time went to its log end), a
+/// `ResetOffsetsWarning` with the notes, keyed `<request id>/<group>/warning`.
 pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> Vec<Event> {
     let mut events = vec![outcome_event(id, target, outcome)];
     if let GroupOutcome::Reset { topic, added, .. } = outcome
@@ -501,6 +517,16 @@ pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) ->
             format!("{id}/{}/added", target.group),
         ));
     }
+    if let GroupOutcome::Reset { notes, .. } = outcome
+        && !notes.is_empty()
+    {
+        events.push(Event::new(
+            EventType::Warning,
+            "ResetOffsetsWarning",
+            format!("{}: {}", target.group, notes.join("; ")),
+            format!("{id}/{}/warning", target.group),
+        ));
+    }
     events
 }
 
@@ -515,7 +541,7 @@ pub(super) fn join(partitions: &[i32]) -> String {
 }
 
 /// The first [`NAMED_PARTITIONS`] items joined with `, `, and how many more there are.
-pub(super) fn named(items: &[String]) -> String {
+pub(crate) fn named(items: &[String]) -> String {
     let mut list = items.iter().take(NAMED_PARTITIONS).cloned().collect::<Vec<_>>().join(", ");
     if items.len() > NAMED_PARTITIONS {
         list += &format!(" and {} more partition(s)", items.len() - NAMED_PARTITIONS);

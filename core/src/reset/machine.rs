@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::destination::Destination;
 use super::group::{self, Cx, GroupInput, GroupPhase};
 use super::vocabulary::{Effect, GroupOutcome, GroupProgress, Input, Timestamp};
 use crate::events::{Event, EventType};
@@ -108,12 +109,23 @@ pub struct ResetMachine {
     effects: VecDeque<Effect>,
     /// Wait between a commit's read-back and the second read.
     settle: Duration,
+    /// Where the groups go.
+    pub(super) destination: Destination,
 }
 
 impl ResetMachine {
     /// Builds the machine for `request`, given the done annotation and the durable progress of this
     /// request's groups (progress of other requests must not be passed).
     pub fn new(request: ResetRequest, done_id: Option<&str>, progress: Vec<GroupProgress>) -> Self {
+        let destination = Destination::of(&request);
+        // Outcomes known from durable progress say where they went (a status that stood in for a
+        // lost ledger does not keep it).
+        let mut progress = progress;
+        for p in &mut progress {
+            if let Some(GroupOutcome::Reset { to: to @ None, .. }) = &mut p.outcome {
+                *to = destination.describe();
+            }
+        }
         let state = if done_id == Some(request.id.as_str()) {
             State::Done(Done::AlreadyDone { id: request.id })
         } else {
@@ -125,7 +137,13 @@ impl ResetMachine {
             topics: BTreeMap::new(),
             effects: VecDeque::new(),
             settle: DEFAULT_SETTLE,
+            destination,
         }
+    }
+
+    /// Where the groups go.
+    pub fn destination(&self) -> &Destination {
+        &self.destination
     }
 
     /// Sets the settle delay: how long after a group's commit reads back at its targets the machine
@@ -196,9 +214,13 @@ impl ResetMachine {
         };
         let id = request.id.clone();
         let selected = match targets::select(spec, &request.streamlets) {
+            Ok(_) if let Destination::Unavailable(why) = &self.destination => Err(format!("reset {id} refused: {why}")),
+            Ok(t) => Ok(t),
+            Err(err) => Err(targets::operator_selection_note(&id, &err)),
+        };
+        let selected = match selected {
             Ok(t) => t,
-            Err(err) => {
-                let why = targets::operator_selection_note(&id, &err);
+            Err(why) => {
                 let key = format!("{id}/refused");
                 self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", why.clone(), key)));
                 self.emit(Effect::WriteDone { id: id.clone() });
@@ -216,7 +238,8 @@ impl ResetMachine {
             return;
         }
         let mut groups = BTreeMap::new();
-        let mut cx = Cx { id: &id, now, settle: self.settle, effects: &mut self.effects };
+        let mut cx =
+            Cx { id: &id, now, settle: self.settle, effects: &mut self.effects, destination: &self.destination };
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let progress = self.progress.get(&target.group);
             let (intent, outcome) = (progress.and_then(|r| r.intent.clone()), progress.and_then(|r| r.outcome.clone()));
@@ -231,7 +254,13 @@ impl ResetMachine {
     fn step(&mut self, group: &GroupId, input: GroupInput, now: Timestamp) {
         let State::Resetting(r) = &mut self.state else { return };
         let Some(g) = r.groups.get_mut(group) else { return };
-        let mut cx = Cx { id: &r.request.id, now, settle: self.settle, effects: &mut self.effects };
+        let mut cx = Cx {
+            id: &r.request.id,
+            now,
+            settle: self.settle,
+            effects: &mut self.effects,
+            destination: &self.destination,
+        };
         let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
         g.phase = group::advance(&g.target, phase, input, &mut cx);
         self.maybe_done();
@@ -239,7 +268,13 @@ impl ResetMachine {
 
     fn tick(&mut self, now: Timestamp) {
         let State::Resetting(r) = &mut self.state else { return };
-        let mut cx = Cx { id: &r.request.id, now, settle: self.settle, effects: &mut self.effects };
+        let mut cx = Cx {
+            id: &r.request.id,
+            now,
+            settle: self.settle,
+            effects: &mut self.effects,
+            destination: &self.destination,
+        };
         for g in r.groups.values_mut() {
             let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
             g.phase = group::tick(&g.target, phase, &mut cx);

@@ -19,6 +19,7 @@ impl ResetMachine {
     pub fn status(&self) -> ResetStatus {
         let mut status = self.unbounded_status();
         status.detail = fit_note(&status.detail);
+        status.to = self.destination.describe();
         status
     }
 
@@ -129,12 +130,11 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
         }
         GroupPhase::Finished(outcome @ GroupOutcome::Reset { before, offsets, records_to_reprocess, added, .. }) => {
             g.outcome = GroupStage::Reset;
-            let n = outcome.partitions();
-            g.message = format!("{n} partition(s) of '{topic}' to earliest");
+            g.message = super::group::went(outcome);
             if !added.is_empty() {
                 g.message += &format!("; partition(s) {} were added during the reset and were not reset", join(added));
             }
-            with_intent(&mut g, before, offsets, *records_to_reprocess, n);
+            with_intent(&mut g, before, offsets, *records_to_reprocess, outcome.partitions());
             g.added_partitions = added.iter().take(NAMED_PARTITIONS).copied().collect();
         }
         GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {

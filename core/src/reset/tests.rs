@@ -13,7 +13,7 @@ const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
 const T0: Timestamp = Timestamp(1_000_000);
 
 fn request(names: &[&str]) -> ResetRequest {
-    ResetRequest { id: ID.into(), streamlets: names.iter().map(|s| s.to_string()).collect() }
+    ResetRequest::new(ID, names.iter().map(|s| s.to_string()).collect())
 }
 
 fn drain(m: &mut ResetMachine) -> Vec<Effect> {
@@ -35,6 +35,7 @@ fn empty_group() -> Inspection {
         log_start: BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
         committed: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
         high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
+        at_time: BTreeMap::new(),
     }
 }
 
@@ -543,6 +544,7 @@ fn a_long_list_of_moved_partitions_is_cut_and_keeps_the_advice() {
         log_start: target.clone(),
         committed: target.keys().map(|p| (*p, None)).collect(),
         high_watermark: target.keys().map(|p| (*p, 10)).collect(),
+        at_time: BTreeMap::new(),
     };
     m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
     drain(&mut m);

@@ -76,20 +76,31 @@ pub struct Intent {
     /// summary a status keeps of a large group (see [`Intent::summary`]), whose offsets are not known.
     #[serde(default)]
     pub partitions: u32,
+    /// What a user should know about where the group goes (a partition without a record after the
+    /// time went to the log end, an offset of a plan outside the log now), from its destination.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Intent {
     /// An intent to commit `target`, from the offsets `before`.
     pub fn new(before: Committed, target: BTreeMap<i32, i64>, records_to_reprocess: i64) -> Intent {
         let partitions = u32::try_from(target.len()).unwrap_or(u32::MAX);
-        Intent { before, target, records_to_reprocess, partitions }
+        Intent { before, target, records_to_reprocess, partitions, notes: vec![] }
+    }
+
+    /// The same intent with `notes`.
+    #[must_use]
+    pub fn with_notes(mut self, notes: Vec<String>) -> Intent {
+        self.notes = notes;
+        self
     }
 
     /// An intent known only by its summary: it was made durable for `partitions` partitions, but its
     /// offsets per partition are not known here (the status keeps them only for small groups, and
     /// the ledger, which keeps them all, was lost). Its commit is recovered by the markers alone.
     pub fn summary(partitions: u32, records_to_reprocess: i64) -> Intent {
-        Intent { before: Committed::new(), target: BTreeMap::new(), records_to_reprocess, partitions }
+        Intent { before: Committed::new(), target: BTreeMap::new(), records_to_reprocess, partitions, notes: vec![] }
     }
 
     /// Whether its offsets per partition are not known ([`Intent::summary`]).
@@ -113,6 +124,8 @@ impl Intent {
             records_to_reprocess: self.records_to_reprocess,
             added,
             partitions,
+            to: None,
+            notes: self.notes,
         }
     }
 }
@@ -139,6 +152,13 @@ pub enum GroupOutcome {
         /// the summary a status keeps of a large group (`offsets` is then empty).
         #[serde(default)]
         partitions: u32,
+        /// Where the group went when not to the earliest offsets (see
+        /// [`super::Destination::describe`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
+        /// The intent's notes (see [`Intent::notes`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<String>,
     },
     /// The group could not be reset; the reason is final.
     Failed {
@@ -284,6 +304,10 @@ pub struct Inspection {
     pub committed: Committed,
     /// Each partition's high watermark.
     pub high_watermark: BTreeMap<i32, i64>,
+    /// For a reset to a time: each partition's first offset whose record's timestamp is at or after
+    /// it, `None` where no record is; empty otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub at_time: BTreeMap<i32, Option<i64>>,
 }
 
 /// Everything the machine learns from outside.

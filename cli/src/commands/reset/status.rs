@@ -57,6 +57,9 @@ pub struct Report {
     pub phase: RequestPhase,
     /// Why it waits or was refused.
     pub detail: String,
+    /// The instant the groups go to (RFC 3339), for a reset to a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
     /// When the operator first saw it (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
@@ -137,6 +140,7 @@ fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
         pipeline: flow.name_any(),
         phase,
         detail: String::new(),
+        to: None,
         requested_at: None,
         finished_at: None,
         groups: vec![],
@@ -145,6 +149,7 @@ fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
     if let Some(r) = status.and_then(|s| s.reset.as_ref()).filter(|r| r.id == id) {
         return Some(Report {
             detail: r.detail.clone(),
+            to: r.to.clone(),
             requested_at: r.requested_at.clone(),
             finished_at: r.finished_at.clone(),
             groups: r.groups.clone(),
@@ -265,6 +270,9 @@ fn table(r: &Report, rates: &Rates) -> String {
         out.push_str(&format!(" ({})", r.detail));
     }
     out.push('\n');
+    if let Some(t) = &r.to {
+        out.push_str(&format!("to: {t}\n"));
+    }
     if let Some(t) = &r.requested_at {
         out.push_str(&format!("requested: {t}"));
         if let Some(f) = &r.finished_at {
@@ -414,6 +422,7 @@ mod tests {
             pipeline: "cart".into(),
             phase: RequestPhase::Done,
             detail: String::new(),
+            to: None,
             requested_at: Some("2026-11-29T16:00:00Z".into()),
             finished_at: Some("2026-11-29T16:00:01Z".into()),
             groups: vec![GroupStatus {
@@ -451,6 +460,7 @@ mod tests {
             pipeline: "cart".into(),
             phase: RequestPhase::Done,
             detail: String::new(),
+            to: None,
             requested_at: None,
             finished_at: None,
             groups: vec![g],
@@ -477,6 +487,7 @@ mod tests {
             pipeline: "cart".into(),
             phase,
             detail: String::new(),
+            to: None,
             requested_at: None,
             finished_at: None,
             groups: outcomes

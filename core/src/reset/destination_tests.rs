@@ -1,0 +1,127 @@
+//! Destinations other than the earliest offsets: a time.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::names::GroupId;
+use crate::request::{ResetRequest, To};
+use crate::targets::tests::cart;
+
+const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
+const T0: Timestamp = Timestamp(1_000_000);
+/// 2026-11-29T16:00:00Z.
+const AT: i64 = 1_795_968_000_000;
+
+fn router() -> GroupId {
+    GroupId::new("cart", "router", "in")
+}
+
+fn drain(m: &mut ResetMachine) -> Vec<Effect> {
+    std::iter::from_fn(|| m.poll_effect()).collect()
+}
+
+fn notes(effects: &[Effect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Record(ev) => Some(format!("{}: {}", ev.reason, ev.note)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Committed 10/60/none, log start 0/50/30, high watermark 100; at the time: 40, 70, no record.
+fn seen() -> Inspection {
+    Inspection {
+        state: "Empty".into(),
+        members: 0,
+        log_start: BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
+        committed: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
+        high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
+        at_time: BTreeMap::from([(0, Some(40)), (1, Some(70)), (2, None)]),
+    }
+}
+
+fn to_time() -> ResetRequest {
+    ResetRequest {
+        to: Some(To::Datetime("2026-11-29T16:00:00Z".into())),
+        ..ResetRequest::new(ID, vec!["router".into()])
+    }
+}
+
+/// Runs `m` to router's intent from `inspection`; returns the effects after the inspection.
+fn inspect(m: &mut ResetMachine, inspection: Inspection) -> Vec<Effect> {
+    m.handle(Input::Observed { spec: cart(0), pods: BTreeMap::new() }, T0);
+    let e = drain(m);
+    assert!(matches!(&e[..], [Effect::InspectGroup(t)] if t.group == router()), "{e:?}");
+    m.handle(Input::Inspected { group: router(), result: Ok(inspection) }, T0);
+    drain(m)
+}
+
+/// Fences, commits and verifies router's intent; returns the effects of its outcome.
+fn land(m: &mut ResetMachine) -> Vec<Effect> {
+    m.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    let e = drain(m);
+    let Some(Effect::CommitOffsets { offsets, .. }) = e.iter().find(|e| matches!(e, Effect::CommitOffsets { .. }))
+    else {
+        panic!("a commit: {e:?}")
+    };
+    let offsets = offsets.clone();
+    m.handle(
+        Input::ReadBack { group: router(), result: Ok(offsets.iter().map(|(p, o)| (*p, Some(*o))).collect()) },
+        T0,
+    );
+    let due = T0.after(DEFAULT_SETTLE);
+    m.handle(Input::Tick, due);
+    drain(m);
+    let read = offsets.iter().map(|(p, o)| (*p, Some(Position { offset: *o, metadata: reset_marker(ID) }))).collect();
+    m.handle(Input::Read { group: router(), result: Ok(read) }, due);
+    drain(m)
+}
+
+#[test]
+fn a_time_goes_to_the_first_offset_at_or_after_it_and_the_log_end_where_none_is() {
+    let mut m = ResetMachine::new(to_time(), None, vec![]);
+    assert_eq!(m.destination().time(), Some(Timestamp(AT)));
+    let e = inspect(&mut m, seen());
+    assert!(matches!(&e[..], [Effect::Fence { .. }]), "{e:?}");
+    let e = land(&mut m);
+    assert_eq!(
+        notes(&e),
+        [
+            "ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to 2026-11-29T16:00:00Z; \
+          partition(s) 2 have no record at or after 2026-11-29T16:00:00Z and went to the log end",
+            "ResetOffsetsWarning: cart.router.in: partition(s) 2 have no record at or after 2026-11-29T16:00:00Z and \
+          went to the log end"
+        ]
+    );
+    let st = m.status();
+    let g = &st.groups[0];
+    assert_eq!(g.offsets_after, BTreeMap::from([("0".into(), 40), ("1".into(), 70), ("2".into(), 100)]));
+    assert_eq!(g.records_to_reprocess, 60 + 30, "from where each partition went to its high watermark");
+    assert!(g.message.ends_with("went to the log end"), "{}", g.message);
+}
+
+#[test]
+fn a_group_already_reset_to_a_time_says_where_it_went_after_a_restart() {
+    let outcome = Intent::new(BTreeMap::from([(0, Some(10))]), BTreeMap::from([(0, 40)]), 60)
+        .into_reset("shop.cart-events.v1", vec![]);
+    let m = ResetMachine::new(
+        to_time(),
+        Some(ID),
+        vec![GroupProgress { group: router(), intent: None, outcome: Some(outcome) }],
+    );
+    let st = m.status();
+    assert_eq!(st.to.as_deref(), Some("2026-11-29T16:00:00Z"));
+    assert_eq!(st.groups[0].message, "1 partition(s) of 'shop.cart-events.v1' to 2026-11-29T16:00:00Z");
+}
+
+#[test]
+fn a_reset_to_the_earliest_offsets_says_so_exactly_and_names_no_time() {
+    let mut m = ResetMachine::new(ResetRequest::new(ID, vec!["router".into()]), None, vec![]);
+    assert_eq!(m.destination().time(), None);
+    inspect(&mut m, Inspection { at_time: BTreeMap::new(), ..seen() });
+    let e = land(&mut m);
+    assert_eq!(notes(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert_eq!(m.status().to, None);
+}
