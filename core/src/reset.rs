@@ -51,8 +51,9 @@
 //! reset again, which could rewind a finished rebuild, and never reported as a success it may not be).
 //! A transient failure of that read is retried like any other: the group waits [`backoff`] (a
 //! [`ResetMachine::poll_timeout`]; the read is emitted on the [`Input::Tick`] at or after it), and
-//! after [`MAX_ATTEMPTS`] attempts in all, or at once for a final failure, the group fails ("could not
-//! learn whether an earlier commit landed"), never committed. Its status shows `Recovering` meanwhile.
+//! once [`ResetMachine::with_retry_for`] has passed since the group's first failure, or at once for a
+//! final failure, the group fails ("could not learn whether an earlier commit landed"), never
+//! committed. Its status shows `Recovering` meanwhile.
 //!
 //! # The settle, and the verifying read after it
 //! A consumer that was still closing when the reset ran (a pod past its deletion, a consumer outside
@@ -68,8 +69,8 @@
 //! - Partitions that the intent did not cover (added to the topic after the inspection): the group
 //!   stays reset on the partitions verified (its event counts only those), and a second event,
 //!   `ResetPartitionsAdded`, names the added partitions, which were not reset.
-//! - The read fails: transient failures are retried with [`backoff`], [`MAX_ATTEMPTS`] reads in
-//!   all; a final failure fails the group (the reset landed and read back once, but whether it held
+//! - The read fails: transient failures are retried with [`backoff`] for as long as
+//!   [`ResetMachine::with_retry_for`] allows; a final failure fails the group (the reset landed and read back once, but whether it held
 //!   is unknown, and an unknown is never reported as a success).
 //!
 //! A crash during the settle leaves an intent without outcome, so the rebuilt machine recovers it by
@@ -92,7 +93,7 @@ pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,
 };
 pub use machine::{DEFAULT_SETTLE, Done, Group, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting};
-pub use retry::{FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Retry, backoff};
+pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, merge_progress, progress_from_status};
 pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, Position,

@@ -33,6 +33,8 @@ pub enum Reconciled {
     AlreadyDone,
     /// A target still runs: look again later.
     Waiting,
+    /// Every group not finished waits for members (strays) to leave it: look again later.
+    Members,
     /// The annotation changed during a retry's sleep: this drive stops, the next takes the new one.
     Superseded,
     /// The machine reached `Done` (refused, or every group finished).
@@ -229,6 +231,11 @@ impl World {
                     let reset = drive.status(self.now);
                     self.write_status(&reset, drive.history());
                     return Reconciled::Waiting;
+                }
+                Idle::Members => {
+                    let reset = drive.status(self.now);
+                    self.write_status(&reset, drive.history());
+                    return Reconciled::Members;
                 }
                 Idle::Sleep(at) => {
                     // Aimed at the settle: what the test armed happens while a group waits to be

@@ -376,6 +376,18 @@ fn reconcile(mut world: World, model: &Model, crash_after: Option<u8>, order: &[
                     "a refused request ({ask:?}) must be marked done: {end:?}"
                 );
             }
+            if end == Reconciled::Members {
+                assert!(
+                    ask.targets().unwrap_or_default().iter().any(|s| world
+                        .kafka
+                        .stray_members
+                        .get(s)
+                        .copied()
+                        .unwrap_or(0)
+                        > 0),
+                    "request {id} waits for members although no target's group has any"
+                );
+            }
             if end == Reconciled::Waiting {
                 assert_eq!(world.kafka.calls, calls_before, "a waiting request must not call Kafka");
                 assert!(

@@ -98,6 +98,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     let options = DriveOptions {
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),
         concurrency: usize::from(ctx.settings.reset_concurrency),
+        retry_for: Duration::from_secs(ctx.settings.reset_retry_seconds),
     };
     let mut drive = match admitted.start(progress, options, now()) {
         Started::Answered(answer) => return Ok(answered(ctx, &flow, status, answer).await),
@@ -228,7 +229,7 @@ impl Run<'_> {
             match drive.idle() {
                 Idle::Done | Idle::Stalled => break,
                 Idle::Abandoned => return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset"))),
-                Idle::Waiting(_) => {
+                Idle::Waiting(_) | Idle::Members => {
                     status.reset = Some(drive.status(now()));
                     return Ok(Some(WAIT_RECHECK));
                 }

@@ -47,17 +47,17 @@ pub struct Settings {
     #[arg(long, env = "FLOW_LEDGER_DIR", default_value = "/var/lib/ankka-flow/ledger")]
     pub ledger_dir: PathBuf,
     /// Seconds between periodic full reconciles of every pipeline.
-    #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300)]
+    #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub resync_seconds: u64,
     /// Pipelines reconciled in parallel.
-    #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4)]
+    #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
     /// Kafka calls of one reset request that run at once (each on its own group; one group's calls
     /// always run one after another). Bounds the load a large pipeline puts on the brokers.
     #[arg(long, env = "FLOW_RESET_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub reset_concurrency: u16,
     /// Deadline of each Kafka request, in seconds.
-    #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
+    #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub kafka_request_timeout_seconds: u64,
     /// `reportingInstance` of events and, unless `--lease-identity` says otherwise, this instance's
     /// identity in the leader election (the pod name in a cluster).
@@ -97,15 +97,25 @@ pub struct Settings {
     #[arg(long, env = "FLOW_METRICS_ADDRESS", default_value = "0.0.0.0:9090")]
     pub metrics_address: std::net::SocketAddr,
     /// Seconds between lag samples (metrics, and the catch-up of reset groups in the status).
-    #[arg(long, env = "FLOW_LAG_INTERVAL_SECONDS", default_value_t = 10)]
+    #[arg(long, env = "FLOW_LAG_INTERVAL_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lag_interval_seconds: u64,
     /// Seconds to wait after a consumer group's reset reads back at its log start offsets before
     /// reading the group's offsets once more. A consumer that was still closing during the reset (a pod
     /// past its deletion, a consumer outside Kubernetes) may commit its old position right after the
     /// reset: that read catches it and reports the group failed instead of reset, and it names any
     /// partition added to the topic during the reset. 0 skips the second read (and both checks).
-    #[arg(long, env = "FLOW_RESET_SETTLE_SECONDS", default_value_t = 1)]
+    #[arg(long, env = "FLOW_RESET_SETTLE_SECONDS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub reset_settle_seconds: u64,
+    /// Seconds a consumer group of a reset retries transient Kafka failures (no broker reachable, no
+    /// answer in time, a coordinator moving), from its first one, before the group fails: long enough
+    /// to ride out a broker restart. Members in a group are waited for however long they stay.
+    #[arg(
+        long,
+        env = "FLOW_RESET_RETRY_SECONDS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub reset_retry_seconds: u64,
     /// Log format on stderr.
     #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
@@ -166,6 +176,24 @@ mod tests {
         assert_eq!(cli.settings.sidecar_image(), None);
         let cli = Cli::parse_from(["flow-operator", "--sidecar-image", "ghcr.io/x/sidecar:1"]);
         assert_eq!(cli.settings.sidecar_image(), Some("ghcr.io/x/sidecar:1"));
+    }
+
+    #[test]
+    fn settings_out_of_range_are_refused_at_start_naming_the_setting() {
+        let cli = Cli::parse_from(["flow-operator"]);
+        assert_eq!(cli.settings.reset_retry_seconds, 300);
+        for (flag, value) in [
+            ("--reset-retry-seconds", "0"),
+            ("--resync-seconds", "0"),
+            ("--max-concurrent-reconciles", "0"),
+            ("--kafka-request-timeout-seconds", "0"),
+            ("--lag-interval-seconds", "0"),
+            ("--reset-settle-seconds", "3601"),
+            ("--reset-concurrency", "0"),
+        ] {
+            let e = Cli::try_parse_from(["flow-operator", flag, value]).expect_err(flag).to_string();
+            assert!(e.contains(flag) && e.contains(value), "{flag}: {e}");
+        }
     }
 
     #[test]

@@ -320,10 +320,10 @@ impl Watch<'_> {
 /// every look), never a "to earliest" event, and the operator treats the refusal as consumers still
 /// active: a transient failure, so it looks at the group again (core/src/reset.rs: a transient commit
 /// failure is settled by reading the offsets, which still carry the fence, so the group goes back to
-/// inspection, where the member is seen and the attempt is retried with backoff 2, 4, 8 s, 5 attempts
-/// in all).
+/// inspection, where the member is seen and the group waits for it, looked at again every 5 s, however
+/// long it stays).
 ///
-/// Then the stray leaves, before the attempts run out: the next attempt finds no member, fences and
+/// Then the stray leaves: the next attempt finds no member, fences and
 /// persists its intent again (the pause point is reached a second time), commits, and the group is
 /// reset, once: one "to earliest" event, no failure event, the offsets at the log start under the
 /// reset marker, done written.

@@ -18,9 +18,10 @@
 //! The older F1 test in `cases.rs` (a bare Terminating pod, no consumer) checks the same refusal
 //! without a container committing on close; it is kept as it is.
 //!
-//! F2's "Kafka stays decisive" variant (no pod at all, a live consumer outside Kubernetes: refused,
-//! naming the member count and state) is case A1, covered by
-//! `cases.rs::a1_a_live_member_outside_kubernetes_is_refused_and_nothing_moves`; it is not repeated.
+//! F2's "Kafka stays decisive" variant (no pod at all, a live consumer outside Kubernetes: the reset
+//! waits, naming the member count and state) is case A1, covered by
+//! `cases.rs::a1_a_live_member_outside_kubernetes_makes_the_reset_wait_and_nothing_moves`; it is not
+//! repeated.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

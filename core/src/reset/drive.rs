@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use super::intake::Stamps;
 use super::machine::{DEFAULT_SETTLE, Done, ResetMachine, State};
+use super::retry::DEFAULT_RETRY_FOR;
 use super::vocabulary::{Effect, GroupOutcome, Input, Intent, Timestamp};
 use crate::events::Event;
 use crate::names::GroupId;
@@ -45,11 +46,13 @@ pub struct DriveOptions {
     pub settle: Duration,
     /// Most Kafka calls under way at once (at least 1).
     pub concurrency: usize,
+    /// How long a group retries transient failures (see [`ResetMachine::with_retry_for`]).
+    pub retry_for: Duration,
 }
 
 impl Default for DriveOptions {
     fn default() -> Self {
-        DriveOptions { settle: DEFAULT_SETTLE, concurrency: 16 }
+        DriveOptions { settle: DEFAULT_SETTLE, concurrency: 16, retry_for: DEFAULT_RETRY_FOR }
     }
 }
 
@@ -151,6 +154,10 @@ pub enum Idle {
     Sleep(Timestamp),
     /// A target still runs: look again from a fresh read at this instant.
     Waiting(Timestamp),
+    /// Every group not finished waits for members to leave it: write the status and look again from
+    /// a fresh read after [`super::WAIT_RECHECK`] (a group without intent starts from its
+    /// inspection then).
+    Members,
     /// The request is done: nothing more to do.
     Done,
     /// Resetting with nothing scheduled: never expected; the next reconcile starts over.
@@ -369,6 +376,7 @@ impl Drive {
         match self.machine.state() {
             State::Done(_) => Idle::Done,
             State::Waiting(w) => Idle::Waiting(w.next_look),
+            State::Resetting(_) if self.machine.waits_for_members() => Idle::Members,
             State::Resetting(_) => self.machine.poll_timeout().map_or(Idle::Stalled, Idle::Sleep),
             State::Requested(_) => Idle::Stalled,
         }

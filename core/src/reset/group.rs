@@ -99,6 +99,7 @@ pub(super) struct Cx<'a> {
     pub id: &'a str,
     pub now: Timestamp,
     pub settle: Duration,
+    pub retry_for: Duration,
     pub effects: &'a mut VecDeque<Effect>,
     pub destination: &'a Destination,
 }
@@ -186,8 +187,8 @@ fn inspected(
     };
     if seen.members > 0 {
         let reason = format!(
-            "consumer group [{}] has {} active member(s) (state {}): a consumer still reads it; stop it (its \
-             streamlet is stopped, so it runs elsewhere, or its pods are still stopping) and request again",
+            "consumer group [{}] has {} active member(s) (state {}): a consumer still reads it; the reset waits \
+             until it leaves (its streamlet is stopped, so it runs elsewhere, or its pods are still stopping)",
             target.group, seen.members, seen.state
         );
         return failed(target, retry, KafkaFailure::members_present(reason), cx);
@@ -235,7 +236,7 @@ fn read_back(
         // follow one that did; learn from Kafka before anything else.
         Err(f) => {
             cx.emit(Effect::ReadCommitted(target.clone()));
-            GroupPhase::Recovering { retry: retry.count(f), intent }
+            GroupPhase::Recovering { retry: retry.count(f, cx.now), intent }
         }
         Ok(read) => {
             let wrong: Vec<String> = intent
@@ -271,7 +272,7 @@ fn recovered(
         // Read again after the backoff, as every retry waits (a short outage must not use up every
         // read at once); recovering never commits, so retrying it is always safe.
         Err(f) => {
-            return match retry.fail(f, cx.now) {
+            return match retry.fail(f, cx.now, cx.retry_for) {
                 Ok(retry) => GroupPhase::Recovering { retry, intent },
                 Err(reason) => {
                     let reason = format!("could not learn whether an earlier commit landed: {reason}");
@@ -389,7 +390,7 @@ fn verified(
         Ok(read) => read,
         // Reading never commits, so retrying it is always safe.
         Err(f) => {
-            return match retry.fail(f, cx.now) {
+            return match retry.fail(f, cx.now, cx.retry_for) {
                 Ok(retry) => GroupPhase::Verifying { retry, intent },
                 Err(reason) => {
                     // The reset landed and read back once, but whether it held is unknown: never a
@@ -432,10 +433,10 @@ fn verified(
     finish(target, failure(target, reason), cx)
 }
 
-/// A failure of a step: retried after the backoff while it is transient and attempts are left,
-/// else final.
+/// A failure of a step: retried after the backoff while it is transient and its time allows (members
+/// in the group: as long as they stay), else final.
 fn failed(target: &InletTarget, retry: Retry, failure: KafkaFailure, cx: &mut Cx<'_>) -> GroupPhase {
-    match retry.fail(failure, cx.now) {
+    match retry.fail(failure, cx.now, cx.retry_for) {
         Ok(retry) => GroupPhase::Pending { retry },
         Err(reason) => finish(target, self::failure(target, reason), cx),
     }

@@ -145,7 +145,9 @@ impl Admitted {
     pub fn start(self, ledger: Option<Vec<GroupProgress>>, options: DriveOptions, now: Timestamp) -> Started {
         let Admitted { request, annotation, done, events, history, mut stamps, from_status } = self;
         let progress = merge_progress(ledger.unwrap_or_default(), from_status);
-        let machine = ResetMachine::new(request, done.as_deref(), progress).with_settle(options.settle);
+        let machine = ResetMachine::new(request, done.as_deref(), progress)
+            .with_settle(options.settle)
+            .with_retry_for(options.retry_for);
         if matches!(machine.state(), State::Done(_)) {
             // Done, but the status missed the final write (it failed, or the operator stopped just
             // before): rebuilt from the recorded outcomes, with nothing redone.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::destination::Destination;
 use super::group::{self, Cx, GroupInput, GroupPhase};
+use super::retry::DEFAULT_RETRY_FOR;
 use super::vocabulary::{Effect, GroupOutcome, GroupProgress, Input, Timestamp};
 use crate::events::{Event, EventType};
 use crate::names::GroupId;
@@ -111,6 +112,8 @@ pub struct ResetMachine {
     settle: Duration,
     /// Where the groups go.
     pub(super) destination: Destination,
+    /// How long a group retries transient failures from its first one.
+    retry_for: Duration,
 }
 
 impl ResetMachine {
@@ -138,6 +141,7 @@ impl ResetMachine {
             effects: VecDeque::new(),
             settle: DEFAULT_SETTLE,
             destination,
+            retry_for: DEFAULT_RETRY_FOR,
         }
     }
 
@@ -154,6 +158,15 @@ impl ResetMachine {
     #[must_use]
     pub fn with_settle(mut self, settle: Duration) -> Self {
         self.settle = settle;
+        self
+    }
+
+    /// Sets how long a group retries transient Kafka failures from its first one before its last
+    /// failure becomes final (default [`DEFAULT_RETRY_FOR`]). Members in a group are waited for
+    /// however long they stay.
+    #[must_use]
+    pub fn with_retry_for(mut self, retry_for: Duration) -> Self {
+        self.retry_for = retry_for;
         self
     }
 
@@ -188,6 +201,16 @@ impl ResetMachine {
             State::Resetting(r) => r.groups.values().filter_map(|g| g.phase.next()).min(),
             State::Requested(_) | State::Done(_) => None,
         }
+    }
+
+    /// Whether the request is resetting and every group not finished waits, with nothing under way,
+    /// for members to leave it ([`super::FailureKind::MembersPresent`]): how long is up to them, so
+    /// the driver looks again later from a fresh read, as for a target that runs.
+    #[must_use]
+    pub fn waits_for_members(&self) -> bool {
+        let State::Resetting(r) = &self.state else { return false };
+        let mut waiting = r.groups.values().filter(|g| !matches!(g.phase, GroupPhase::Finished(_))).peekable();
+        waiting.peek().is_some() && waiting.all(|g| matches!(&g.phase, GroupPhase::Pending { retry } if retry.members))
     }
 
     /// Feeds one input observed at `now`.
@@ -238,8 +261,14 @@ impl ResetMachine {
             return;
         }
         let mut groups = BTreeMap::new();
-        let mut cx =
-            Cx { id: &id, now, settle: self.settle, effects: &mut self.effects, destination: &self.destination };
+        let mut cx = Cx {
+            id: &id,
+            now,
+            settle: self.settle,
+            retry_for: self.retry_for,
+            effects: &mut self.effects,
+            destination: &self.destination,
+        };
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let progress = self.progress.get(&target.group);
             let (intent, outcome) = (progress.and_then(|r| r.intent.clone()), progress.and_then(|r| r.outcome.clone()));
@@ -258,6 +287,7 @@ impl ResetMachine {
             id: &r.request.id,
             now,
             settle: self.settle,
+            retry_for: self.retry_for,
             effects: &mut self.effects,
             destination: &self.destination,
         };
@@ -272,6 +302,7 @@ impl ResetMachine {
             id: &r.request.id,
             now,
             settle: self.settle,
+            retry_for: self.retry_for,
             effects: &mut self.effects,
             destination: &self.destination,
         };

@@ -2,10 +2,12 @@
 
 use std::time::Duration;
 
-use super::vocabulary::{KafkaFailure, Timestamp};
+use super::vocabulary::{FailureKind, KafkaFailure, Timestamp};
 
-/// Attempts of a group whose failures are transient before its last failure becomes final.
-pub const MAX_ATTEMPTS: u32 = 5;
+/// How long, by default, a group retries transient failures (a broker restarting, a coordinator
+/// moving, no answer in time) from its first one before its last failure becomes final: long enough
+/// to ride out a broker restart of several minutes.
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(300);
 /// Delay before the second attempt; doubled for each further one, up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest delay between attempts.
@@ -17,8 +19,8 @@ pub fn backoff(attempt: u32) -> Duration {
     FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
 }
 
-/// The failures of one group so far: how many, the last one's reason, and when the next attempt
-/// is due. Every phase that can fail carries one, so that a group's failures add up across phases
+/// The failures of one group so far: how many, since when, the last one's reason, and when the next
+/// attempt is due. Every phase that can fail carries one, so that a group's failures add up across phases
 /// (a fence that fails after an inspection that failed is the second failure, not the first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Retry {
@@ -28,13 +30,23 @@ pub struct Retry {
     pub last_error: Option<String>,
     /// When the next attempt is due; `None` while an attempt is under way (or none is scheduled).
     pub next: Option<Timestamp>,
+    /// When the first failure came; transient failures are retried for `retry_for` from it.
+    pub since: Option<Timestamp>,
+    /// Whether the last failure was members in the group ([`FailureKind::MembersPresent`]): the
+    /// group waits for them to leave.
+    pub members: bool,
 }
 
 impl Retry {
     /// Counts `failure`; the retry it allows, due after the backoff, or the reason that is final.
-    pub fn fail(mut self, failure: KafkaFailure, now: Timestamp) -> Result<Retry, String> {
+    /// Members in the group are waited for as long as they stay ([`FailureKind::MembersPresent`]);
+    /// other transient failures are retried until `retry_for` has passed since the first failure.
+    pub fn fail(mut self, failure: KafkaFailure, now: Timestamp, retry_for: Duration) -> Result<Retry, String> {
         self.failures += 1;
-        if failure.transient() && self.failures < MAX_ATTEMPTS {
+        let since = *self.since.get_or_insert(now);
+        let waits = failure.kind == FailureKind::MembersPresent;
+        self.members = waits;
+        if waits || failure.transient() && since.until(now) < retry_for {
             self.next = Some(now.after(backoff(self.failures)));
             self.last_error = Some(failure.reason);
             Ok(self)
@@ -44,8 +56,10 @@ impl Retry {
     }
 
     /// Counts `failure` without deciding anything yet: the step that follows learns more first.
-    pub fn count(mut self, failure: KafkaFailure) -> Retry {
+    pub fn count(mut self, failure: KafkaFailure, now: Timestamp) -> Retry {
         self.failures += 1;
+        self.members = failure.kind == FailureKind::MembersPresent;
+        self.since.get_or_insert(now);
         self.last_error = Some(failure.reason);
         self.next = None;
         self

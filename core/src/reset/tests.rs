@@ -164,31 +164,75 @@ fn unknown_streamlet_is_refused_and_marked_done() {
 }
 
 #[test]
-fn members_are_retried_with_backoff_then_final() {
+fn members_are_waited_for_while_they_stay_and_nothing_moves() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
     let busy = Inspection { state: "Stable".into(), members: 1, ..empty_group() };
     let mut now = T0;
-    for attempt in 1..MAX_ATTEMPTS {
+    // Well past the time other transient failures are retried for: the group still waits.
+    for attempt in 1..=ATTEMPTS + 5 {
         m.handle(Input::Inspected { group: router(), result: Ok(busy.clone()) }, now);
-        assert!(drain(&mut m).is_empty(), "no commit, no event while retrying");
+        assert!(drain(&mut m).is_empty(), "no commit, no event while members stay");
+        assert!(m.waits_for_members(), "the driver looks again later");
+        let g = &m.status().groups[0];
+        assert_eq!(g.outcome, GroupStage::Pending);
+        assert_eq!(
+            g.message,
+            "consumer group [cart.router.in] has 1 active member(s) (state Stable): a consumer still reads it; the \
+             reset waits until it leaves (its streamlet is stopped, so it runs elsewhere, or its pods are still \
+             stopping)"
+        );
         let due = m.poll_timeout().expect("a retry is scheduled");
         assert_eq!(due, now.after(backoff(attempt)));
         m.handle(Input::Tick, due);
         assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
         now = due;
     }
-    m.handle(Input::Inspected { group: router(), result: Ok(busy) }, now);
+    assert!(T0.until(now) > DEFAULT_RETRY_FOR, "{:?}", T0.until(now));
+    // The member left: the group is reset.
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, now);
+    assert!(matches!(&drain(&mut m)[..], [Effect::Fence { .. }]));
+}
+
+#[test]
+fn transient_failures_are_retried_for_the_time_set_then_final() {
+    let retry_for = Duration::from_secs(60);
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]).with_retry_for(retry_for);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    let down = KafkaFailure::unreachable("Local: All broker connections are down");
+    let mut now = T0;
+    // Failures at 0, 1, 3, 7, 15, 31 s are retried; the one at 61 s is past the minute.
+    for attempt in 1..=6 {
+        m.handle(Input::Inspected { group: router(), result: Err(down.clone()) }, now);
+        assert!(drain(&mut m).is_empty(), "attempt {attempt}: no event while retrying");
+        assert!(!m.waits_for_members(), "the drive sleeps until the retry");
+        let due = m.poll_timeout().expect("a retry is scheduled");
+        m.handle(Input::Tick, due);
+        drain(&mut m);
+        now = due;
+    }
+    assert_eq!(T0.until(now), Duration::from_secs(61));
+    m.handle(Input::Inspected { group: router(), result: Err(down) }, now);
     let e = drain(&mut m);
-    assert_eq!(
-        reasons(&e),
-        ["ResetOffsetsFailed: cart.router.in: consumer group [cart.router.in] has 1 active member(s) (state Stable): \
-          a consumer still reads it; stop it (its streamlet is stopped, so it runs elsewhere, or its pods are still \
-          stopping) and request again"]
-    );
-    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. })));
-    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+    assert_eq!(reasons(&e), ["ResetOffsetsFailed: cart.router.in: Local: All broker connections are down"]);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::Fence { .. })));
+}
+
+/// Transient failures of a group retried with the default [`DEFAULT_RETRY_FOR`] (300 s) before the
+/// last one is final: failures at 0, 1, 3, 7, 15, 31 s and then every 30 s up to 271 s are retried,
+/// the one at 301 s is final.
+const ATTEMPTS: u32 = 15;
+
+#[test]
+fn the_default_retry_time_allows_fifteen_attempts() {
+    let mut at = Duration::ZERO;
+    for attempt in 1..ATTEMPTS {
+        assert!(at < DEFAULT_RETRY_FOR, "attempt {attempt} at {at:?}");
+        at += backoff(attempt);
+    }
+    assert!(at >= DEFAULT_RETRY_FOR, "{at:?}");
 }
 
 #[test]
@@ -664,7 +708,7 @@ fn a_second_read_that_fails_is_retried_with_backoff_and_then_fails_the_group() {
     settle_from(&mut m, T0);
     let timeout = KafkaFailure::unreachable("Local: Timed out");
     let mut now = T0.after(DEFAULT_SETTLE);
-    for attempt in 1..MAX_ATTEMPTS {
+    for attempt in 1..ATTEMPTS {
         m.handle(Input::Read { group: router(), result: Err(timeout.clone()) }, now);
         assert!(drain(&mut m).is_empty(), "no event while retrying");
         let due = m.poll_timeout().expect("a retry is scheduled");
@@ -786,7 +830,7 @@ fn recovering_read_fails_and_waits(m: &mut ResetMachine, now: Timestamp, attempt
 fn a_recovering_read_that_fails_transiently_waits_the_backoff_before_each_new_read() {
     let mut m = resumed();
     let mut now = T0;
-    for attempt in 1..MAX_ATTEMPTS {
+    for attempt in 1..ATTEMPTS {
         now = recovering_read_fails_and_waits(&mut m, now, attempt);
     }
     // The last read allowed succeeds: the reset had landed, and it is verified as usual.
@@ -805,10 +849,10 @@ fn a_recovering_read_that_fails_transiently_waits_the_backoff_before_each_new_re
 fn recovering_reads_that_keep_failing_fail_the_group_and_never_commit() {
     let mut m = resumed();
     let mut now = T0;
-    for attempt in 1..MAX_ATTEMPTS {
+    for attempt in 1..ATTEMPTS {
         now = recovering_read_fails_and_waits(&mut m, now, attempt);
     }
-    // The fifth transient failure is the last.
+    // The transient failure past the retry time is the last.
     m.handle(Input::Read { group: router(), result: Err(timed_out()) }, now);
     let e = drain(&mut m);
     assert!(
