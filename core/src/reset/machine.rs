@@ -252,7 +252,13 @@ impl ResetMachine {
             }
         };
         self.topics = selected.iter().flat_map(|t| &t.inlets).map(|i| (i.group.clone(), i.topic.clone())).collect();
-        let reasons = targets::running(spec, &selected, pods);
+        // Every group already finished (its done write failed, and the user started the streamlets
+        // since): nothing more touches Kafka, so the request completes whatever runs now.
+        let finished = selected
+            .iter()
+            .flat_map(|t| &t.inlets)
+            .all(|i| self.progress.get(&i.group).is_some_and(|r| r.outcome.is_some()));
+        let reasons = if finished { vec![] } else { targets::running(spec, &selected, pods) };
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
             let note = format!("reset {id} waits: {}", texts.join("; "));

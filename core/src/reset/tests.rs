@@ -154,6 +154,28 @@ fn running_target_waits_and_looks_again_in_five_seconds() {
 }
 
 #[test]
+fn a_request_whose_groups_all_finished_is_done_even_after_its_streamlets_started_again() {
+    // The done write failed after every group finished, and the user started the streamlets.
+    let rec = GroupProgress {
+        group: router(),
+        intent: None,
+        outcome: Some(intent().into_reset("shop.cart-events.v1", vec![])),
+    };
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![rec]);
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::InspectGroup(_) | Effect::CommitOffsets { .. })), "{e:?}");
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }), "{e:?}");
+    assert!(matches!(m.state(), State::Done(Done::Completed { .. })));
+
+    // A group not finished yet still waits for its streamlet.
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
+    drain(&mut m);
+    assert!(matches!(m.state(), State::Waiting(_)));
+}
+
+#[test]
 fn unknown_streamlet_is_refused_and_marked_done() {
     let mut m = ResetMachine::new(request(&["nope", "router"]), None, vec![]);
     m.handle(stopped_router(), T0);
