@@ -30,6 +30,9 @@ pub struct ResetRequest {
     /// Where the consumer groups go; absent means each partition's log start offset (earliest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<To>,
+    /// With `to.undo`: put the offsets back even where the group consumed since that request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// Where a request moves the consumer groups, when not to the log start offsets.
@@ -39,6 +42,8 @@ pub enum To {
     /// `{"datetime":"2026-11-29T16:00:00Z"}`: each partition to its first offset whose record's
     /// timestamp is at or after this instant (RFC 3339).
     Datetime(String),
+    /// `{"undo":"<id>"}`: back to the offsets recorded before request `<id>`.
+    Undo(String),
 }
 
 /// Why a request annotation was refused.
@@ -59,6 +64,12 @@ pub enum MalformedRequest {
     /// `to.datetime` is not an RFC 3339 instant.
     #[error("its time '{0}' is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z)")]
     BadTime(String),
+    /// The id of `to.undo` is not a UUID.
+    #[error("the request it undoes, '{0}', is not a UUID")]
+    UndoneIdNotUuid(String),
+    /// `force` without `to.undo`.
+    #[error("'force' goes only with 'to.undo'")]
+    ForceWithoutUndo,
 }
 
 impl ResetRequest {
@@ -82,8 +93,18 @@ impl ResetRequest {
         if !bad.is_empty() {
             return Err(MalformedRequest::BadNames(bad));
         }
-        if let Some(To::Datetime(t)) = &request.to {
-            parse_instant(t).ok_or_else(|| MalformedRequest::BadTime(clip(t, 64)))?;
+        match &request.to {
+            None => {}
+            Some(To::Datetime(t)) => {
+                parse_instant(t).ok_or_else(|| MalformedRequest::BadTime(clip(t, 64)))?;
+            }
+            Some(To::Undo(id)) if !matches!(uuid::Uuid::try_parse(id), Ok(u) if u.hyphenated().to_string() == *id) => {
+                return Err(MalformedRequest::UndoneIdNotUuid(clip(id, 64)));
+            }
+            Some(To::Undo(_)) => {}
+        }
+        if request.force && !matches!(request.to, Some(To::Undo(_))) {
+            return Err(MalformedRequest::ForceWithoutUndo);
         }
         Ok(request)
     }
@@ -208,6 +229,23 @@ mod tests {
             ResetRequest::parse(&format!(r#"{{"id":"{ID}","to":{{"later":1}}}}"#)),
             Err(MalformedRequest::Shape(_))
         ));
+    }
+
+    #[test]
+    fn an_undo_names_a_uuid_and_only_it_takes_force() {
+        let undo = ResetRequest::parse(&format!(r#"{{"id":"{ID}","to":{{"undo":"{ID}"}},"force":true}}"#)).unwrap();
+        assert!(undo.force);
+        assert_eq!(ResetRequest::parse(&undo.to_annotation()).unwrap(), undo);
+        assert!(matches!(
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","to":{{"undo":"x"}}}}"#)),
+            Err(MalformedRequest::UndoneIdNotUuid(_))
+        ));
+        assert!(matches!(
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","force":true}}"#)),
+            Err(MalformedRequest::ForceWithoutUndo)
+        ));
+        let plain = ResetRequest::new(ID, vec![]);
+        assert!(!plain.to_annotation().contains("force"), "written only when set");
     }
 
     #[test]

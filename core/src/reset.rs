@@ -86,7 +86,7 @@ mod retry;
 mod status;
 mod vocabulary;
 
-pub use destination::Destination;
+pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, Idle, KafkaCall, Persist, ProgressWrite, Work};
 pub use group::{GroupPhase, NAMED_PARTITIONS, outcome_event, outcome_events, went};
 pub use intake::{

@@ -14,6 +14,7 @@ use flow_adapters::kube as k;
 use flow_adapters::ledger::Owner;
 use flow_core::events::{Event, EventType};
 use flow_core::names::GroupId;
+use flow_core::request::To;
 use flow_core::reset::{
     Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Intake, KafkaCall, KafkaFailure, Started, State,
     Timestamp, WAIT_RECHECK, Work,
@@ -86,6 +87,24 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     };
     let name = flow.name_any();
     let owner = Owner { namespace: &ns, name: &name };
+    // An undo puts back what the ledger recorded of the request it undoes; when the ledger was lost,
+    // what the status still lists of it (the latest request only, and its small groups' offsets).
+    let admitted = match &admitted.request().to {
+        Some(To::Undo(undone)) => {
+            let mut recorded = ctx.ledger.progress(owner, undone).unwrap_or_else(|e| {
+                tracing::warn!(namespace = %ns, name = %name, error = %e, "cannot read the reset ledger; the status stands in for it");
+                vec![]
+            });
+            if recorded.is_empty()
+                && let Some(r) = flow_status.and_then(|s| s.reset.as_ref()).filter(|r| r.id == *undone)
+            {
+                recorded = flow_core::reset::progress_from_status(r);
+            }
+            let destination = flow_core::reset::undo(undone, admitted.request().force, &recorded);
+            admitted.with_destination(destination)
+        }
+        _ => admitted,
+    };
     // The ledger only caches progress that the status holds too: one that cannot be read leaves
     // the status to stand in for it, and never blocks a reset.
     let progress = match ctx.ledger.progress(owner, admitted.id()) {

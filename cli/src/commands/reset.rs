@@ -19,6 +19,7 @@ use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
 
 pub mod status;
+pub mod undo;
 
 /// Arguments of `flow reset`.
 #[derive(clap::Args, Debug)]
@@ -85,6 +86,13 @@ enum Sub {
     /// --pipeline narrows it; a user who may not list every namespace gets the answer of the
     /// kubeconfig's namespace, with a note on stderr.
     Status(status::Args),
+    /// Put back the offsets a done reset's consumer groups had before it.
+    ///
+    /// A request of its own, with its own id, events and status. The operator moves each group the
+    /// reset moved back to its offsets before, only while the group still has the offsets the reset
+    /// left (a group that consumed since is refused, unless --force); the streamlets must be
+    /// stopped, as for any reset.
+    Undo(undo::Args),
 }
 
 /// What `flow reset -o json|yaml` prints.
@@ -106,8 +114,10 @@ struct Requested<'a> {
 /// Every refusal of the guards, with its exact message, as a [`Failure`] with exit code 1; with
 /// `--wait`, how the request ended when it did not end well (exit codes 3 to 5, `crate::exit`).
 pub async fn run(mut args: Args) -> Result<Output, Failure> {
-    if let Some(Sub::Status(status_args)) = args.command.take() {
-        return status::run(status_args).await;
+    match args.command.take() {
+        Some(Sub::Status(status_args)) => return status::run(status_args).await,
+        Some(Sub::Undo(undo_args)) => return undo::run(undo_args).await,
+        None => {}
     }
     // Checked before anything is read, so that a typo costs no round trip.
     let to = destination(&args)?;
@@ -142,7 +152,7 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
                                 streamlets: &args.streamlets,
                                 to: match &request.to {
                                     Some(To::Datetime(t)) => Some(t),
-                                    None => None,
+                                    _ => None,
                                 },
                             },
                             other,
@@ -189,6 +199,22 @@ fn destination(args: &Args) -> Result<Option<To>, Failure> {
     Ok(None)
 }
 
+/// Refuses when an earlier request of `flow` is still pending, unless `replace`.
+fn refuse_pending(flow: &AnkkaFlow, ns: &str, pipeline: &str, replace: bool) -> Result<(), Failure> {
+    if let (Some(raw), done) = k::reset_annotations(flow)
+        && let Ok(pending) = ResetRequest::parse(raw)
+        && done != Some(pending.id.as_str())
+        && !replace
+    {
+        return Err(Failure::refused(format!(
+            "reset {} of '{}' is still pending; wait until it is done (kubectl -n {ns} get aflow {} -o wide shows it) \
+             or supersede it with --replace",
+            pending.id, pipeline, pipeline
+        )));
+    }
+    Ok(())
+}
+
 /// Checks every guard against `flow` and its pods; returns the request to write.
 async fn checked_request(
     cluster: &Cluster,
@@ -199,17 +225,7 @@ async fn checked_request(
 ) -> Result<ResetRequest, Failure> {
     let selected = targets::select(&flow.spec, &args.streamlets)
         .map_err(|e| Failure::refused(targets::cli_selection_message(&e)))?;
-    if let (Some(raw), done) = k::reset_annotations(flow)
-        && let Ok(pending) = ResetRequest::parse(raw)
-        && done != Some(pending.id.as_str())
-        && !args.replace
-    {
-        return Err(Failure::refused(format!(
-            "reset {} of '{}' is still pending; wait until it is done (kubectl -n {ns} get aflow {} -o wide shows it) \
-             or supersede it with --replace",
-            pending.id, pipeline, pipeline
-        )));
-    }
+    refuse_pending(flow, ns, pipeline, args.replace)?;
     let pods = k::running_pods(&cluster.client, ns, &flow.spec.pipeline).await.map_err(|e| cluster.failure(e))?;
     let running = targets::running(&flow.spec, &selected, &pods);
     if !running.is_empty() {

@@ -1,13 +1,16 @@
-//! Destinations other than the earliest offsets: a time.
+//! Destinations other than the earliest offsets: a time, and the offsets an undo puts back, with
+//! their compare-and-set.
 
 use std::collections::BTreeMap;
 
 use super::*;
 use crate::names::GroupId;
 use crate::request::{ResetRequest, To};
+use crate::resource::{GroupStage, RequestPhase};
 use crate::targets::tests::cart;
 
 const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
+const EARLIER: &str = "0c0d8a3e-51aa-4c4e-9d2c-6e1b5f7a9b10";
 const T0: Timestamp = Timestamp(1_000_000);
 /// 2026-11-29T16:00:00Z.
 const AT: i64 = 1_795_968_000_000;
@@ -47,6 +50,25 @@ fn to_time() -> ResetRequest {
         to: Some(To::Datetime("2026-11-29T16:00:00Z".into())),
         ..ResetRequest::new(ID, vec!["router".into()])
     }
+}
+
+fn undo(force: bool) -> ResetRequest {
+    ResetRequest { to: Some(To::Undo(EARLIER.into())), force, ..ResetRequest::new(ID, vec![]) }
+}
+
+/// What reset `EARLIER` recorded for router: it moved 10/60/none to 0/50/30.
+fn undo_destination(force: bool) -> Destination {
+    Destination::Given(Given {
+        source: Source::Undo(EARLIER.into()),
+        groups: BTreeMap::from([(
+            router(),
+            GivenOffsets {
+                expected: BTreeMap::from([(0, Some(0)), (1, Some(50)), (2, Some(30))]),
+                target: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
+            },
+        )]),
+        force,
+    })
 }
 
 /// Runs `m` to router's intent from `inspection`; returns the effects after the inspection.
@@ -124,4 +146,96 @@ fn a_reset_to_the_earliest_offsets_says_so_exactly_and_names_no_time() {
     let e = land(&mut m);
     assert_eq!(notes(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
     assert_eq!(m.status().to, None);
+}
+
+#[test]
+fn an_undo_puts_back_the_offsets_before_and_the_log_start_where_there_was_none() {
+    let mut m = ResetMachine::new(undo(false), None, vec![]).with_destination(undo_destination(false));
+    let left = Inspection { committed: BTreeMap::from([(0, Some(0)), (1, Some(50)), (2, Some(30))]), ..seen() };
+    let e = inspect(&mut m, left);
+    assert!(matches!(&e[..], [Effect::Fence { .. }]), "{e:?}");
+    let e = land(&mut m);
+    assert_eq!(
+        notes(&e),
+        [
+            format!(
+                "ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to the offsets before reset \
+             {EARLIER}; partition(s) 2 had no committed offset and went to the log start"
+            ),
+            "ResetOffsetsWarning: cart.router.in: partition(s) 2 had no committed offset and went to the log start"
+                .into()
+        ]
+    );
+    assert_eq!(
+        m.status().groups[0].offsets_after,
+        BTreeMap::from([("0".into(), 10), ("1".into(), 60), ("2".into(), 30)])
+    );
+}
+
+#[test]
+fn an_undo_refuses_a_group_that_consumed_since_and_names_the_partitions() {
+    let mut m = ResetMachine::new(undo(false), None, vec![]).with_destination(undo_destination(false));
+    let consumed = Inspection { committed: BTreeMap::from([(0, Some(7)), (1, Some(50)), (2, None)]), ..seen() };
+    let e = inspect(&mut m, consumed);
+    assert!(!e.iter().any(|e| matches!(e, Effect::Fence { .. } | Effect::CommitOffsets { .. })), "{e:?}");
+    assert_eq!(
+        notes(&e),
+        [format!(
+            "ResetOffsetsFailed: cart.router.in: its committed offsets moved since reset {EARLIER}: partition 0 is at \
+             7 (expected 0), partition 2 has no offset (expected 30); nothing was committed for it (the streamlet \
+             consumed since; to put the offsets back anyway, use flow reset undo --force)"
+        )]
+    );
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+    assert_eq!(m.status().groups[0].outcome, GroupStage::Failed);
+}
+
+#[test]
+fn a_forced_undo_moves_a_group_that_consumed_since() {
+    let mut m = ResetMachine::new(undo(true), None, vec![]).with_destination(undo_destination(true));
+    let consumed = Inspection { committed: BTreeMap::from([(0, Some(7)), (1, Some(50)), (2, None)]), ..seen() };
+    let e = inspect(&mut m, consumed);
+    let fence = BTreeMap::from([(0, 7), (1, 50)]);
+    assert!(matches!(&e[..], [Effect::Fence { offsets, .. }] if *offsets == fence), "{e:?}");
+}
+
+#[test]
+fn a_request_with_given_offsets_touches_only_the_groups_they_list() {
+    let mut m = ResetMachine::new(undo(false), None, vec![]).with_destination(undo_destination(false));
+    m.handle(Input::Observed { spec: cart(0), pods: BTreeMap::new() }, T0);
+    let e = drain(&mut m);
+    assert!(matches!(&e[..], [Effect::InspectGroup(t)] if t.group == router()), "sink's group is not in it: {e:?}");
+}
+
+#[test]
+fn an_undo_without_recorded_offsets_is_refused_and_done() {
+    let why = format!("the ledger holds no offsets of reset {EARLIER}");
+    let mut m = ResetMachine::new(undo(false), None, vec![]).with_destination(Destination::Unavailable(why.clone()));
+    m.handle(Input::Observed { spec: cart(0), pods: BTreeMap::new() }, T0);
+    let e = drain(&mut m);
+    assert_eq!(notes(&e), [format!("ResetRefused: reset {ID} refused: {why}")]);
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+    assert_eq!(m.status().phase, RequestPhase::Refused);
+    // A request the driver gave no offsets for is refused too, never carried out to the earliest.
+    let mut m = ResetMachine::new(undo(false), None, vec![]);
+    m.handle(Input::Observed { spec: cart(0), pods: BTreeMap::new() }, T0);
+    assert_eq!(m.status().phase, RequestPhase::Refused);
+}
+
+#[test]
+fn an_undo_puts_back_what_the_ledger_recorded_of_the_groups_it_reset() {
+    let reset = Intent::new(
+        BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
+        BTreeMap::from([(0, 0), (1, 50), (2, 30)]),
+        220,
+    )
+    .into_reset("shop.cart-events.v1", vec![]);
+    let failed = GroupProgress {
+        group: GroupId::new("cart", "sink", "in"),
+        intent: None,
+        outcome: Some(GroupOutcome::Failed { topic: "t".into(), reason: "no".into() }),
+    };
+    let recorded = vec![GroupProgress { group: router(), intent: None, outcome: Some(reset) }, failed];
+    assert_eq!(super::undo(EARLIER, false, &recorded), undo_destination(false));
+    assert!(matches!(super::undo(EARLIER, false, &[]), Destination::Unavailable(_)));
 }

@@ -197,7 +197,12 @@ fn inspected(
         let reason = format!("topic '{}' has no partitions", target.topic);
         return failed(target, retry, KafkaFailure::unknown_topic(reason), cx);
     }
-    let intent = cx.destination.intent(&seen);
+    // Where the group goes; a group whose offsets moved since an undone request is refused, once
+    // and for all.
+    let intent = match cx.destination.intent(target, &seen) {
+        Ok(intent) => intent,
+        Err(reason) => return finish(target, failure(target, reason), cx),
+    };
     let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
     cx.emit(Effect::Fence { target: target.clone(), offsets, metadata: fence_marker(cx.id) });
     GroupPhase::Fencing { retry, intent }

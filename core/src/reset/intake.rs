@@ -7,6 +7,7 @@
 //! is; otherwise the durable progress of the request, the ledger's merged with the status's, rebuilds
 //! its machine.
 
+use super::destination::Destination;
 use super::drive::{Drive, DriveOptions};
 use super::machine::{ResetMachine, State};
 use super::status::{merge_progress, progress_from_status};
@@ -63,6 +64,7 @@ pub struct Admitted {
     history: Vec<ResetHistoryEntry>,
     stamps: Stamps,
     from_status: Vec<GroupProgress>,
+    destination: Option<Destination>,
 }
 
 /// How [`Admitted::start`] went.
@@ -128,6 +130,7 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
         from_status: same.map(progress_from_status).unwrap_or_default(),
         annotation: raw.to_string(),
         done: fresh.done.map(str::to_string),
+        destination: None,
         request,
         events,
         history,
@@ -140,14 +143,30 @@ impl Admitted {
         &self.request.id
     }
 
+    /// The request.
+    pub fn request(&self) -> &ResetRequest {
+        &self.request
+    }
+
+    /// Where the groups go, when the request needs offsets the driver reads (an undo's, from the
+    /// ledger): see [`Destination`].
+    #[must_use]
+    pub fn with_destination(mut self, destination: Destination) -> Self {
+        self.destination = Some(destination);
+        self
+    }
+
     /// Builds the request's machine from its durable progress: the ledger's (`None` when the ledger
     /// cannot be read) merged with the status's.
     pub fn start(self, ledger: Option<Vec<GroupProgress>>, options: DriveOptions, now: Timestamp) -> Started {
-        let Admitted { request, annotation, done, events, history, mut stamps, from_status } = self;
+        let Admitted { request, annotation, done, events, history, mut stamps, from_status, destination } = self;
         let progress = merge_progress(ledger.unwrap_or_default(), from_status);
-        let machine = ResetMachine::new(request, done.as_deref(), progress)
+        let mut machine = ResetMachine::new(request, done.as_deref(), progress)
             .with_settle(options.settle)
             .with_retry_for(options.retry_for);
+        if let Some(destination) = destination {
+            machine = machine.with_destination(destination);
+        }
         if matches!(machine.state(), State::Done(_)) {
             // Done, but the status missed the final write (it failed, or the operator stopped just
             // before): rebuilt from the recorded outcomes, with nothing redone.

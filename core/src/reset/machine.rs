@@ -145,6 +145,20 @@ impl ResetMachine {
         }
     }
 
+    /// Sets where the groups go (by default what the request names by itself, see
+    /// [`Destination::of`]): the driver gives the offsets of an undo, which it reads from the
+    /// ledger. Outcomes known from durable progress say where they went.
+    #[must_use]
+    pub fn with_destination(mut self, destination: Destination) -> Self {
+        for p in self.progress.values_mut() {
+            if let Some(GroupOutcome::Reset { to, .. }) = &mut p.outcome {
+                *to = destination.describe();
+            }
+        }
+        self.destination = destination;
+        self
+    }
+
     /// Where the groups go.
     pub fn destination(&self) -> &Destination {
         &self.destination
@@ -238,7 +252,20 @@ impl ResetMachine {
         let id = request.id.clone();
         let selected = match targets::select(spec, &request.streamlets) {
             Ok(_) if let Destination::Unavailable(why) = &self.destination => Err(format!("reset {id} refused: {why}")),
-            Ok(t) => Ok(t),
+            Ok(mut t) => {
+                // A request with given offsets touches only the groups they list.
+                for target in &mut t {
+                    target.inlets.retain(|i| self.destination.covers(&i.group));
+                }
+                t.retain(|target| !target.inlets.is_empty());
+                if t.is_empty() {
+                    Err(format!(
+                        "reset {id} refused: none of the consumer groups it would move is a target of the pipeline now"
+                    ))
+                } else {
+                    Ok(t)
+                }
+            }
             Err(err) => Err(targets::operator_selection_note(&id, &err)),
         };
         let selected = match selected {

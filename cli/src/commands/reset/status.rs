@@ -232,6 +232,14 @@ async fn find(cluster: &Cluster, scope: &Scope, pipeline: Option<&str>, id: &str
     })
 }
 
+/// Finds request `id` among the AnkkaFlows of namespace `ns` (only `pipeline`, when given).
+///
+/// # Errors
+/// No AnkkaFlow there knows the id, or the API failed.
+pub async fn locate(cluster: &Cluster, ns: &str, pipeline: Option<&str>, id: &str) -> Result<Report, Failure> {
+    find(cluster, &Scope::Namespace(ns.to_string()), pipeline, id).await
+}
+
 /// Renders `r` in `format`.
 ///
 /// # Errors
