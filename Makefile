@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
-#   make demo   the seed page's scenario, narrated, on the test bed
+#   make demo   docs/rebuild-from-the-start.md, narrated, on the test bed
 #   make test   every test, the end-to-end ones on the test bed
 #   make dist   release archives, install.yaml, krew manifest and checksums in target/dist
 #   make image  the operator's image, built from scratch here (target/image)

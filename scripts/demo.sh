@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The seed page "Rebuild from the start", narrated, on the test bed: a pipeline reads its input,
+# docs/rebuild-from-the-start.md, narrated, on the test bed: a pipeline reads its input,
 # is stopped, reset with `flow reset`, and started again to read everything once more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
-# Runs a command line (a pipe, say) in the example pipeline's directory, as the seed page does.
+# Runs a command line (a pipe, say) in the example pipeline's directory, as that page does.
 in_cart() { printf '$ %s\n' "$*"; (cd examples/cart && eval "$*"); }
 START="flow generate blueprint.conf --descriptors flow --conf prod.conf \\
   --image router=registry.example.com/cart-router:1.2 -n shop | kubectl apply -f -"

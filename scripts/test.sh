@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 testbed/tb up
 eval "$(testbed/tb env)"
 
-# flow-core must stay pure (product.md §3): no I/O or async crate in its normal dependencies.
+# flow-core must stay pure (README.md, Layout): no I/O or async crate in its normal dependencies.
 bad=$(cargo tree -p flow-core -e normal --prefix none 2>/dev/null | awk '{print $1}' \
   | grep -xE 'tokio|futures|futures-util|kube|kube-client|kube-runtime|hyper|reqwest|rdkafka|rdkafka-sys|sled|tracing-subscriber' \
   | sort -u | tr '\n' ' ' || true)

@@ -3,7 +3,7 @@
 //! Events are `events.k8s.io/v1`. The API refuses a `note` over 1 KiB, so notes are cut to fit without
 //! splitting a UTF-8 character. The name of an event is derived from what it is about (a request, a
 //! group, an outcome), so that two groups are never merged into one event and a retry that records the
-//! same fact again is refused by the API server as already existing (product.md §6).
+//! same fact again is refused by the API server as already existing (docs/reset.md, "Guarantees").
 
 use sha2::{Digest, Sha256};
 

@@ -1,7 +1,7 @@
 //! Names, labels and annotation keys shared by the CLI and the operator.
 //!
-//! Every name here is part of the platform's interface (reference.md §1, §6.3, §10): changing one breaks
-//! running pipelines, so each is a constant or a small function with a test.
+//! Every name here is part of the platform's interface (docs/migration.md, "What stays the same"):
+//! changing one breaks running pipelines, so each is a constant or a small function with a test.
 
 use std::fmt;
 
@@ -31,7 +31,7 @@ pub const CLI_FIELD_MANAGER: &str = "flow-cli";
 /// `reportingController` of every event the operator records.
 pub const REPORTING_CONTROLLER: &str = "flow.ankka.thinkmorestupidless.com/operator";
 
-/// The consumer group of one inlet: `<pipeline>.<streamlet>.<inlet>` (reference.md §10).
+/// The consumer group of one inlet: `<pipeline>.<streamlet>.<inlet>`.
 ///
 /// The same string is the Kafka `client.id` of the inlet's consumer, and the `client_id` label of its
 /// lag metric.
@@ -74,7 +74,7 @@ pub fn is_dns_label(s: &str) -> bool {
 }
 
 /// Whether `s` is a valid pipeline id: 1-40 of `[a-z0-9-]`, not starting or ending with `-`
-/// (reference.md §5.2).
+/// (docs/cli.md, "flow generate").
 pub fn is_pipeline_id(s: &str) -> bool {
     is_label_like(s, 40)
 }

@@ -1,4 +1,4 @@
-//! The `AnkkaFlow` custom resource as Rust types (reference.md §6).
+//! The `AnkkaFlow` custom resource as Rust types (docs/blueprint.md, "The generated resource").
 //!
 //! `deploy/crd.yaml` is generated from these types (`flow-operator crd`), and a test fails when the two
 //! drift. Field names are camelCase on the wire, as Kubernetes API conventions ask.

@@ -2,7 +2,7 @@
 //!
 //! The same rules run in the CLI (before writing a request) and in the operator (before acting on
 //! one), because the CLI's view may be stale. Only the wording differs: the CLI writes streamlet names
-//! in brackets, the operator without (reference.md §5.3, §8.6, §14 item 6).
+//! in brackets, the operator without (docs/cli.md, "flow reset"; docs/reset.md, "Refusals").
 
 use std::collections::BTreeMap;
 
@@ -163,7 +163,7 @@ impl RunningProblem {
     }
 }
 
-/// The CLI's refusal for streamlets that are still running (reference.md §5.3, exact).
+/// The CLI's refusal for streamlets that are still running (exact, docs/cli.md, "flow reset").
 pub fn cli_running_message(problems: &[RunningProblem]) -> String {
     let texts: Vec<String> = problems.iter().map(RunningProblem::cli_text).collect();
     let mut names: Vec<&str> = problems.iter().map(RunningProblem::streamlet).collect();
@@ -176,7 +176,7 @@ pub fn cli_running_message(problems: &[RunningProblem]) -> String {
     )
 }
 
-/// The CLI's refusal for a selection error (reference.md §5.3, exact).
+/// The CLI's refusal for a selection error (exact, docs/cli.md, "flow reset").
 pub fn cli_selection_message(err: &SelectionError) -> String {
     match err {
         SelectionError::NothingToReset { pipeline } => {
@@ -199,8 +199,8 @@ pub fn cli_selection_message(err: &SelectionError) -> String {
 
 /// The operator's refusal note for a selection error (event `ResetRefused`).
 ///
-/// Unknown names use the reference's text `reset <id> names unknown streamlet(s) a, b`; unlike the
-/// reference, named streamlets without inlets are refused too rather than skipped in silence.
+/// Unknown names use the existing operator's text `reset <id> names unknown streamlet(s) a, b`;
+/// unlike it, named streamlets without inlets are refused too rather than skipped in silence.
 pub fn operator_selection_note(id: &str, err: &SelectionError) -> String {
     match err {
         SelectionError::NothingToReset { pipeline } => {

@@ -192,7 +192,7 @@ fn check_problems(problems: &[Problem]) -> Result<(), TestCaseError> {
     for p in problems {
         let text = p.to_string();
         prop_assert!(!text.trim().is_empty());
-        // One line per problem; only the format error spans two, as the reference writes it.
+        // One line per problem; only the format error spans two, as the existing CLI writes it.
         let lines = text.lines().count();
         prop_assert!(lines == 1 || matches!(p, Problem::InvalidFormat(_)) && lines == 2, "{text:?}");
     }

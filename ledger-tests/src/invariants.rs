@@ -1,4 +1,4 @@
-//! The invariants of product.md §4, checked on the world's log of facts.
+//! The reset's guarantees (docs/reset.md, "Guarantees") as invariants, checked on the world's log of facts.
 //!
 //! Each check reads only what the world recorded (commits Kafka applied, events, done writes) and
 //! the requests as written; none asks the machine what it thinks. Each returns every violation it

@@ -8,7 +8,7 @@
 //! - [`driver`]: the operator's reconcile: the operator's own intake and effect ordering from
 //!   `flow_core::reset`, with the I/O simulated: calls and writes complete in an order the history
 //!   chooses, writes fail, and the operator crashes after any piece of work.
-//! - [`invariants`]: product.md §4, read off the log of everything that happened.
+//! - [`invariants`]: the reset's guarantees (docs/reset.md), read off the log of everything that happened.
 //!
 //! Nothing here reads a clock or a random source: a history of transitions replays exactly.
 

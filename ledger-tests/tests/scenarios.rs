@@ -1,5 +1,5 @@
 //! Fixed histories: the minimal failing histories the model-based test found, replayed as plain
-//! tests, and a few cases of cases/README.md kind D spelled out. Each runs the same simulated world
+//! tests, and a few cases of docs/field-cases.md kind D spelled out. Each runs the same simulated world
 //! and checks every invariant after every step.
 
 use std::collections::{BTreeMap, BTreeSet};

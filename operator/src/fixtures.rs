@@ -23,8 +23,8 @@ use crate::topics::{Kafka, fake::FakeKafka};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
-/// The example pipeline `cart` (examples/cart, as the seed page deploys it) in namespace `shop`, as
-/// `flow generate` writes it and the API server returns it.
+/// The example pipeline `cart` (examples/cart, as docs/rebuild-from-the-start.md deploys it) in
+/// namespace `shop`, as `flow generate` writes it and the API server returns it.
 pub fn cart() -> AnkkaFlow {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/cart");
     let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).expect("example file");

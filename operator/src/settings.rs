@@ -1,4 +1,4 @@
-//! Command line and environment settings of the operator (reference.md §8.2).
+//! Command line and environment settings of the operator (docs/operator.md, "Settings").
 
 use std::path::PathBuf;
 
@@ -40,7 +40,7 @@ pub struct Settings {
     #[arg(long, env = "FLOW_SIDECAR_IMAGE")]
     pub sidecar_image: Option<String>,
     /// Namespace of the Kafka cluster Secrets (`kafka-cluster-<name>`). Default: the operator's own
-    /// namespace (`FLOW_OPERATOR_NAMESPACE`, else `ankka-flow`), as reference.md §8.2 orders it.
+    /// namespace (`FLOW_OPERATOR_NAMESPACE`, else `ankka-flow`).
     #[arg(long, env = "FLOW_KAFKA_CLUSTERS_NAMESPACE")]
     pub kafka_clusters_namespace: Option<String>,
     /// Directory of the reset ledger (sled). Keep it on a volume that outlives the pod.

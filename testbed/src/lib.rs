@@ -485,7 +485,7 @@ pub mod standin {
 }
 
 /// The example pipeline `cart` in namespace `ns` with router's replicas, as YAML: the output of the
-/// real `flow generate`, run in `examples/cart` exactly as the seed page writes it
+/// real `flow generate`, run in `examples/cart` exactly as docs/rebuild-from-the-start.md writes it
 /// (`--conf prod.conf`, plus `--conf stop.conf` for 0 replicas; another count comes from a conf
 /// file of its own laid over prod.conf).
 pub fn cart_yaml(ns: &str, replicas: i32) -> String {

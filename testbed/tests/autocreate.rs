@@ -1,4 +1,4 @@
-//! Case C1 as reported (`/work/shared/cases/README.md`): the inlet's topic `shop.cart-events.v2` does
+//! Case C1 of docs/field-cases.md, as reported: the inlet's topic `shop.cart-events.v2` does
 //! not exist, on a broker with `auto.create.topics.enable=true` (the test bed's second broker,
 //! `FLOW_TESTBED_KAFKA_AUTOCREATE`; docs/testbed.md). Such a broker creates a topic whenever a client
 //! asks for the metadata of that one topic and allows creation, so every Kafka call of ours that

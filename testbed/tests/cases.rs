@@ -1,4 +1,4 @@
-//! The field-reported cases of `/work/shared/cases/README.md`, one end-to-end test each, on the real
+//! The field cases of docs/field-cases.md, one end-to-end test each, on the real
 //! test bed (Kafka 4.1 broker, Kubernetes control plane with kwok) with the real `flow` and
 //! `flow-operator` binaries.
 //!

@@ -1,5 +1,5 @@
-//! After the seed's restart, the lag of the reset group starts at the size of its input and falls to
-//! zero; the test watches it in the resource's status and on the operator's `/metrics`.
+//! After the restart of docs/rebuild-from-the-start.md, the lag of the reset group starts at the size
+//! of its input and falls to zero; the test watches it in the resource's status and on the operator's `/metrics`.
 
 use std::time::Duration;
 

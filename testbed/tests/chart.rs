@@ -1,7 +1,7 @@
 //! The Helm chart `charts/ankka-flow`: `helm lint`, `helm template` with every option, the same
 //! RBAC, settings and CRD as deploy/ (so that neither path can drift from the other), and a real
 //! `helm install` on the test bed, after which the operator, run with the chart's settings as the
-//! chart's ServiceAccount, carries out the seed page's scenario.
+//! chart's ServiceAccount, carries out the scenario of docs/rebuild-from-the-start.md.
 //!
 //! Helm comes from `scripts/helm.sh`, which builds it from the Go module proxy into the test bed's
 //! cache the first time. The operator runs as a local process (kwok runs no containers) that logs
@@ -245,7 +245,7 @@ fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
     env.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
 
-    // The seed page: the pipeline runs, is stopped through the resource, and is reset.
+    // docs/rebuild-from-the-start.md: the pipeline runs, is stopped through the resource, and is reset.
     let op = cart_scenario(ns, 1, &env);
     kubectl_apply(&cart_yaml(ns, 0));
     wait_until("the pipeline's pods to go", Duration::from_secs(60), || {

@@ -1,4 +1,4 @@
-//! Case C4 of `/work/shared/cases/README.md` ("one partition's commit fails"), and the other members
+//! Case C4 of docs/field-cases.md ("one partition's commit fails"), and the other members
 //! of its kind, end to end on the test bed: the operator's reset is paused between two of its
 //! effects (`FLOW_FAULT_PAUSE_AT`, see `operator/src/faults.rs`) and the world is changed under it.
 //!

@@ -1,6 +1,7 @@
-//! `flow generate` output taken by the real kube-apiserver: the seed page's command line piped into
-//! `kubectl apply`, server-side dry runs of the reference fixtures, and values that YAML readers
-//! like to turn into other types coming back as written.
+//! `flow generate` output taken by the real kube-apiserver: the command line of
+//! docs/rebuild-from-the-start.md piped into `kubectl apply`, server-side dry runs of the fixtures of
+//! `core/tests/fixtures`, and values that YAML readers like to turn into other types coming back as
+//! written.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,7 +55,7 @@ fn the_seed_command_line_applies_as_written() {
         assert!(o.status.success(), "{line}: {}", show(&o));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    // The seed page's two command lines, with our namespace.
+    // The two command lines of docs/rebuild-from-the-start.md, with our namespace.
     let stop = "flow generate blueprint.conf --descriptors flow --conf prod.conf --conf stop.conf \
                 --image router=registry.example.com/cart-router:1.2 -n gen-test | kubectl apply -f -";
     let start = "flow generate blueprint.conf --descriptors flow --conf prod.conf \

@@ -1,4 +1,4 @@
-//! Cases F1 and F2 of `/work/shared/cases/README.md` ("is anything still running?"), end to end on the
+//! Cases F1 and F2 of docs/field-cases.md ("is anything still running?"), end to end on the
 //! test bed, with `flow-standin` playing the streamlet pod's container.
 //!
 //! Each test has its own namespace, pipeline, topic and consumer group (`run-f1…`, `run-f2…`).

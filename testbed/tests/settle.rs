@@ -1,5 +1,5 @@
 //! The settle after a reset's read-back (issue 6), end to end on the test bed: cases F1 (second half)
-//! and B5 of `/work/shared/cases/README.md`. The operator's reset is paused between two of its
+//! and B5 of docs/field-cases.md. The operator's reset is paused between two of its
 //! effects (`FLOW_FAULT_PAUSE_AT`, `operator/src/faults.rs`) and the world is changed under it:
 //!
 //! - F1: right after the reset's commit was read back, a consumer that is no longer a member (a pod

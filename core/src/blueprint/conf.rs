@@ -1,4 +1,5 @@
-//! Deploy-time configuration: `--conf` files laid over a verified blueprint (reference.md §4.1).
+//! Deploy-time configuration: `--conf` files laid over a verified blueprint (docs/blueprint.md,
+//! "Deploy-time configuration").
 //!
 //! The files are merged first (later wins, objects key by key); then `flow.topics.<id>` is laid
 //! over each topic's settings and `flow.streamlets.<name>` gives each streamlet its replicas and
@@ -93,7 +94,7 @@ pub fn read_overrides(merged: &Object) -> Overrides {
     o
 }
 
-/// A topic's settings with its override laid over them, key by key (reference.md §4.1).
+/// A topic's settings with its override laid over them, key by key.
 pub fn merged_fields(blueprint: &Object, over: Option<&TopicOverride>) -> (TopicFields, Vec<Reason>) {
     match over {
         Some(o) if !o.not_object => {
@@ -127,7 +128,7 @@ pub struct Deployment {
 /// blueprint, the ones without ports included: overriding those is not an error.
 ///
 /// # Errors
-/// The `--conf` problems of reference.md §4.1, in the order: sections, unknown topics, unknown
+/// The `--conf` problems, in the order: sections, unknown topics, unknown
 /// streamlets, topic settings, then per streamlet its replicas, undeclared and unresolved parameters.
 pub fn apply(
     bp: &VerifiedBlueprint,

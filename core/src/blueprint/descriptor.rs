@@ -1,7 +1,8 @@
-//! Streamlet descriptors: the canonical JSON an SDK writes at build time (reference.md §3), parsed
-//! and validated into a [`Descriptor`], and the built-in descriptors of the sidecar (§11, §15.9).
+//! Streamlet descriptors: the canonical JSON an SDK writes at build time (docs/blueprint.md,
+//! "Descriptors"), parsed and validated into a [`Descriptor`], and the built-in descriptors of the
+//! sidecar.
 //!
-//! Validation reports every problem of a file at once, with the texts of reference.md §3.3.
+//! Validation reports every problem of a file at once, with the texts docs/cli.md lists.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,10 +19,10 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 const PROTOCOL_MAJOR: u32 = 1;
 const PROTOCOL_MINOR: u32 = 0;
 
-/// The only contract format (reference.md §3.1).
+/// The only contract format.
 pub const JSON_FORMAT: &str = "json";
 
-/// Schema name of the graph-delta contract (reference.md §2.3).
+/// Schema name of the graph-delta contract (docs/blueprint.md, "Graph deltas").
 pub const GRAPH_DELTA_SCHEMA: &str = "ankka.graph-delta.v1";
 
 /// Whether a port receives (inlet) or sends (outlet).
@@ -64,7 +65,7 @@ impl Contract {
         fingerprint(&self.schema_name)
     }
 
-    /// Whether the contract is the graph-delta contract (reference.md §2.3).
+    /// Whether the contract is the graph-delta contract.
     pub fn is_graph_delta(&self) -> bool {
         self.schema_name == GRAPH_DELTA_SCHEMA
     }
@@ -77,7 +78,7 @@ impl fmt::Display for Contract {
     }
 }
 
-/// The fingerprint of a schema name (reference.md §3.1).
+/// The fingerprint of a schema name.
 pub fn fingerprint(schema_name: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(Sha256::digest(schema_name.as_bytes()))
 }
@@ -117,7 +118,7 @@ pub struct Descriptor {
     params: Vec<Param>,
 }
 
-/// One problem of a descriptor file (reference.md §3.3); displayed without the `descriptor <file>: `
+/// One problem of a descriptor file; displayed without the `descriptor <file>: `
 /// prefix that [`super::Problem::Descriptor`] adds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DescriptorProblem {
@@ -298,7 +299,7 @@ impl Descriptor {
     /// Parses and validates a descriptor's JSON text.
     ///
     /// # Errors
-    /// Every problem of reference.md §3.3 found in the text, and the `streamlet.name` if readable.
+    /// Every problem found in the text, and the `streamlet.name` if readable.
     pub fn parse(text: &str) -> Result<Descriptor, Rejected> {
         let value: Value = serde_json::from_str(text)
             .map_err(|e| Rejected { name: None, problems: vec![DescriptorProblem::NotJson(e.to_string())] })?;
@@ -417,8 +418,9 @@ impl Descriptor {
         self.params.iter().find(|p| p.key.as_str() == key)
     }
 
-    /// The `streamlet` object in canonical field naming (reference.md §3.2): snake_case keys, ports
-    /// and parameters sorted, proto3 defaults (empty strings and lists, type `STRING`) left out.
+    /// The `streamlet` object in canonical field naming (docs/blueprint.md, "Descriptors"): snake_case
+    /// keys, ports and parameters sorted, proto3 defaults (empty strings and lists, type `STRING`) left
+    /// out.
     /// This is what the resource's `descriptor` field holds.
     pub fn streamlet_object(&self) -> Map<String, Value> {
         let mut s = Map::new();
@@ -473,7 +475,7 @@ impl Descriptor {
         s
     }
 
-    /// The whole descriptor in canonical JSON, byte for byte as reference.md §3.2 defines it.
+    /// The whole descriptor in canonical JSON, byte for byte as the SDKs write it.
     pub fn canonical_json(&self) -> String {
         let mut root = Map::new();
         root.insert("protocol_version".into(), Value::String(self.protocol_version.clone()));
@@ -590,7 +592,7 @@ fn read_params(r: &mut Reader, streamlet: &Map<String, Value>) -> Vec<Option<Par
     out
 }
 
-/// Writes JSON as reference.md §3.2 asks: keys sorted at every level, 2-space indent, `": "`,
+/// Writes canonical JSON: keys sorted at every level, 2-space indent, `": "`,
 /// `[]` / `{}` when empty, non-ASCII literal, only `"`, `\` and control characters escaped.
 fn write_canonical(v: &Value, indent: usize, out: &mut String) {
     let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n(' ', n));
@@ -617,7 +619,7 @@ fn write_canonical(v: &Value, indent: usize, out: &mut String) {
         Value::Object(o) => {
             // Sorted explicitly: serde_json's map keeps insertion order when a crate in the build
             // turns on its `preserve_order` feature. Keys here are ASCII, where byte order and
-            // the reference's UTF-16 order agree (reference.md §14 item 16).
+            // the UTF-16 order the existing platform's SDKs sort by agree.
             let mut entries: Vec<(&String, &Value)> = o.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
             out.push_str("{\n");
@@ -655,10 +657,10 @@ fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
-/// The canonical JSON of the sidecar's built-in descriptors (reference.md §15.9).
+/// The canonical JSON of the sidecar's built-in descriptors.
 const BUILTIN_TEXTS: [&str; 1] = [include_str!("builtin/neo4j-merge-sink.json")];
 
-/// The built-in descriptors, named `builtin/<name>` in blueprints (reference.md §11): only
+/// The built-in descriptors, named `builtin/<name>` in blueprints: only
 /// `neo4j-merge-sink` today.
 pub fn builtins() -> Vec<Descriptor> {
     // The texts are fixed and a test parses each of them, so none is ever dropped here.

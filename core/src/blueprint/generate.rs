@@ -1,5 +1,5 @@
 //! `flow generate`: a verified blueprint, its `--conf` files and images become one `AnkkaFlow`
-//! resource (reference.md §5.2, §6).
+//! resource (docs/cli.md, "flow generate"; docs/blueprint.md, "The generated resource").
 
 use std::collections::BTreeMap;
 
@@ -12,12 +12,12 @@ use super::{CLEANUP_POLICY, Source, VerifyInput, check, default_pipeline, images
 use crate::names::{LABEL_MANAGED_BY, LABEL_PIPELINE, MANAGED_BY, is_dns_label};
 use crate::resource::{AnkkaFlow, AnkkaFlowSpec, Batch, ManagedTopicsPolicy, OnDelete, StreamletSpec, TopicSpec};
 
-/// Default batch limits (reference.md §2.2).
+/// Default batch limits (docs/blueprint.md, "Topics").
 pub const DEFAULT_MAX_RECORDS: i64 = 100;
 /// 1 MiB.
 pub const DEFAULT_MAX_BYTES: i64 = 1_048_576;
 
-/// The inputs of `flow generate` (reference.md §5.2).
+/// The inputs of `flow generate`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerateInput {
     /// What `verify` reads.
@@ -46,7 +46,7 @@ pub struct Generated {
 }
 
 /// The pipeline id: `--pipeline`, else `blueprint.name`, else the blueprint's file name up to its
-/// first `.` (reference.md §5.2).
+/// first `.`.
 fn pipeline_text(input: &GenerateInput, blueprint_name: Option<&str>) -> String {
     match &input.pipeline {
         Some(p) => p.clone(),
@@ -54,7 +54,7 @@ fn pipeline_text(input: &GenerateInput, blueprint_name: Option<&str>) -> String 
     }
 }
 
-/// Generates the resource (reference.md §5.2).
+/// Generates the resource.
 ///
 /// # Errors
 /// Every problem of `verify`, then: images, `Streamlet '<name>' has no image.` /
@@ -121,7 +121,7 @@ pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
             (None, true) => format!("{pipeline}.{id}"),
             (None, false) => id.to_string(),
         };
-        // The blueprint check looks at the id alone (reference.md §14 item 11); Kafka sees this.
+        // The blueprint check looks at the id alone; Kafka sees this (docs/blueprint.md, "Choices we made").
         if KafkaTopicName::parse(&name).is_none() {
             problems.push(Problem::InvalidTopicName(name.clone()));
         }

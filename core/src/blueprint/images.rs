@@ -1,4 +1,5 @@
-//! Container images of streamlets: `--images <file>` and `--image <name>=<ref>` (reference.md §4.2).
+//! Container images of streamlets: `--images <file>` and `--image <name>=<ref>` (docs/blueprint.md,
+//! "Images").
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,9 +1,9 @@
 //! Blueprints: verify a pipeline's HOCON blueprint against its streamlet descriptors and its
-//! deploy-time configuration, and generate the `AnkkaFlow` resource from them (reference.md §2-§5).
+//! deploy-time configuration, and generate the `AnkkaFlow` resource from them (docs/blueprint.md).
 //!
 //! Pure: the CLI reads every file and hands over its text (or why it could not be read) in a
 //! [`Source`]; time, version and environment come in as values. [`verify`] and [`generate`] report
-//! every problem they find in one pass, in the reference's order: descriptor problems, then
+//! every problem they find in one pass, in this order: descriptor problems, then
 //! blueprint problems, then `--conf` problems, then (for `generate`) image and naming problems.
 //!
 //! ```text
@@ -49,7 +49,7 @@ pub enum SourceError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Source {
     /// For a blueprint, `--conf` or `--images` file: the path as given. For a descriptor: the file
-    /// name only (reference.md §5.1).
+    /// name only.
     pub name: String,
     /// The text, or why there is none.
     pub text: Result<String, SourceError>,
@@ -78,7 +78,7 @@ pub enum DescriptorSource {
     },
 }
 
-/// The inputs of `flow verify` (reference.md §5.1).
+/// The inputs of `flow verify`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyInput {
     /// `--descriptors`.
@@ -117,8 +117,7 @@ pub(crate) struct Checked {
     pub problems: Vec<Problem>,
 }
 
-/// Verifies a blueprint against its descriptors and `--conf` files (reference.md §2.4, §3.3,
-/// §4.1, §5.1).
+/// Verifies a blueprint against its descriptors and `--conf` files (docs/cli.md, "flow verify").
 ///
 /// # Errors
 /// Every problem found, descriptors first, then the blueprint, then the `--conf` files.
@@ -242,7 +241,7 @@ pub(crate) fn check(input: &VerifyInput) -> Checked {
     Checked { raw, verified, problems }
 }
 
-/// The notes of reference.md §2.3 for topics that carry graph deltas, by topic id.
+/// The notes for topics that carry graph deltas (docs/blueprint.md, "Graph deltas"), by topic id.
 fn delta_notes(bp: &VerifiedBlueprint, d: &Deployment) -> Vec<Note> {
     let mut notes = Vec::new();
     for (id, t) in bp.topics.iter().filter(|(_, t)| t.delta) {

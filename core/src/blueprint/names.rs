@@ -1,10 +1,10 @@
 //! Validated names of the blueprint world: each type can only hold a value that passed its rule,
 //! so code that has one never checks it again.
 //!
-//! Rules: streamlet, descriptor and cluster names are DNS labels (reference.md §2.1, §3.3, §2.2);
-//! port names `[a-z][a-z0-9-]{0,62}` and parameter keys `[a-z][a-z0-9-]*` (§3.3); Kafka topic
-//! names `[a-zA-Z0-9._-]`, at most 249 characters (§2.4 rule 13); pipeline ids 1-40 of `[a-z0-9-]`
-//! (§5.2); port paths `<streamlet>.<port>` (§2.2).
+//! Rules: streamlet, descriptor and cluster names are DNS labels (RFC 1123, as Kubernetes' API
+//! conventions name objects); port names `[a-z][a-z0-9-]{0,62}` and parameter keys `[a-z][a-z0-9-]*`;
+//! Kafka topic names `[a-zA-Z0-9._-]`, at most 249 characters; pipeline ids 1-40 of `[a-z0-9-]`;
+//! port paths `<streamlet>.<port>` (docs/blueprint.md).
 
 use std::fmt;
 
@@ -108,7 +108,7 @@ fn is_kafka_topic_name(s: &str) -> bool {
 
 /// A port path as a blueprint writes it in `producers` and `consumers`: `<streamlet>.<port>`.
 ///
-/// Parsing follows the reference **[src]**: trim; a leading `.` is invalid; split on `.` and drop
+/// Parsing follows the existing platform's: trim; a leading `.` is invalid; split on `.` and drop
 /// empty segments; at least two segments; the last is the port, the others joined with `.` the
 /// streamlet. The parts are not checked against the name rules here: a path naming a streamlet or
 /// port that does not exist is a different problem, found by looking it up.

@@ -1,4 +1,4 @@
-//! Configuration parameter types and the typing of their values (reference.md §3.1, §3.3).
+//! Configuration parameter types and the typing of their values (docs/blueprint.md, "Descriptors").
 
 use std::fmt;
 
@@ -24,7 +24,7 @@ pub enum ParamType {
 }
 
 impl ParamType {
-    /// Every type, in the order of reference.md §3.1.
+    /// Every type, in the order docs/blueprint.md lists them.
     pub const ALL: [ParamType; 6] = [
         ParamType::String,
         ParamType::Integer,
@@ -63,9 +63,9 @@ impl ParamType {
         }
     }
 
-    /// The typed JSON value of `text`, or `None` when it is not of this type (reference.md §3.3
-    /// **[src]**): integers and doubles become numbers, booleans booleans, durations and memory
-    /// sizes their trimmed text, strings themselves.
+    /// The typed JSON value of `text`, or `None` when it is not of this type (as the existing
+    /// platform's code types them): integers and doubles become numbers, booleans booleans, durations
+    /// and memory sizes their trimmed text, strings themselves.
     pub fn typed(self, text: &str) -> Option<Value> {
         let t = text.trim();
         match self {

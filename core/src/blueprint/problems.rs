@@ -1,9 +1,9 @@
-//! Every refusal and note of `flow verify` and `flow generate`, with its exact text
-//! (reference.md §2.3, §3.3, §4.1, §4.2, §5.1, §5.2).
+//! Every refusal and note of `flow verify` and `flow generate`, with its exact text (docs/cli.md,
+//! "Messages of verify and generate", lists them all).
 //!
 //! A [`Problem`] refuses (exit 1); a [`Note`] informs and changes nothing. Both display as the line
-//! the CLI prints on stderr. Messages marked *ours* are not in the reference: they cover mistakes
-//! the reference let through silently (docs/cli.md lists them).
+//! the CLI prints on stderr. Messages marked *ours* are new: the platform this project reimplements
+//! let those mistakes through silently (docs/cli.md marks them too).
 
 use std::fmt;
 
@@ -13,7 +13,7 @@ use super::params::ParamType;
 /// One reason why `verify` or `generate` refuses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
-    // ---- descriptors (§5.1) ----
+    // ---- descriptors ----
     /// `descriptors: '<dir>' is not a directory`.
     DescriptorsNotADirectory(String),
     /// `descriptors: '<dir>' holds no *.json files`.
@@ -33,7 +33,7 @@ pub enum Problem {
         count: usize,
     },
 
-    // ---- blueprint (§2.4, §5.1) ----
+    // ---- blueprint ----
     /// `blueprint: '<path>' is not a file`.
     BlueprintNotAFile(String),
     /// *Ours*: `blueprint: '<path>' cannot be read: <reason>`.
@@ -124,7 +124,7 @@ pub enum Problem {
     /// A cluster name that is not a DNS label.
     InvalidClusterName(String),
 
-    // ---- --conf (§4.1) ----
+    // ---- --conf ----
     /// `--conf <file>: <reason>`.
     ConfFile {
         /// File as given.
@@ -184,7 +184,7 @@ pub enum Problem {
     /// `streamlet '<name>': replicas must not be negative`.
     ReplicasNegative(String),
 
-    // ---- generate (§4.2, §5.2) ----
+    // ---- generate ----
     /// `images: <reason>`.
     ImagesFile(String),
     /// `--image '<value>' is not name=reference`.
@@ -247,7 +247,7 @@ fn one_line(text: &str) -> String {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            // The reference writes this one on two lines: the header, then the reason indented.
+            // The existing CLI writes this one on two lines: the header, then the reason indented.
             Problem::InvalidFormat(reason) => {
                 write!(f, "The blueprint file has an invalid format:\n {}", one_line(reason))
             }
@@ -336,7 +336,7 @@ impl fmt::Display for RawProblem<'_> {
                 write!(f, "streamlet '{streamlet}': parameter '{key}' has no default and no value")
             }
             P::ParamType { streamlet, key, value, ty } => {
-                // The article is always `a` (reference.md §14 item 13).
+                // The article is always `a`, whatever the word after it, as the existing platform writes it.
                 write!(f, "streamlet '{streamlet}': parameter '{key}' = {value} is not a {ty}")
             }
             P::ReplicasNotNumber(s) => write!(f, "streamlet '{s}': replicas must be a number"),

@@ -1,4 +1,4 @@
-//! The shape of a blueprint (reference.md §2.1, §2.2) and of a topic's settings: HOCON tree to
+//! The shape of a blueprint (docs/blueprint.md) and of a topic's settings: HOCON tree to
 //! typed fields, with a format problem for every key of the wrong type. What the fields mean
 //! together is checked in `verify`.
 
@@ -35,7 +35,7 @@ pub struct RawTopic {
     pub settings: Object,
 }
 
-/// A topic's settings that a `--conf` file may change too (reference.md §4.1).
+/// A topic's settings that a `--conf` file may change too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TopicFields {
     /// `cluster`.
@@ -257,7 +257,7 @@ pub fn text_list(v: Option<&Node>) -> Option<Vec<String>> {
     }
 }
 
-/// Reads a blueprint document (reference.md §2.1).
+/// Reads a blueprint document.
 ///
 /// # Errors
 /// Format problems (one per key of the wrong type, unknown key, or `blueprint.connections`), then

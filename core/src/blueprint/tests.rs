@@ -1,4 +1,5 @@
-//! The reference fixtures (reference.md §15) and every message of §4.1, §4.2, §5.1 and §5.2.
+//! The fixtures of `core/tests/fixtures` and every message of `flow verify` and `flow generate`
+//! (docs/cli.md, "Messages of verify and generate").
 
 use std::collections::HashMap;
 
@@ -88,7 +89,7 @@ fn gen_problems(g: &GenerateInput) -> Vec<String> {
     }
 }
 
-// ---------------------------------------------------------------- fixtures (§15)
+// ---------------------------------------------------------------- fixtures
 
 #[test]
 fn cart_verifies_with_a_clean_stderr() {
@@ -255,7 +256,7 @@ fn graph_with_an_unknown_builtin() {
     );
 }
 
-// ---------------------------------------------------------------- descriptors (§5.1)
+// ---------------------------------------------------------------- descriptors
 
 #[test]
 fn descriptor_directory_messages() {
@@ -304,7 +305,7 @@ fn builtins_need_no_descriptor_directory() {
     );
 }
 
-// ---------------------------------------------------------------- blueprint (§2.4, §5.1)
+// ---------------------------------------------------------------- blueprint
 
 const ROUTER_SINK: &str = "blueprint.streamlets { router = cart-router, sink = sink }\n";
 
@@ -478,7 +479,7 @@ fn unmanaged_topic_messages() {
             "Topic 'v' is not managed but has producers router.valid, router.review; the platform only reads topics it does not own.",
         ]
     );
-    // Our choice (reference.md §14 item 9): --conf may give an unmanaged topic its brokers.
+    // Our choice (docs/blueprint.md, "Choices we made"): --conf may give an unmanaged topic its brokers.
     let topics = "in { managed = false, consumers = [router.in] }, v { producers = [router.valid, router.review], consumers = [sink.in] }";
     assert_eq!(notes(&bp(topics), &["flow.topics.in.bootstrap.servers = \"k:9092\""]), Vec::<String>::new());
     assert_eq!(notes(&bp(topics), &["flow.topics.in { cluster = shop }"]), Vec::<String>::new());
@@ -527,7 +528,7 @@ fn one_pass_reports_every_kind_of_problem_in_order() {
     assert_eq!(p.len(), 4, "{p:?}");
 }
 
-// ---------------------------------------------------------------- --conf (§4.1)
+// ---------------------------------------------------------------- --conf
 
 #[test]
 fn conf_files_merge_later_wins() {
@@ -632,7 +633,7 @@ fn env_substitutions_come_from_the_input() {
     assert_eq!(verify(&i).unwrap().deployment.streamlets.values().next().unwrap().replicas, 4);
 }
 
-// ---------------------------------------------------------------- images, pipeline (§4.2, §5.2)
+// ---------------------------------------------------------------- images, pipeline
 
 #[test]
 fn image_messages() {

@@ -1,8 +1,8 @@
-//! HOCON text to a plain, sorted value tree (reference.md §2, §4).
+//! HOCON text to a plain, sorted value tree.
 //!
 //! # Which HOCON crate, and why
 //!
-//! Three crates were tried on the reference fixtures (reference.md §15) and on the corner cases this
+//! Three crates were tried on the fixtures of `core/tests/fixtures` and on the corner cases this
 //! module cares about:
 //!
 //! * `hocon-parser` 1.x (library name `hocon`) — **chosen**. Actively released, tested against the
@@ -10,8 +10,8 @@
 //!   `indexmap` only. It parses from a `&str`, takes the environment for `${VAR}` as an explicit map
 //!   (so nothing is read from the process here), and keeps each scalar's source text and kind
 //!   (`86400000` stays `86400000`, `1.50` stays `1.50`): exactly what the property flattening of
-//!   §2.2 needs ("non-string values are rendered as HOCON text"). Its duration and memory-size
-//!   parsers give §3.3's `DURATION` / `MEMORY_SIZE` checks.
+//!   needs (values that are not strings are rendered as their HOCON text). Its duration and
+//!   memory-size parsers give the `DURATION` / `MEMORY_SIZE` parameter checks.
 //! * `hocon-rs` 0.2 (the 0.1 line moved on) — converts straight to `serde_json` numbers, losing the
 //!   source text (`1.50` becomes `1.5`), and pulls `tracing`, `bigdecimal` and `num-bigint`.
 //! * `hocon` 0.9 — dormant since 2022, on `nom` 4, with `reqwest` in its default features.
@@ -25,7 +25,7 @@ use std::fmt;
 
 use hocon::{HoconValue, ParseOptions, ScalarType, TokenKind};
 
-/// A HOCON object with its keys sorted (reference.md §2.1: "keys are processed in sorted order").
+/// A HOCON object with its keys sorted: keys are always processed in sorted order.
 pub type Object = BTreeMap<String, Node>;
 
 /// One resolved HOCON value.
@@ -193,7 +193,7 @@ fn refuse_includes(text: &str) -> Result<(), SyntaxError> {
 }
 
 /// Lays `over` onto `base`: objects merge key by key, anything else replaces (HOCON object
-/// merging, reference.md §4.1).
+/// merging, as `--conf` files are laid over a blueprint).
 pub fn merge(base: &mut Object, over: &Object) {
     for (k, v) in over {
         match (base.get_mut(k), v) {
@@ -212,7 +212,7 @@ pub struct NotProperties {
     pub key: String,
 }
 
-/// Flattens a properties object into dotted keys with string values (reference.md §2.2):
+/// Flattens a properties object into dotted keys with string values:
 /// `topic { retention.ms = 86400000 }` gives `retention.ms` → `86400000`.
 ///
 /// Strings are taken verbatim and other scalars as their HOCON text; `null` leaves the key out (so a

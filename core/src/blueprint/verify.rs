@@ -1,4 +1,4 @@
-//! Verification of a blueprint against descriptors and built-ins (reference.md §2.4, §5.1).
+//! Verification of a blueprint against descriptors and built-ins (docs/blueprint.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,7 +30,7 @@ enum Lookup<'a> {
 }
 
 impl Catalog {
-    /// Loads and validates the descriptor files (reference.md §3.3, §5.1).
+    /// Loads and validates the descriptor files (docs/blueprint.md, "Descriptors").
     ///
     /// # Errors
     /// The problems found, in file-name order; the catalog holds the valid descriptors anyway.
@@ -139,11 +139,11 @@ pub struct Topic {
     pub managed: bool,
     /// The settings `--conf` files may change, as a tree.
     pub settings: Object,
-    /// Whether a port of it carries graph deltas (reference.md §2.3).
+    /// Whether a port of it carries graph deltas (docs/blueprint.md, "Graph deltas").
     pub delta: bool,
 }
 
-/// A blueprint that passed every check of reference.md §2.4 (rule 16 aside: parameters and
+/// A blueprint that passed every check of docs/blueprint.md, "The blueprint" (parameters and
 /// `--conf` are checked on top of it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct VerifiedBlueprint {
@@ -162,7 +162,7 @@ struct Bound {
 
 /// Verifies a blueprint. `merged` gives a topic's settings with the `--conf` overrides laid over,
 /// so that an unmanaged topic may get its brokers or cluster from `--conf` (docs/blueprint.md,
-/// "Choices"; reference.md §14 item 9).
+/// "Choices we made").
 ///
 /// # Errors
 /// Every problem found, in the order: streamlets, topics (by id), ports on several topics,

@@ -22,7 +22,6 @@
 //! docs/rendering.md describes all of it for users.
 
 pub mod conf;
-mod legacy;
 pub mod names;
 pub mod plan;
 pub mod refusal;
@@ -34,7 +33,6 @@ pub mod workload;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube_core::Resource;
 
-pub use legacy::{DeploymentView, deployment, status};
 pub use names::streamlet_labels;
 
 use crate::resource::AnkkaFlow;
