@@ -1,9 +1,9 @@
 //! Logging in to Kubernetes the way kubectl does: `--kubeconfig`, `--context` and `-n` on every
 //! command that talks to the cluster, and errors that name the API server and the cause.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
 
 use crate::exit::Failure;
@@ -37,16 +37,30 @@ impl Cluster {
     /// `cannot reach Kubernetes: <reason>` when there is no usable kubeconfig (or in-cluster
     /// service account), the context is unknown, or the client cannot be built.
     pub async fn connect(args: &ClusterArgs) -> Result<Cluster, Failure> {
-        let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
         let unreachable = |reason: String| Failure::refused(format!("cannot reach Kubernetes: {reason}"));
-        let config = match (&args.kubeconfig, &args.context) {
-            (Some(path), _) => {
-                let kubeconfig = Kubeconfig::read_from(path).map_err(|e| unreachable(causes(&e)))?;
+        let kubeconfig = load_kubeconfig(args.kubeconfig.as_deref()).map_err(unreachable)?;
+        let config = match kubeconfig {
+            Some(kubeconfig) => {
+                if let Some(context) = &args.context
+                    && !kubeconfig.contexts.iter().any(|c| &c.name == context)
+                {
+                    return Err(unreachable(format!("no context '{context}' in the kubeconfig")));
+                }
+                let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
                 Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(|e| unreachable(causes(&e)))?
             }
             // A context only exists in a kubeconfig, so the in-cluster fallback does not apply.
-            (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(|e| unreachable(causes(&e)))?,
-            (None, None) => Config::infer().await.map_err(|e| unreachable(causes(&e)))?,
+            None if args.context.is_some() => {
+                return Err(unreachable(
+                    "no kubeconfig found ($KUBECONFIG, ~/.kube/config) to take a context from".into(),
+                ));
+            }
+            None => Config::incluster().map_err(|e| {
+                unreachable(format!(
+                    "no kubeconfig found ($KUBECONFIG, ~/.kube/config) and no pod service account: {}",
+                    causes(&e)
+                ))
+            })?,
         };
         let namespace = config.default_namespace.clone();
         let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
@@ -58,10 +72,48 @@ impl Cluster {
     /// `cannot reach Kubernetes: <server>: <cause>` when no answer came.
     pub fn failure(&self, e: kube::Error) -> Failure {
         match e {
+            // 401: the server is not at fault but the credentials, and the user needs to know which server.
+            kube::Error::Api(s) if s.code == 401 => Failure::refused(format!(
+                "reset failed: {} did not accept the kubeconfig's credentials ({})",
+                self.server, s.message
+            )),
             kube::Error::Api(s) => Failure::refused(format!("reset failed: {}", s.message)),
             other => Failure::refused(format!("cannot reach Kubernetes: {}: {}", self.server, causes(&other))),
         }
     }
+}
+
+/// The kubeconfig as kubectl loads it: the `--kubeconfig` file (which must exist), else the files
+/// listed in `$KUBECONFIG` that exist, merged (kubectl skips missing ones), else `~/.kube/config`
+/// when it exists. `None` when there is none.
+fn load_kubeconfig(explicit: Option<&Path>) -> Result<Option<Kubeconfig>, String> {
+    let read = |path: &Path| {
+        Kubeconfig::read_from(path).map_err(|e| match e {
+            KubeconfigError::ReadConfig(io, _) => format!("cannot read kubeconfig {}: {io}", path.display()),
+            other => format!("kubeconfig {}: {}", path.display(), causes(&other)),
+        })
+    };
+    if let Some(path) = explicit {
+        return read(path).map(Some);
+    }
+    let listed: Vec<PathBuf> = match std::env::var_os("KUBECONFIG") {
+        Some(value) => std::env::split_paths(&value).filter(|p| !p.as_os_str().is_empty()).collect(),
+        None => Vec::new(),
+    };
+    let candidates = if listed.is_empty() {
+        std::env::home_dir().map(|home| vec![home.join(".kube").join("config")]).unwrap_or_default()
+    } else {
+        listed
+    };
+    let mut merged: Option<Kubeconfig> = None;
+    for path in candidates.iter().filter(|p| p.exists()) {
+        let next = read(path)?;
+        merged = Some(match merged {
+            Some(m) => m.merge(next).map_err(|e| format!("kubeconfig {}: {}", path.display(), causes(&e)))?,
+            None => next,
+        });
+    }
+    Ok(merged)
 }
 
 /// An error and its sources, joined with `: `, leaving out a source whose text an outer error

@@ -178,7 +178,33 @@ fn an_unreachable_api_server_is_named_with_the_cause() {
     assert!(err.starts_with("cannot reach Kubernetes: ") && err.contains("no-such.kubeconfig"), "{err}");
     let (code, _, err) = flow(&cart(), &["reset", "status", "u1", "--context", "elsewhere"]);
     assert_eq!(code, Some(1));
-    assert!(err.starts_with("cannot reach Kubernetes: ") && err.contains("elsewhere"), "{err}");
+    assert_eq!(err.trim_end(), "cannot reach Kubernetes: no context 'elsewhere' in the kubeconfig");
     let (code, _, err) = flow(&cart(), &["reset", "cart", "--wait", "--timeout", "soon"]);
     assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn kubeconfig_files_that_do_not_exist_are_skipped_as_kubectl_does() {
+    let listed =
+        std::env::join_paths([root().join("no-such.kubeconfig"), root().join("testbed/tests/unreachable.kubeconfig")])
+            .expect("paths");
+    let o = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["reset", "cart"])
+        .current_dir(cart())
+        .env("KUBECONFIG", &listed)
+        .output()
+        .expect("flow runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The listed file that exists was used: its server is the one that does not answer.
+    assert!(err.starts_with("cannot reach Kubernetes: https://127.0.0.1:9: "), "{err}");
+    let o = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["reset", "cart"])
+        .current_dir(cart())
+        .env("KUBECONFIG", root().join("no-such.kubeconfig"))
+        .env("HOME", root().join("no-such-home"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("flow runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("cannot reach Kubernetes: no kubeconfig found"), "{err}");
 }

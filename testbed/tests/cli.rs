@@ -106,6 +106,13 @@ fn the_cli_behaves_as_a_kubectl_user_expects() {
         &[("KUBECONFIG", "/nonexistent")],
     );
     assert!(o.status.success(), "{}", show(&o));
+    // Credentials the API server refuses: the server is named.
+    let refused = kubeconfig_with_token("refused", "not-a-token");
+    let o = flow(&["reset", "status", &id, "-n", ns, "--kubeconfig", refused.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let err = text(&o.stderr);
+    assert!(err.starts_with("reset failed: https://127.0.0.1:"), "{}", show(&o));
+    assert!(err.contains(" did not accept the kubeconfig's credentials"), "{}", show(&o));
 
     // As `kubectl flow`, through kubectl's plugin mechanism.
     let plugins = plugin_dir();
