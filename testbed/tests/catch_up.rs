@@ -52,6 +52,7 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
         .args(["reset", "status", &id, "-n", ns, "--watch"])
         .env("KUBECONFIG", &bed().kubeconfig)
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("flow reset status --watch starts");
     let mut seen = vec![];
@@ -74,6 +75,9 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
     let watched = watch.wait_with_output().expect("the watch ends by itself once caught up");
     let text = String::from_utf8_lossy(&watched.stdout);
     assert!(watched.status.success(), "{text}");
+    // It found the request done and not caught up, and said what it waits for.
+    let note = String::from_utf8_lossy(&watched.stderr);
+    assert!(note.starts_with("note: the reset is done; watching until every group it reset has caught up"), "{note}");
     assert!(text.contains("catch-up: cart.router.in ") && text.contains(" of 60 records left ("), "{text}");
     assert!(text.trim_end().ends_with(&format!("catch-up: cart.router.in caught up at {caught_up}")), "{text}");
     wait_until("lag 0 on /metrics", Duration::from_secs(30), || {

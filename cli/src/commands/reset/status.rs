@@ -360,6 +360,14 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
             if r.caught_up() || matches!(r.phase, RequestPhase::Refused | RequestPhase::Superseded) {
                 return Ok(Output::default());
             }
+            let newly_finished = r.finished() && !last.as_ref().is_some_and(|(l, _)| l.finished());
+            if newly_finished {
+                // A reset is done while its streamlets are stopped; the lag only falls once they run.
+                eprintln!(
+                    "note: the reset is done; watching until every group it reset has caught up, which starts \
+                     when its streamlets run again (Ctrl-C stops watching; the reset stays done)"
+                );
+            }
             last = Some((r, now));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
