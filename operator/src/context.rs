@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use flow_adapters::kafka::Deadlines;
-use flow_adapters::ledger::{Ledger, LedgerError};
 use flow_core::resource::AnkkaFlow;
 use kube::Client;
 use kube::runtime::reflector::ObjectRef;
@@ -29,9 +28,6 @@ pub enum Error {
     /// Delete`); the finalizer stays until it can.
     #[error("{0}")]
     TopicDelete(String),
-    /// The ledger could not be read or written.
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
     /// A task of the reset (a Kafka call, a status write) stopped without a result (it panicked);
     /// the request is rebuilt from durable state on the retry.
     #[error("a task of the reset stopped without a result: {0}")]
@@ -68,7 +64,6 @@ impl Error {
             Error::Kube(_) => "KubernetesApiFailed",
             Error::Apply(_) => flow_core::render::plan::REASON_APPLY_FAILED,
             Error::TopicDelete(_) => "TopicDeleteFailed",
-            Error::Ledger(_) => "LedgerFailed",
             Error::Task(_) => "TaskFailed",
             Error::Incomplete(_) => "ResourceIncomplete",
             Error::LeaseLost => "LeaseLost",
@@ -80,8 +75,8 @@ impl Error {
 pub struct Context {
     /// The Kubernetes client.
     pub client: Client,
-    /// The reset ledger.
-    pub ledger: Ledger,
+    /// The reset ledger (a cache: see `crate::ledger`).
+    pub ledger: crate::ledger::Ledger,
     /// The operator's settings.
     pub settings: Settings,
     /// Deadlines of Kafka calls.

@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flow_adapters::kafka::Deadlines;
-use flow_adapters::ledger::Ledger;
 use flow_core::connection::CLUSTER_SECRET_PREFIX;
 use flow_core::events::{Event, EventType};
 use flow_core::names::{LABEL_MANAGED_BY, MANAGED_BY};
@@ -72,8 +71,9 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         None
     };
-    // Opened only by the Lease holder: a waiting instance touches nothing.
-    let ledger = Ledger::open(&settings.ledger_dir)?;
+    // Opened only by the Lease holder: a waiting instance touches nothing. A ledger that cannot be
+    // opened is reported and tried again at each use, never a reason to stop.
+    let ledger = crate::ledger::Ledger::open(&settings.ledger_dir, metrics.clone());
     let (flows, deployments): (Api<AnkkaFlow>, Api<Deployment>) = match &settings.watch_namespace {
         Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
         None => (Api::all(client.clone()), Api::all(client.clone())),
@@ -264,6 +264,9 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
     let mut status = plan.status.clone();
     let recheck = crate::reset::drive(ctx, flow, &mut status).await?;
     let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
+    if let Some(problem) = ctx.ledger.problem() {
+        status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));
+    }
 
     // 7. Status (needs a client): one write, when it changed.
     let outcome = applied.as_ref().map_or_else(|(_, o)| o.clone(), |()| ApplyOutcome::Applied);

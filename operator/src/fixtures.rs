@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use clap::Parser;
 use flow_adapters::kafka::Deadlines;
-use flow_adapters::ledger::Ledger;
 use flow_core::blueprint::{DescriptorSource, GenerateInput, Source, VerifyInput, generate};
 use flow_core::resource::AnkkaFlow;
 use http::{Method, Request, Response, StatusCode};
@@ -71,7 +70,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
     .settings;
     let ctx = Context {
         client,
-        ledger: Ledger::open(&dir).expect("a ledger"),
+        ledger: crate::ledger::Ledger::open(&dir, Arc::new(crate::metrics::Metrics::default())),
         deadlines: Deadlines::default(),
         kafka: Kafka::Fake(kafka),
         settings,

@@ -10,6 +10,7 @@ mod faults;
 mod fixtures;
 mod lag;
 mod leader;
+mod ledger;
 mod metrics;
 mod observe;
 mod reset;

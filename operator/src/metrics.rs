@@ -21,13 +21,17 @@
 //! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
 //! - `ankka_flow_leader`: 1 while this instance holds the Lease (or runs without leader election)
 //!   and reconciles, 0 while it waits for the Lease.
+//! - `ankka_flow_ledger_available`, `ankka_flow_ledger_errors_total{operation}`: whether the Lease
+//!   holder can use its reset ledger, and its failed uses (`open`, `read`, `write`, `lost`); see
+//!   `crate::ledger`.
 //! - `ankka_flow_build_info{version, commit}`: always 1; the version and git commit of the binary.
 //! - `process_*`: CPU seconds, resident and virtual memory, open and maximum file descriptors, start
 //!   time, read from `/proc/self` at each scrape (Linux).
 //!
 //! `/healthz` answers as long as the process serves (liveness). `/readyz` answers 200 only while the
 //! API server has answered this instance recently and it holds the Lease (or runs without leader
-//! election); a replica that waits for the Lease is alive but not ready.
+//! election); a replica that waits for the Lease is alive but not ready. Both bodies say when the
+//! Lease holder cannot use its reset ledger, which changes neither answer: resets go on without it.
 //!
 //! The endpoint is served from the start, before the Lease is held, so that probes see a waiting
 //! instance as alive. This module is the registry and the HTTP endpoint only: the lag is measured by
@@ -95,6 +99,13 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The git commit this binary was built from; set by build.rs.
 pub const GIT_COMMIT: &str = env!("FLOW_GIT_COMMIT");
 
+/// Label of the ledger error counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LedgerLabels {
+    /// `open`, `read`, `write`, or `lost` (its directory was removed).
+    pub operation: String,
+}
+
 /// Label of the reset outcome counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -115,6 +126,10 @@ pub struct Metrics {
     pub pending: Gauge,
     /// 1 while this instance reconciles.
     pub leader: Gauge,
+    /// 1 while the reset ledger can be used.
+    pub ledger_available: Gauge,
+    /// Failed uses of the reset ledger, by operation.
+    pub ledger_errors: Family<LedgerLabels, Counter>,
     /// Inlets whose lag could not be sampled, per connection.
     pub lag_sample_errors: Family<ClusterLabels, Counter>,
     /// When a lag sample over a connection last succeeded (Unix seconds).
@@ -206,6 +221,21 @@ impl Default for Metrics {
             "How long reconciles of AnkkaFlows took, by outcome",
             reconcile_duration.clone(),
         );
+        let ledger_available = Gauge::default();
+        registry.register(
+            "ankka_flow_ledger_available",
+            "1 while the Lease holder can use its reset ledger; 0 while resets keep their progress in the status alone",
+            ledger_available.clone(),
+        );
+        let ledger_errors = Family::<LedgerLabels, Counter>::default();
+        for operation in ["open", "read", "write", "lost"] {
+            let _ = ledger_errors.get_or_create(&LedgerLabels { operation: operation.into() });
+        }
+        registry.register(
+            "ankka_flow_ledger_errors",
+            "Failed uses of the reset ledger, by operation (lost: its directory was removed)",
+            ledger_errors.clone(),
+        );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry,
@@ -214,6 +244,8 @@ impl Default for Metrics {
             reset_duration,
             pending,
             leader,
+            ledger_available,
+            ledger_errors,
             lag_sample_errors,
             lag_last_success,
             reconciles,
@@ -250,7 +282,25 @@ impl Metrics {
             Some(a) => format!("apiserver: no answer for {} s", a.as_secs()),
         };
         let lease = if leading { "lease: held, this instance reconciles" } else { "lease: waiting for it" };
-        (apiserver_ok && leading, format!("{apiserver}\n{lease}\n"))
+        (apiserver_ok && leading, format!("{apiserver}\n{lease}\n{}", self.ledger_problem()))
+    }
+
+    /// What `/healthz` answers: `ok` while the process serves; and, without changing the answer, a
+    /// reset ledger that the Lease holder cannot use (resets then keep their progress in the status
+    /// alone, which a restart would not cure).
+    pub fn health(&self) -> String {
+        format!("ok\n{}", self.ledger_problem())
+    }
+
+    /// A line saying that the Lease holder cannot use its reset ledger; empty while it can (or this
+    /// instance does not hold the Lease).
+    fn ledger_problem(&self) -> &'static str {
+        if self.leader.get() == 1 && self.ledger_available.get() == 0 {
+            "ledger: cannot be used; resets go on, their progress held by the status alone (see the ResetLedger \
+             condition and the operator's log)\n"
+        } else {
+            ""
+        }
     }
 
     /// The Prometheus text exposition of every metric.
@@ -320,7 +370,7 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
 fn respond(req: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match req.uri().path() {
         "/metrics" => (StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode()),
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/healthz" => (StatusCode::OK, "text/plain", metrics.health()),
         "/readyz" => match metrics.readiness() {
             (true, why) => (StatusCode::OK, "text/plain", why),
             (false, why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", why),
@@ -471,8 +521,16 @@ mod tests {
         m.apiserver_answered();
         assert!(!m.readiness().0, "waiting for the Lease: alive, not ready");
         m.leader.set(1);
+        m.ledger_available.set(1);
         let (ready, why) = m.readiness();
         assert!(ready, "{why}");
+        assert_eq!(m.health(), "ok\n");
+        // A ledger that cannot be used is said, and changes neither answer.
+        m.ledger_available.set(0);
+        let (ready, why) = m.readiness();
+        assert!(ready && why.ends_with("ledger: cannot be used; resets go on, their progress held by the status alone (see the ResetLedger condition and the operator's log)\n"), "{why}");
+        assert!(m.health().starts_with("ok\nledger: cannot be used"), "{}", m.health());
+        m.ledger_available.set(1);
         let stale = u64::try_from((unix_now() - Duration::from_secs(60)).as_millis()).unwrap();
         m.apiserver_answered_ms.store(stale, Ordering::Relaxed);
         assert_eq!(

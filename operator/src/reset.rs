@@ -91,10 +91,8 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     // what the status still lists of it (the latest request only, and its small groups' offsets).
     let admitted = match &admitted.request().to {
         Some(To::Undo(undone)) => {
-            let mut recorded = ctx.ledger.progress(owner, undone).unwrap_or_else(|e| {
-                tracing::warn!(namespace = %ns, name = %name, error = %e, "cannot read the reset ledger; the status stands in for it");
-                vec![]
-            });
+            // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
+            let mut recorded = ctx.ledger.progress(owner, undone).unwrap_or_default();
             if recorded.is_empty()
                 && let Some(r) = flow_status.and_then(|s| s.reset.as_ref()).filter(|r| r.id == *undone)
             {
@@ -107,13 +105,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     };
     // The ledger only caches progress that the status holds too: one that cannot be read leaves
     // the status to stand in for it, and never blocks a reset.
-    let progress = match ctx.ledger.progress(owner, admitted.id()) {
-        Ok(progress) => Some(progress),
-        Err(e) => {
-            tracing::warn!(namespace = %ns, name = %name, error = %e, "cannot read the reset ledger; the status stands in for it");
-            None
-        }
-    };
+    let progress = ctx.ledger.progress(owner, admitted.id());
     let options = DriveOptions {
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),
         concurrency: usize::from(ctx.settings.reset_concurrency),
@@ -313,10 +305,8 @@ impl Run<'_> {
             Work::Persist(persist) => {
                 // The status write carries this progress too: a ledger that cannot take it leaves
                 // the status alone to hold it, and never blocks a reset.
-                if !persist.writes.is_empty()
-                    && let Err(e) = self.ctx.ledger.put(self.owner, drive.id(), &persist.writes)
-                {
-                    tracing::warn!(namespace = self.owner.namespace, name = self.owner.name, error = %e, "cannot write the reset ledger; the status alone holds the progress");
+                if !persist.writes.is_empty() {
+                    self.ctx.ledger.put(self.owner, drive.id(), &persist.writes);
                 }
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);

@@ -92,3 +92,130 @@ fn a_leader_paused_past_its_lease_steps_down_and_the_new_one_finishes() {
     assert!(!log.contains("reset request done"), "{log}");
     pipe.assert_reset_once(&id);
 }
+
+/// The operator's metrics text.
+fn metrics(op: &Operator) -> String {
+    http_get(&metrics_address(op), "/metrics").1
+}
+
+/// The value of the series `name` (with its labels, as the exposition writes them) in `text`.
+fn series(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The ledger's directory is removed mid-reset, between an intent and its commit. The operator
+/// notices at its next use, counts the ledger as lost, opens a new one, and finishes: one commit per
+/// group, and the groups whose records went with the directory are never reset twice.
+#[test]
+fn the_ledger_directory_removed_mid_reset_loses_nothing() {
+    let _serial = serial();
+    let ns = "faults-ledger-gone";
+    let pipe = Pipe::new(ns, "gone", &["a", "b"]);
+    let dir = fresh_dir(ns).join("ledger");
+    let op = Operator::start(
+        &dir,
+        &[
+            ("FLOW_WATCH_NAMESPACE", ns),
+            ("FLOW_METRICS_ADDRESS", "127.0.0.1:0"),
+            ("FLOW_FAULT_PAUSE_AT", "after-intent"),
+            ("FLOW_FAULT_PAUSE_SECONDS", "3"),
+            ("FLOW_FAULT_PAUSE_TIMES", "1"),
+        ],
+    );
+    let id = pipe.request();
+    wait_until("the operator between an intent and its commit", Duration::from_secs(60), || {
+        op.log_text().contains("fault injection: pausing here on purpose").then_some(())
+    });
+    std::fs::remove_dir_all(&dir).expect("remove the ledger directory");
+    pipe.wait_done(&id, Duration::from_secs(90));
+    pipe.assert_reset_once(&id);
+    let log = op.log_text();
+    assert!(log.contains("the reset ledger's directory was removed"), "{log}");
+    assert!(dir.join("conf").exists(), "a new ledger was opened in its place");
+    let text = metrics(&op);
+    assert_eq!(series(&text, "ankka_flow_ledger_errors_total{operation=\"lost\"}"), Some(1.0), "{text}");
+    assert_eq!(series(&text, "ankka_flow_ledger_available"), Some(1.0), "{text}");
+}
+
+/// A tmpfs of its own, mounted for one test and unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(name: &str, size: &str) -> Tmpfs {
+        let dir = bed().root.join("target/e2e-tmpfs").join(format!("{name}-{}", std::process::id()));
+        let _ = std::process::Command::new("umount").arg("-l").arg(&dir).status();
+        std::fs::create_dir_all(&dir).expect("mount point");
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount a tmpfs at {} (the fault tests run as root)", dir.display());
+        Tmpfs(dir)
+    }
+
+    /// Writes zeros into a file of its own until the file system is full.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("fill")).expect("fill file");
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).and_then(|()| f.flush()).is_ok() {}
+        let _ = f.sync_all();
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The ledger's disk is full when the operator starts (sled cannot even create its files; on a
+/// disk that fills up later, its writes fail the same way once they need a new page). The operator
+/// starts anyway, the reset goes on with its progress held by the status alone, and finishes: one
+/// commit per group, no false success; the resource carries the `ResetLedger` condition and the
+/// metrics count the failures. Once space is freed, the ledger is used again and the condition goes.
+#[test]
+fn a_full_ledger_disk_degrades_to_the_status_and_never_blocks_a_reset() {
+    let _serial = serial();
+    let ns = "faults-ledger-full";
+    let pipe = Pipe::new(ns, "full", &["a", "b"]);
+    let disk = Tmpfs::mount(ns, "4m");
+    disk.fill();
+    let op = Operator::start(
+        &disk.0.join("ledger"),
+        &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")],
+    );
+    let id = pipe.request();
+    pipe.wait_done(&id, Duration::from_secs(90));
+    pipe.assert_reset_once(&id);
+    let log = op.log_text();
+    assert!(log.contains("cannot open the reset ledger"), "{log}");
+    let text = metrics(&op);
+    assert!(series(&text, "ankka_flow_ledger_errors_total{operation=\"open\"}").is_some_and(|n| n >= 1.0), "{text}");
+    assert_eq!(series(&text, "ankka_flow_ledger_available"), Some(0.0), "{text}");
+    let (code, health) = http_get(&metrics_address(&op), "/healthz");
+    assert_eq!(code, 200);
+    assert!(health.starts_with("ok\nledger: cannot be used; resets go on"), "{health}");
+    let condition = || {
+        kubectl_ok(&[
+            "-n",
+            ns,
+            "get",
+            "aflow",
+            "full",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"ResetLedger\")]}",
+        ])
+    };
+    let c: serde_json::Value = serde_json::from_str(&condition()).expect("the ResetLedger condition");
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("LedgerUnavailable")), "{c}");
+    let message = c["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("cannot open the reset ledger in ") && message.contains("resets go on"), "{c}");
+
+    // Space again: the catch-up's next reconcile (within the lag interval) opens the ledger.
+    std::fs::remove_file(disk.0.join("fill")).expect("free the disk");
+    wait_until("the ResetLedger condition to go", Duration::from_secs(40), || condition().is_empty().then_some(()));
+    assert_eq!(series(&metrics(&op), "ankka_flow_ledger_available"), Some(1.0));
+    assert!(disk.0.join("ledger/conf").exists(), "the ledger was opened");
+}

@@ -140,6 +140,19 @@ pub const CONDITION_READY: &str = "Ready";
 pub const CONDITION_APPLIED: &str = "Applied";
 /// Condition type: the latest reset request is done.
 pub const CONDITION_RESET_COMPLETE: &str = "ResetComplete";
+/// Condition type: the operator's reset ledger cannot be used. Present (status `False`) only while
+/// that lasts; resets go on, their progress held by the status alone (docs/reset.md).
+pub const CONDITION_RESET_LEDGER: &str = "ResetLedger";
+
+/// The [`CONDITION_RESET_LEDGER`] condition for a ledger that cannot be used because of `problem`.
+/// Put into a status before [`finish`], which keeps it.
+pub fn ledger_condition(problem: &str, generation: Option<i64>) -> Condition {
+    let message = format!(
+        "{problem}; resets go on, their progress held by the status alone (a large group's offsets per \
+         partition are not kept, Kafka's commit markers stand in for them)"
+    );
+    condition(CONDITION_RESET_LEDGER, false, "LedgerUnavailable", crate::events::fit_note(&message), generation)
+}
 
 /// `now` as a Kubernetes API time: RFC 3339 in UTC, whole seconds.
 pub fn api_time(now: Timestamp) -> String {
@@ -167,7 +180,8 @@ fn camel(s: &str) -> &str {
 
 /// Completes a status: `lastTransitionTime` (kept from `previous` while the phase is the same) and
 /// the conditions (each keeping its `lastTransitionTime` from `previous` while its status is the
-/// same). Call it last, once the reset driver filled `reset`.
+/// same). Call it last, once the reset driver filled `reset`. Conditions of other types already in
+/// `status` (the [`ledger_condition`]) are kept, after the computed ones.
 pub fn finish(
     mut status: AnkkaFlowStatus,
     previous: Option<&AnkkaFlowStatus>,
@@ -175,6 +189,9 @@ pub fn finish(
     now: Timestamp,
 ) -> AnkkaFlowStatus {
     let now = api_time(now);
+    let computed = [CONDITION_READY, CONDITION_APPLIED, CONDITION_RESET_COMPLETE];
+    let added: Vec<Condition> =
+        std::mem::take(&mut status.conditions).into_iter().filter(|c| !computed.contains(&c.type_.as_str())).collect();
     status.last_transition_time = match previous {
         Some(p) if p.phase == status.phase && p.last_transition_time.is_some() => p.last_transition_time.clone(),
         _ => Some(now.clone()),
@@ -208,6 +225,7 @@ pub fn finish(
         }
         conditions.push(condition(CONDITION_RESET_COMPLETE, done, camel(phase), message, generation));
     }
+    conditions.extend(added);
     for c in &mut conditions {
         let before = previous.and_then(|p| p.conditions.iter().find(|b| b.type_ == c.type_));
         c.last_transition_time = match before {

@@ -231,3 +231,23 @@ fn reasons_are_camel_case_words() {
     assert_eq!(camel("not parsed"), "Unknown");
     assert_eq!(camel(""), "Unknown");
 }
+
+#[test]
+fn a_ledger_condition_put_in_is_kept_after_the_computed_ones() {
+    let t0 = ts("2026-09-28T10:00:00Z");
+    let mut draft = draft("Ready", "");
+    draft.conditions.push(ledger_condition("cannot write the reset ledger in /l: No space left on device", Some(4)));
+    let s = finish(draft, None, &ApplyOutcome::Applied, t0);
+    let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Ready", "Applied", "ResetLedger"]);
+    let c = &s.conditions[2];
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "LedgerUnavailable"));
+    assert!(c.message.starts_with("cannot write the reset ledger in /l: No space left on device; resets go on"));
+    assert_eq!(c.last_transition_time, "2026-09-28T10:00:00Z");
+    // Without one, none: the condition is there only while the ledger cannot be used.
+    let again = finish(s.clone(), Some(&s), &ApplyOutcome::Applied, t0);
+    assert_eq!(again.conditions.len(), 3, "kept while the caller keeps putting it in");
+    let mut cleared = s.clone();
+    cleared.conditions.clear();
+    assert_eq!(finish(cleared, Some(&s), &ApplyOutcome::Applied, t0).conditions.len(), 2);
+}

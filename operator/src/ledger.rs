@@ -1,0 +1,191 @@
+//! The reset ledger as the operator uses it: a cache of reset progress that may fail or vanish
+//! without ever blocking a reset.
+//!
+//! Every record the ledger takes is also in the resource's status before anything depends on it
+//! (docs/reset.md, "Guarantees"), so a ledger that cannot be opened, read or written only costs the
+//! offsets per partition of large groups, which Kafka's commit markers stand in for. It is reported,
+//! never fatal: a warning in the log, the `ankka_flow_ledger_available` gauge at 0, a count in
+//! `ankka_flow_ledger_errors_total{operation}`, and the `ResetLedger` condition on the resources the
+//! operator reconciles while it lasts.
+//!
+//! A ledger directory removed under the running operator (a volume lost, a cleanup gone wrong) is
+//! noticed at the next use: sled would go on writing to files no one can open again, so the
+//! database is dropped and a new one opened in a new directory of the same path.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use flow_adapters::ledger::{Ledger as Db, LedgerError, Owner};
+use flow_core::reset::{GroupProgress, ProgressWrite};
+
+use crate::metrics::{LedgerLabels, Metrics};
+
+/// The operator's ledger: the database when it can be used, and the last problem with it.
+pub struct Ledger {
+    dir: PathBuf,
+    state: Mutex<State>,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Default)]
+struct State {
+    db: Option<Db>,
+    /// Why the ledger cannot be used, since its last failure; `None` while it works.
+    problem: Option<String>,
+}
+
+/// A file sled keeps in the ledger directory for as long as the database exists.
+const MARKER: &str = "conf";
+
+impl Ledger {
+    /// Opens the ledger in `dir`; a failure is reported and retried at the next use.
+    pub fn open(dir: &Path, metrics: Arc<Metrics>) -> Ledger {
+        let ledger = Ledger { dir: dir.to_path_buf(), state: Mutex::new(State::default()), metrics };
+        let _ = ledger.db();
+        ledger
+    }
+
+    /// Why the ledger cannot be used now, if it cannot. Looks at the directory first, so that a
+    /// ledger removed or unopenable shows before a reset needs it.
+    pub fn problem(&self) -> Option<String> {
+        let _ = self.db();
+        self.lock().problem.clone()
+    }
+
+    /// The progress of every group of request `id` of `owner`; `None` when the ledger cannot be
+    /// read (the status then stands in for it).
+    pub fn progress(&self, owner: Owner<'_>, id: &str) -> Option<Vec<GroupProgress>> {
+        let db = self.db()?;
+        match db.progress(owner, id) {
+            Ok(progress) => Some(progress),
+            Err(e) => {
+                self.failed("read", &e);
+                None
+            }
+        }
+    }
+
+    /// Writes `writes` to the records of request `id` of `owner`; whether they are durable in the
+    /// ledger (the status carries them either way).
+    pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[ProgressWrite]) -> bool {
+        let Some(db) = self.db() else { return false };
+        match db.put(owner, id, writes) {
+            Ok(()) => {
+                self.worked();
+                true
+            }
+            Err(e) => {
+                self.failed("write", &e);
+                false
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The database, opened (again) when it is not open or its directory was removed.
+    fn db(&self) -> Option<Db> {
+        let mut state = self.lock();
+        if state.db.is_some() && !self.dir.join(MARKER).exists() {
+            tracing::warn!(dir = %self.dir.display(), "the reset ledger's directory was removed; opening a new ledger there");
+            self.metrics.ledger_errors.get_or_create(&LedgerLabels { operation: "lost".into() }).inc();
+            state.db = None;
+        }
+        if state.db.is_none() {
+            match Db::open(&self.dir) {
+                Ok(db) => {
+                    state.db = Some(db);
+                    // A write failure stays until a write succeeds.
+                    if state.problem.as_deref().is_some_and(|p| p.starts_with("cannot open")) {
+                        state.problem = None;
+                    }
+                }
+                Err(e) => {
+                    drop(state);
+                    self.failed("open", &e);
+                    return None;
+                }
+            }
+        }
+        self.metrics.ledger_available.set(i64::from(state.problem.is_none()));
+        state.db.clone()
+    }
+
+    fn failed(&self, operation: &str, e: &LedgerError) {
+        let problem = match operation {
+            "open" => format!("cannot open the reset ledger in {}: {e}", self.dir.display()),
+            _ => format!("cannot {operation} the reset ledger in {}: {e}", self.dir.display()),
+        };
+        tracing::warn!(error = %e, operation, "{problem}; the status alone holds the progress of resets, which go on");
+        self.metrics.ledger_errors.get_or_create(&LedgerLabels { operation: operation.into() }).inc();
+        self.metrics.ledger_available.set(0);
+        let mut state = self.lock();
+        state.problem = Some(problem);
+        if operation != "open" {
+            // Opened again at the next use: a full disk or a broken file may have been fixed.
+            state.db = None;
+        }
+    }
+
+    fn worked(&self) {
+        let mut state = self.lock();
+        if state.problem.take().is_some() {
+            tracing::info!(dir = %self.dir.display(), "the reset ledger works again");
+        }
+        self.metrics.ledger_available.set(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use flow_core::names::GroupId;
+    use flow_core::reset::Intent;
+
+    use super::*;
+
+    fn write() -> Vec<ProgressWrite> {
+        let intent = Intent::new(BTreeMap::from([(0, Some(5))]), BTreeMap::from([(0, 0)]), 5);
+        vec![ProgressWrite::Intent(GroupId::new("cart", "router", "in"), intent)]
+    }
+
+    #[test]
+    fn a_removed_directory_is_noticed_and_a_new_ledger_opened() {
+        let dir = std::env::temp_dir().join(format!("flow-ledger-removed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let metrics = Arc::new(Metrics::default());
+        let l = Ledger::open(&dir, metrics.clone());
+        let owner = Owner { namespace: "shop", name: "cart" };
+        assert!(l.put(owner, "u1", &write()));
+        assert_eq!(l.progress(owner, "u1").map(|p| p.len()), Some(1));
+        std::fs::remove_dir_all(&dir).expect("remove the ledger directory");
+        // The records went with the directory; the ledger works again in a new one.
+        assert_eq!(l.progress(owner, "u1").map(|p| p.len()), Some(0));
+        assert!(l.put(owner, "u1", &write()));
+        assert!(dir.join(MARKER).exists());
+        assert_eq!(l.problem(), None);
+        assert!(metrics.encode().contains("ankka_flow_ledger_errors_total{operation=\"lost\"} 1"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_ledger_that_cannot_be_opened_is_a_problem_not_a_stop() {
+        // A regular file where the directory should be.
+        let path = std::env::temp_dir().join(format!("flow-ledger-file-{}", std::process::id()));
+        std::fs::write(&path, b"not a directory").expect("a file");
+        let metrics = Arc::new(Metrics::default());
+        let l = Ledger::open(&path, metrics.clone());
+        let owner = Owner { namespace: "shop", name: "cart" };
+        assert!(!l.put(owner, "u1", &write()));
+        assert_eq!(l.progress(owner, "u1"), None);
+        let problem = l.problem().expect("a problem");
+        assert!(problem.starts_with("cannot open the reset ledger in "), "{problem}");
+        let text = metrics.encode();
+        assert!(text.contains("ankka_flow_ledger_available 0"), "{text}");
+        assert!(text.contains("ankka_flow_ledger_errors_total{operation=\"open\"}"), "{text}");
+        let _ = std::fs::remove_file(&path);
+    }
+}
