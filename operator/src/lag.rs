@@ -109,14 +109,16 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
         .collect();
     let mut connections = Connections::new(ctx);
     let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
-    // Per connection: whether every inlet over it was sampled.
+    // Per connection: whether some inlet over it was sampled, i.e. the connection works. An inlet
+    // whose topic is missing fails alone (counted as a sampling error, reported as TopicMissing by
+    // the reconcile) and does not make its whole cluster look unreachable.
     let mut clusters: BTreeMap<String, bool> = BTreeMap::new();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
     for ((inlet, lag), (namespace, pipeline, cluster)) in measure(&mut connections, wanted).await.into_iter().zip(whose)
     {
         match lag {
             Ok(parts) => {
-                clusters.entry(cluster).or_insert(true);
+                clusters.insert(cluster, true);
                 for (p, lag) in parts {
                     let labels = LagLabels {
                         namespace: namespace.clone(),
@@ -131,7 +133,7 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
             Err(e) => {
                 tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag");
                 ctx.metrics.lag_sample_errors.get_or_create(&ClusterLabels { cluster: cluster.clone() }).inc();
-                clusters.insert(cluster, false);
+                clusters.entry(cluster).or_insert(false);
             }
         }
     }

@@ -10,7 +10,8 @@
 //!   sample (the sampling metrics below say when that happens).
 //! - `ankka_flow_lag_sample_errors_total{cluster}`, `ankka_flow_lag_last_success_timestamp_seconds{cluster}`:
 //!   per Kafka connection (the cluster's name, or the bootstrap servers of a topic that names them
-//!   itself), inlets whose lag could not be sampled, and when a sample over it last succeeded.
+//!   itself), inlets whose lag could not be sampled, and when a sample over it last succeeded for
+//!   at least one inlet (the connection works; one missing topic does not stop the clock).
 //! - `ankka_flow_reconciles_total{outcome}`, `ankka_flow_reconcile_duration_seconds{outcome}`:
 //!   reconciles by outcome, `success` or the error category (`KubernetesApiFailed`, ...), a handful
 //!   of series.

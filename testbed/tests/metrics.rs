@@ -54,6 +54,14 @@ fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_le
     });
     assert_eq!(series(&body, &want).len(), 3, "{body}");
     assert!(series(&body, "ankka_flow_consumer_group_lag{").iter().all(|l| !l.contains("ghost")), "{body}");
+    // The connection works for the cart, so its last success keeps advancing despite the ghost.
+    let last_success = |body: &str| {
+        series(body, "ankka_flow_lag_last_success_timestamp_seconds{cluster=\"shop\"}").first().map(|l| value(l))
+    };
+    let before = last_success(&body).expect("a last success for shop");
+    wait_until("the last success of shop to advance", Duration::from_secs(30), || {
+        last_success(&http_get(&addr, "/metrics").1).filter(|t| *t > before)
+    });
 
     // Reconciles by outcome, build and process series.
     assert!(
