@@ -110,6 +110,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
+                Err(e) if quiet(&e) => tracing::debug!(error = %e, "watch restarted or object gone"),
                 Err(e) => tracing::warn!(error = %e, "reconcile failed"),
             }
         });
@@ -305,6 +306,19 @@ async fn write_status(
     Ok(())
 }
 
+/// Controller errors that are part of normal operation and need no one's attention: a watch whose
+/// resourceVersion expired (410 Gone; the watcher lists again by itself, see the Kubernetes API
+/// concepts, "Efficient detection of changes"), and a queued reconcile of an object deleted since.
+fn quiet<R>(e: &kube::runtime::controller::Error<R, kube::runtime::watcher::Error>) -> bool {
+    use kube::runtime::controller::Error as C;
+    use kube::runtime::watcher::Error as W;
+    match e {
+        C::QueueError(W::WatchError(status)) => status.code == 410,
+        C::ObjectNotFound(_) => true,
+        _ => false,
+    }
+}
+
 /// Reports a failed reconcile on the resource (needs a client): a Warning event whose reason is the
 /// error's category, and the `Applied` condition set to it. A failed step of the plan was reported
 /// where it failed. A report that cannot be written is logged.
@@ -468,5 +482,26 @@ mod tests {
         let created = kafka.topics.lock().unwrap()[&(SHOP.to_string(), "cart.valid-carts".to_string())].clone();
         assert_eq!((created.partitions, created.replication), (6, 1));
         assert_eq!(created.configs.get("retention.ms").map(String::as_str), Some("86400000"));
+    }
+}
+
+#[cfg(test)]
+mod quiet_tests {
+    use kube::core::Status;
+    use kube::runtime::controller::Error as C;
+    use kube::runtime::watcher::Error as W;
+
+    fn watch_error(code: u16) -> C<std::io::Error, W> {
+        C::QueueError(W::WatchError(Box::new(Status { code, ..Status::default() })))
+    }
+
+    #[test]
+    fn an_expired_watch_is_quiet_and_a_forbidden_one_is_not() {
+        assert!(super::quiet(&watch_error(410)));
+        assert!(!super::quiet(&watch_error(403)));
+        assert!(!super::quiet(&C::<std::io::Error, W>::ReconcilerFailed(
+            std::io::Error::other("apply failed"),
+            Box::new(kube::runtime::reflector::ObjectRef::<flow_core::resource::AnkkaFlow>::new("cart").erase()),
+        )));
     }
 }
