@@ -448,7 +448,7 @@ pub async fn inspect(
             Some(at) => time_offsets(c, &target.topic, &ps, at, d)?,
             None => BTreeMap::new(),
         };
-        Ok(Inspection { state, members, log_start, committed, high_watermark, at_time })
+        Ok(Inspection { state, members, log_start, committed, high_watermark, at_time, topic_configs: BTreeMap::new() })
     })
     .await
 }

@@ -5,6 +5,8 @@
 //! a request it could not parse: here every malformed annotation is reported with the reason
 //! (product.md §4).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::names::is_dns_label;
@@ -33,6 +35,10 @@ pub struct ResetRequest {
     /// With `to.undo`: put the offsets back even where the group consumed since that request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
+    /// Only plan (`flow reset --dry-run`): each group is inspected and its plan written to the
+    /// status; nothing is committed.
+    #[serde(default, rename = "dryRun", skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// Where a request moves the consumer groups, when not to the log start offsets.
@@ -44,6 +50,24 @@ pub enum To {
     Datetime(String),
     /// `{"undo":"<id>"}`: back to the offsets recorded before request `<id>`.
     Undo(String),
+    /// `{"plan":{"id":"<dry run id>","groups":{"<group>":{"<partition>":[<expected>,<new>]}}}}`:
+    /// exactly the offsets a dry run planned, each group only while its committed offsets are still
+    /// the expected ones (`null`: none).
+    Plan(PlanOffsets),
+}
+
+/// The most partitions, over all its groups, a plan may carry (it travels in an annotation).
+pub const MAX_PLAN_PARTITIONS: usize = 4096;
+
+/// The offsets of a plan (see [`To::Plan`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOffsets {
+    /// The dry run that made the plan.
+    pub id: String,
+    /// Per consumer group, per partition: the committed offset the plan expects (`None`: none) and
+    /// the offset it goes to.
+    pub groups: BTreeMap<String, BTreeMap<i32, (Option<i64>, i64)>>,
 }
 
 /// Why a request annotation was refused.
@@ -70,6 +94,9 @@ pub enum MalformedRequest {
     /// `force` without `to.undo`.
     #[error("'force' goes only with 'to.undo'")]
     ForceWithoutUndo,
+    /// A plan that is not one.
+    #[error("its plan {0}")]
+    BadPlan(String),
 }
 
 impl ResetRequest {
@@ -102,6 +129,7 @@ impl ResetRequest {
                 return Err(MalformedRequest::UndoneIdNotUuid(clip(id, 64)));
             }
             Some(To::Undo(_)) => {}
+            Some(To::Plan(plan)) => check_plan(plan, request.dry_run)?,
         }
         if request.force && !matches!(request.to, Some(To::Undo(_))) {
             return Err(MalformedRequest::ForceWithoutUndo);
@@ -128,6 +156,34 @@ impl ResetRequest {
         // Serialising a struct of strings cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+fn check_plan(plan: &PlanOffsets, dry_run: bool) -> Result<(), MalformedRequest> {
+    let bad = |why: String| Err(MalformedRequest::BadPlan(why));
+    if dry_run {
+        return bad("is carried out, not planned again".into());
+    }
+    if !matches!(uuid::Uuid::try_parse(&plan.id), Ok(u) if u.hyphenated().to_string() == plan.id) {
+        return bad(format!("names '{}', which is not a UUID", clip(&plan.id, 64)));
+    }
+    if plan.groups.is_empty() {
+        return bad("lists no consumer group".into());
+    }
+    let count: usize = plan.groups.values().map(BTreeMap::len).sum();
+    if count > MAX_PLAN_PARTITIONS {
+        return bad(format!("lists {count} partitions, more than the {MAX_PLAN_PARTITIONS} a plan may"));
+    }
+    for (group, partitions) in &plan.groups {
+        if group.is_empty() || group.len() > 255 || partitions.is_empty() {
+            return bad(format!("lists '{}', which is no consumer group with partitions", clip(group, 64)));
+        }
+        if let Some((p, _)) =
+            partitions.iter().find(|(p, (expected, new))| **p < 0 || *new < 0 || expected.is_some_and(|e| e < 0))
+        {
+            return bad(format!("has a negative partition or offset in group '{}' (partition {p})", clip(group, 64)));
+        }
+    }
+    Ok(())
 }
 
 /// An RFC 3339 instant in milliseconds since the Unix epoch.
@@ -246,6 +302,28 @@ mod tests {
         ));
         let plain = ResetRequest::new(ID, vec![]);
         assert!(!plain.to_annotation().contains("force"), "written only when set");
+    }
+
+    #[test]
+    fn a_plan_carries_offsets_and_is_checked() {
+        let text = format!(
+            r#"{{"id":"{ID}","to":{{"plan":{{"id":"{ID}","groups":{{"cart.router.in":{{"0":[20,0],"1":[null,0]}}}}}}}}}}"#
+        );
+        let r = ResetRequest::parse(&text).unwrap();
+        let Some(To::Plan(plan)) = &r.to else { panic!("a plan: {r:?}") };
+        assert_eq!(plan.groups["cart.router.in"], BTreeMap::from([(0, (Some(20), 0)), (1, (None, 0))]));
+        assert_eq!(ResetRequest::parse(&r.to_annotation()).unwrap(), r);
+        for bad in [
+            format!(r#"{{"id":"{ID}","to":{{"plan":{{"id":"x","groups":{{"g":{{"0":[1,0]}}}}}}}}}}"#),
+            format!(r#"{{"id":"{ID}","to":{{"plan":{{"id":"{ID}","groups":{{}}}}}}}}"#),
+            format!(r#"{{"id":"{ID}","to":{{"plan":{{"id":"{ID}","groups":{{"g":{{"0":[1,-1]}}}}}}}}}}"#),
+            format!(r#"{{"id":"{ID}","dryRun":true,"to":{{"plan":{{"id":"{ID}","groups":{{"g":{{"0":[1,0]}}}}}}}}}}"#),
+        ] {
+            assert!(matches!(ResetRequest::parse(&bad), Err(MalformedRequest::BadPlan(_))), "{bad}");
+        }
+        let dry = ResetRequest::parse(&format!(r#"{{"id":"{ID}","dryRun":true}}"#)).unwrap();
+        assert!(dry.dry_run);
+        assert_eq!(dry.to_annotation(), format!(r#"{{"id":"{ID}","streamlets":[],"dryRun":true}}"#));
     }
 
     #[test]

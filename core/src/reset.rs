@@ -82,6 +82,7 @@ mod drive;
 mod group;
 mod intake;
 mod machine;
+mod plan;
 mod retry;
 mod status;
 mod vocabulary;

@@ -294,6 +294,8 @@ pub enum GroupStage {
     Reset,
     /// Failed for a reason that is final.
     Failed,
+    /// Planned by a dry run: where it would go; nothing was committed.
+    Planned,
 }
 
 impl GroupStage {
@@ -311,6 +313,7 @@ impl GroupStage {
             GroupStage::Verifying => "Verifying",
             GroupStage::Reset => "Reset",
             GroupStage::Failed => "Failed",
+            GroupStage::Planned => "Planned",
         }
     }
 }
@@ -378,9 +381,13 @@ pub struct Condition {
 pub struct ResetStatus {
     /// The request id (a UUID), or empty when the annotation did not parse.
     pub id: String,
-    /// Where the groups go when not to the earliest offsets: an RFC 3339 instant.
+    /// Where the groups go when not to the earliest offsets: an RFC 3339 instant, `the offsets
+    /// before reset <id>` or `the offsets of plan <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
+    /// A dry run (`flow reset --dry-run`): its groups are `Planned`, nothing was committed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
     /// `Requested`, `Waiting`, `Resetting`, `Done` or `Refused`.
     pub phase: RequestPhase,
     /// Why the request waits or was refused; empty otherwise.
@@ -434,6 +441,15 @@ pub struct GroupStatus {
     /// When the lag was first seen at 0 after the reset (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caught_up_at: Option<String>,
+    /// For a `Planned` group: each partition's high watermark when planned, so that the records to
+    /// reprocess per partition are its high watermark minus its new offset (listed as the offsets
+    /// are: only for groups of a few partitions).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub high_watermarks: BTreeMap<String, i64>,
+    /// For a `Planned` group: what to know before carrying the plan out (trimmed history, a
+    /// compacted topic, a moving log start, a running streamlet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {

@@ -740,6 +740,7 @@ impl World {
             committed: logs.keys().map(|p| (*p, committed.get(p).map(|x| x.offset))).collect(),
             high_watermark: logs.iter().map(|(p, l)| (*p, l.high)).collect(),
             at_time: BTreeMap::new(),
+            topic_configs: BTreeMap::new(),
         })
     }
 

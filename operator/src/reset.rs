@@ -16,8 +16,8 @@ use flow_core::events::{Event, EventType};
 use flow_core::names::GroupId;
 use flow_core::request::To;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Intake, KafkaCall, KafkaFailure, Started, State,
-    Timestamp, WAIT_RECHECK, Work,
+    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Inspection, Intake, KafkaCall, KafkaFailure,
+    Started, State, Timestamp, WAIT_RECHECK, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
 use futures::StreamExt;
@@ -299,7 +299,14 @@ impl Run<'_> {
         match work {
             Work::Kafka(call) => {
                 let at = drive.machine().destination().time().map(|t| t.0);
-                let call = run_kafka(&mut self.connections, self.flow, call, at).await;
+                // A dry run's plan warns about the topic's retention and compaction.
+                let configs = match &call {
+                    KafkaCall::Inspect(target) if drive.machine().dry_run() => {
+                        topic_configs(self.ctx, &mut self.connections, self.flow, target).await
+                    }
+                    _ => BTreeMap::new(),
+                };
+                let call = run_kafka(&mut self.connections, self.flow, call, at, configs).await;
                 calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
@@ -386,6 +393,7 @@ async fn run_kafka(
     flow: &AnkkaFlow,
     call: KafkaCall,
     at: Option<i64>,
+    configs: BTreeMap<String, String>,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
     let client = connections.client(flow, &call.target().topic_id).await;
@@ -393,7 +401,8 @@ async fn run_kafka(
         let _claim = claim(&group).await;
         match call {
             KafkaCall::Inspect(target) => {
-                Input::Inspected { group, result: async { kafka::inspect(client?, target, at).await }.await }
+                let result = async { kafka::inspect(client?, target, at).await }.await;
+                Input::Inspected { group, result: result.map(|seen| Inspection { topic_configs: configs, ..seen }) }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
                 faults::group_point("before-fence", group.as_str()).await;
@@ -421,6 +430,23 @@ async fn run_kafka(
     }
 }
 
+/// The settings of the topic `target` reads that a plan warns about (`cleanup.policy`,
+/// `retention.ms`, `retention.bytes`), over the topic's own connection; empty when they cannot be
+/// read (the plan then has no warning about them, and the inspection says why Kafka failed).
+async fn topic_configs(
+    ctx: &Context,
+    connections: &mut Connections<'_>,
+    flow: &AnkkaFlow,
+    target: &flow_core::targets::InletTarget,
+) -> BTreeMap<String, String> {
+    let Ok(conn) = connections.get(flow, &target.topic_id).await else { return BTreeMap::new() };
+    let keys = ["cleanup.policy", "retention.ms", "retention.bytes"].map(String::from).into_iter().collect();
+    match ctx.kafka.describe(&conn, BTreeMap::from([(target.topic.clone(), keys)])).await.remove(&target.topic) {
+        Some(flow_core::render::topics::KafkaTopic::Exists(t)) => t.configs,
+        _ => BTreeMap::new(),
+    }
+}
+
 /// Counts the groups of a request that just finished, and its duration since it was first seen.
 fn count_finished(ctx: &Context, drive: &mut Drive) {
     let Some(groups) = drive.outcomes() else { return };
@@ -429,6 +455,8 @@ fn count_finished(ctx: &Context, drive: &mut Drive) {
         let outcome = match outcome {
             GroupOutcome::Reset { .. } => "reset",
             GroupOutcome::Failed { .. } => "failed",
+            // A dry run moved nothing: it is no reset to count.
+            GroupOutcome::Planned { .. } => return,
         };
         *counted.entry(outcome).or_default() += 1;
     }

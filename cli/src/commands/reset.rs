@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flow_adapters::kube as k;
 use flow_core::names::CLI_FIELD_MANAGER;
-use flow_core::request::{ResetRequest, To, clip, instant_before, parse_instant};
+use flow_core::request::{PlanOffsets, ResetRequest, To, clip, instant_before, parse_instant};
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets;
 use kube::Api;
@@ -18,6 +18,7 @@ use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
 
+pub mod plan;
 pub mod status;
 pub mod undo;
 
@@ -46,6 +47,18 @@ pub struct Args {
     /// the CLI turns it into an instant when it writes the request.
     #[arg(long, value_name = "DURATION")]
     by_duration: Option<String>,
+    /// Only plan: the operator inspects each group and says, per partition, the committed offset
+    /// now, the new offset and the records to reprocess, with warnings; nothing changes. Waits for
+    /// the plan and prints it (-o for JSON or YAML). The targets may run.
+    #[arg(long, conflicts_with_all = ["plan", "wait"])]
+    dry_run: bool,
+    /// With --dry-run: also write the plan to this file, for --plan.
+    #[arg(long, value_name = "FILE", requires = "dry_run")]
+    plan_out: Option<std::path::PathBuf>,
+    /// Carry out exactly the plan in this file (written by --dry-run --plan-out): each group moves
+    /// only while its committed offsets are still the ones planned.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["streamlets", "to_datetime", "by_duration"])]
+    plan: Option<std::path::PathBuf>,
     /// Namespace of the AnkkaFlow. Default: the kubeconfig context's namespace.
     #[arg(short = 'n', long = "namespace", value_name = "NS")]
     namespace: Option<String>,
@@ -125,6 +138,7 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
     // clap requires the pipeline when no subcommand is given.
     let pipeline = args.pipeline_name().unwrap_or_default().to_string();
+    let planned = args.plan.as_deref().map(|path| plan::read(path, &ns, &pipeline)).transpose()?;
     let api: Api<AnkkaFlow> = Api::namespaced(cluster.client.clone(), &ns);
     // The write is conditional on the resource version read, so the guards are checked against what
     // is written over. The operator's status writes also change the version: on a conflict, read again
@@ -135,12 +149,29 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
             Ok(None) => return Err(Failure::refused(format!("no pipeline '{pipeline}' in namespace '{ns}'"))),
             Err(e) => return Err(cluster.failure(e)),
         };
-        let mut request = checked_request(&cluster, &ns, &pipeline, &args, &flow).await?;
-        request.to.clone_from(&to);
+        let mut request = checked_request(&cluster, &ns, &pipeline, &args, &flow, planned.as_ref()).await?;
+        request.to = match &planned {
+            Some(p) => Some(To::Plan(p.clone())),
+            None => to.clone(),
+        };
+        request.dry_run = args.dry_run;
         let version = flow.metadata.resource_version.as_deref();
         match k::write_request(&api, &pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER).await {
             Ok(()) => {
                 let line = format!("reset requested for '{pipeline}': {}\n", request.id);
+                if args.dry_run {
+                    // The plan is the answer: wait for it, whatever -o says.
+                    eprint!("{}", line.replace("reset requested", "plan requested"));
+                    let out = args.plan_out.clone();
+                    let render = move |r: &status::Report, format: Format| {
+                        let planned = plan::from_report(r);
+                        if let Some(path) = &out {
+                            plan::write(&planned, path)?;
+                        }
+                        plan::render(&planned, format)
+                    };
+                    return status::wait_with(&cluster, &ns, &pipeline, &request.id, None, args.output, render).await;
+                }
                 if !args.wait {
                     return Ok(Output::from(match args.output {
                         Format::Text => line,
@@ -222,13 +253,22 @@ async fn checked_request(
     pipeline: &str,
     args: &Args,
     flow: &AnkkaFlow,
+    planned: Option<&PlanOffsets>,
 ) -> Result<ResetRequest, Failure> {
-    let selected = targets::select(&flow.spec, &args.streamlets)
+    let mut selected = targets::select(&flow.spec, &args.streamlets)
         .map_err(|e| Failure::refused(targets::cli_selection_message(&e)))?;
+    // A plan moves only its groups: only their streamlets must be stopped.
+    if let Some(p) = planned {
+        for t in &mut selected {
+            t.inlets.retain(|i| p.groups.contains_key(i.group.as_str()));
+        }
+        selected.retain(|t| !t.inlets.is_empty());
+    }
     refuse_pending(flow, ns, pipeline, args.replace)?;
     let pods = k::running_pods(&cluster.client, ns, &flow.spec.pipeline).await.map_err(|e| cluster.failure(e))?;
     let running = targets::running(&flow.spec, &selected, &pods);
-    if !running.is_empty() {
+    // A dry run changes nothing, so its targets may run.
+    if !running.is_empty() && !args.dry_run {
         return Err(Failure::refused(targets::cli_running_message(&running)));
     }
     Ok(ResetRequest::new(uuid::Uuid::new_v4().to_string(), args.streamlets.clone()))

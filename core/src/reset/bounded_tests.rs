@@ -56,6 +56,7 @@ fn committing() -> ResetMachine {
         committed: (0..PARTITIONS).map(|p| (p, Some(20))).collect(),
         high_watermark: (0..PARTITIONS).map(|p| (p, 20)).collect(),
         at_time: BTreeMap::new(),
+        topic_configs: BTreeMap::new(),
     };
     m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
     drain(&mut m);

@@ -49,6 +49,8 @@ pub struct Given {
 /// Where given offsets come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// The plan of dry run `<id>`.
+    Plan(String),
     /// The offsets recorded before request `<id>`.
     Undo(String),
 }
@@ -104,6 +106,21 @@ impl Destination {
                 None => Destination::Unavailable("its time is not an RFC 3339 instant".into()),
             },
             Some(To::Undo(id)) => Destination::Unavailable(format!("the offsets before reset {id} were not read")),
+            Some(To::Plan(plan)) => Destination::Given(Given {
+                source: Source::Plan(plan.id.clone()),
+                groups: plan
+                    .groups
+                    .iter()
+                    .map(|(group, partitions)| {
+                        let offsets = GivenOffsets {
+                            expected: partitions.iter().map(|(p, (expected, _))| (*p, *expected)).collect(),
+                            target: partitions.iter().map(|(p, (_, new))| (*p, Some(*new))).collect(),
+                        };
+                        (GroupId::from_raw(group), offsets)
+                    })
+                    .collect(),
+                force: false,
+            }),
         }
     }
 
@@ -122,6 +139,7 @@ impl Destination {
             Destination::Earliest | Destination::Unavailable(_) => None,
             Destination::Time(t) => Some(t.rfc3339()),
             Destination::Given(g) => Some(match &g.source {
+                Source::Plan(id) => format!("the offsets of plan {id}"),
                 Source::Undo(id) => format!("the offsets before reset {id}"),
             }),
         }
@@ -180,6 +198,7 @@ impl Destination {
 impl Given {
     fn intent(&self, target: &InletTarget, seen: &Inspection) -> Result<(BTreeMap<i32, i64>, Vec<String>), String> {
         let what = match &self.source {
+            Source::Plan(id) => format!("plan {id}"),
             Source::Undo(id) => format!("reset {id}"),
         };
         let Some(given) = self.groups.get(&target.group) else {
@@ -200,6 +219,7 @@ impl Given {
                 .collect();
             if !moved.is_empty() {
                 let why = match &self.source {
+                    Source::Plan(_) => "make a new plan with flow reset --dry-run",
                     Source::Undo(_) => {
                         "the streamlet consumed since; to put the offsets back anyway, use flow reset undo --force"
                     }

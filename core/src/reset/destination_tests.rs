@@ -42,6 +42,7 @@ fn seen() -> Inspection {
         committed: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
         high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
         at_time: BTreeMap::from([(0, Some(40)), (1, Some(70)), (2, None)]),
+        topic_configs: BTreeMap::new(),
     }
 }
 
@@ -238,4 +239,95 @@ fn an_undo_puts_back_what_the_ledger_recorded_of_the_groups_it_reset() {
     let recorded = vec![GroupProgress { group: router(), intent: None, outcome: Some(reset) }, failed];
     assert_eq!(super::undo(EARLIER, false, &recorded), undo_destination(false));
     assert!(matches!(super::undo(EARLIER, false, &[]), Destination::Unavailable(_)));
+}
+
+fn dry_run() -> ResetRequest {
+    ResetRequest { dry_run: true, ..ResetRequest::new(ID, vec!["router".into()]) }
+}
+
+#[test]
+fn a_dry_run_plans_each_group_with_its_warnings_and_commits_nothing() {
+    let mut m = ResetMachine::new(dry_run(), None, vec![]);
+    // Its target runs: a dry run does not wait for it.
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
+    let e = drain(&mut m);
+    assert!(matches!(&e[..], [Effect::InspectGroup(t)] if t.group == router()), "{e:?}");
+    let seen = Inspection {
+        members: 1,
+        // Partition 1: committed 60, but retention moved its log start to 65.
+        log_start: BTreeMap::from([(0, 0), (1, 65), (2, 30)]),
+        topic_configs: BTreeMap::from([
+            ("cleanup.policy".into(), "compact,delete".into()),
+            ("retention.ms".into(), "604800000".into()),
+            ("retention.bytes".into(), "-1".into()),
+        ]),
+        ..seen()
+    };
+    m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
+    let e = drain(&mut m);
+    assert!(!e.iter().any(|e| matches!(e, Effect::Fence { .. } | Effect::CommitOffsets { .. })), "{e:?}");
+    assert_eq!(
+        notes(&e),
+        [
+            "ResetPlanned: cart.router.in: would move 3 partition(s) of 'shop.cart-events.v1' to earliest, 205 record(s) \
+          to reprocess; 4 warning(s)"
+        ]
+    );
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+    let st = m.status();
+    assert!(st.dry_run);
+    assert_eq!(st.phase, RequestPhase::Done);
+    let g = &st.groups[0];
+    assert_eq!(g.outcome, GroupStage::Planned);
+    assert_eq!(g.offsets_before, BTreeMap::from([("0".into(), 10), ("1".into(), 60)]));
+    assert_eq!(g.offsets_after, BTreeMap::from([("0".into(), 0), ("1".into(), 65), ("2".into(), 30)]));
+    assert_eq!(g.high_watermarks, BTreeMap::from([("0".into(), 100), ("1".into(), 100), ("2".into(), 100)]));
+    assert_eq!(g.records_to_reprocess, 100 + 35 + 70);
+    assert_eq!(g.warnings.len(), 4, "{:?}", g.warnings);
+    assert!(
+        g.warnings[0].contains("log start passed its committed offset in partition(s) 1 (5 record(s))"),
+        "{:?}",
+        g.warnings
+    );
+    assert!(g.warnings[1].starts_with("topic 'shop.cart-events.v1' is compacted (cleanup.policy=compact,delete)"));
+    assert!(
+        g.warnings[2]
+            .contains("retention (retention.ms=604800000) has deleted records of partition(s) 1 (at 65), 2 (at 30)")
+    );
+    assert!(g.warnings[3].starts_with("the group has 1 active member(s)"));
+}
+
+fn plan(expected: i64) -> ResetRequest {
+    let groups =
+        BTreeMap::from([(router().to_string(), BTreeMap::from([(0, (Some(expected), 5)), (1, (Some(60), 55))]))]);
+    ResetRequest {
+        to: Some(To::Plan(crate::request::PlanOffsets { id: EARLIER.into(), groups })),
+        ..ResetRequest::new(ID, vec![])
+    }
+}
+
+#[test]
+fn a_plan_moves_a_group_whose_offsets_are_as_planned_and_refuses_one_whose_moved() {
+    let mut m = ResetMachine::new(plan(10), None, vec![]);
+    let e = inspect(&mut m, seen());
+    assert!(matches!(&e[..], [Effect::Fence { .. }]), "{e:?}");
+    let e = land(&mut m);
+    assert_eq!(
+        notes(&e)[0],
+        format!(
+            "ResetOffsets: cart.router.in: 2 partition(s) of 'shop.cart-events.v1' to the offsets of plan {EARLIER}; \
+             partition(s) 2 are not in plan {EARLIER} and were left as they are"
+        )
+    );
+    assert_eq!(m.status().groups[0].offsets_after, BTreeMap::from([("0".into(), 5), ("1".into(), 55)]));
+
+    let mut m = ResetMachine::new(plan(9), None, vec![]);
+    let e = inspect(&mut m, seen());
+    assert_eq!(
+        notes(&e),
+        [format!(
+            "ResetOffsetsFailed: cart.router.in: its committed offsets moved since plan {EARLIER}: partition 0 is at 10 \
+             (expected 9); nothing was committed for it (make a new plan with flow reset --dry-run)"
+        )]
+    );
 }

@@ -66,6 +66,7 @@ fn empty_group() -> Inspection {
         committed: BTreeMap::from([(0, Some(5)), (1, None)]),
         high_watermark: BTreeMap::from([(0, 10), (1, 10)]),
         at_time: BTreeMap::new(),
+        topic_configs: BTreeMap::new(),
     }
 }
 

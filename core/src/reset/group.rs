@@ -102,6 +102,8 @@ pub(super) struct Cx<'a> {
     pub retry_for: Duration,
     pub effects: &'a mut VecDeque<Effect>,
     pub destination: &'a Destination,
+    /// A dry run: groups are planned, never fenced or committed.
+    pub dry_run: bool,
 }
 
 impl Cx<'_> {
@@ -185,6 +187,9 @@ fn inspected(
         Err(f) => return failed(target, retry, f, cx),
         Ok(seen) => seen,
     };
+    if cx.dry_run {
+        return plan(target, seen, cx);
+    }
     if seen.members > 0 {
         let reason = format!(
             "consumer group [{}] has {} active member(s) (state {}): a consumer still reads it; the reset waits \
@@ -206,6 +211,28 @@ fn inspected(
     let offsets = intent.before.iter().filter_map(|(p, o)| o.map(|o| (*p, o))).collect();
     cx.emit(Effect::Fence { target: target.clone(), offsets, metadata: fence_marker(cx.id) });
     GroupPhase::Fencing { retry, intent }
+}
+
+/// A dry run's group: planned from what the inspection saw (a running streamlet included, with a
+/// warning), and finished at once; nothing is fenced or committed.
+fn plan(target: &InletTarget, seen: Inspection, cx: &mut Cx<'_>) -> GroupPhase {
+    if seen.log_start.is_empty() {
+        let reason = format!("topic '{}' has no partitions", target.topic);
+        return finish(target, failure(target, reason), cx);
+    }
+    let intent = match cx.destination.intent(target, &seen) {
+        Ok(intent) => intent,
+        Err(reason) => return finish(target, failure(target, reason), cx),
+    };
+    let warnings = super::plan::warnings(&target.topic, &seen);
+    let outcome = GroupOutcome::Planned {
+        topic: target.topic.clone(),
+        high_watermark: seen.high_watermark,
+        intent,
+        warnings,
+        to: None,
+    };
+    finish(target, outcome, cx)
 }
 
 fn fenced(
@@ -453,7 +480,7 @@ fn failure(target: &InletTarget, reason: String) -> GroupOutcome {
 
 /// The group ends with `outcome`: made durable, then reported.
 fn finish(target: &InletTarget, mut outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
-    if let GroupOutcome::Reset { to: to @ None, .. } = &mut outcome {
+    if let GroupOutcome::Reset { to: to @ None, .. } | GroupOutcome::Planned { to: to @ None, .. } = &mut outcome {
         *to = cx.destination.describe();
     }
     // The outcome is persisted before its event is recorded, so that an outcome with an event is
@@ -477,6 +504,12 @@ pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> 
             format!("{}: {}", target.group, went(outcome)),
             format!("{id}/{}", target.group),
         ),
+        GroupOutcome::Planned { .. } => Event::new(
+            EventType::Normal,
+            "ResetPlanned",
+            format!("{}: {}", target.group, planned(outcome)),
+            format!("{id}/{}", target.group),
+        ),
         GroupOutcome::Failed { reason, .. } => Event::new(
             EventType::Warning,
             "ResetOffsetsFailed",
@@ -496,6 +529,23 @@ pub fn went(outcome: &GroupOutcome) -> String {
     for note in notes {
         text.push_str("; ");
         text.push_str(note);
+    }
+    text
+}
+
+/// What a dry run planned for a group, as its event and status say it: `would move <n>
+/// partition(s) of '<topic>' to <where>, <r> record(s) to reprocess`, and how many warnings it has.
+/// Empty for other outcomes.
+pub fn planned(outcome: &GroupOutcome) -> String {
+    let GroupOutcome::Planned { topic, intent, warnings, to, .. } = outcome else { return String::new() };
+    let mut text = format!(
+        "would move {} partition(s) of '{topic}' to {}, {} record(s) to reprocess",
+        outcome.partitions(),
+        to.as_deref().unwrap_or("earliest"),
+        intent.records_to_reprocess
+    );
+    if !warnings.is_empty() {
+        text += &format!("; {} warning(s)", warnings.len());
     }
     text
 }

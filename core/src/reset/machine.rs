@@ -112,6 +112,8 @@ pub struct ResetMachine {
     settle: Duration,
     /// Where the groups go.
     pub(super) destination: Destination,
+    /// A dry run: groups are planned, nothing is committed.
+    pub(super) dry_run: bool,
     /// How long a group retries transient failures from its first one.
     retry_for: Duration,
 }
@@ -120,12 +122,14 @@ impl ResetMachine {
     /// Builds the machine for `request`, given the done annotation and the durable progress of this
     /// request's groups (progress of other requests must not be passed).
     pub fn new(request: ResetRequest, done_id: Option<&str>, progress: Vec<GroupProgress>) -> Self {
-        let destination = Destination::of(&request);
+        let (destination, dry_run) = (Destination::of(&request), request.dry_run);
         // Outcomes known from durable progress say where they went (a status that stood in for a
         // lost ledger does not keep it).
         let mut progress = progress;
         for p in &mut progress {
-            if let Some(GroupOutcome::Reset { to: to @ None, .. }) = &mut p.outcome {
+            if let Some(GroupOutcome::Reset { to: to @ None, .. } | GroupOutcome::Planned { to: to @ None, .. }) =
+                &mut p.outcome
+            {
                 *to = destination.describe();
             }
         }
@@ -141,6 +145,7 @@ impl ResetMachine {
             effects: VecDeque::new(),
             settle: DEFAULT_SETTLE,
             destination,
+            dry_run,
             retry_for: DEFAULT_RETRY_FOR,
         }
     }
@@ -151,12 +156,17 @@ impl ResetMachine {
     #[must_use]
     pub fn with_destination(mut self, destination: Destination) -> Self {
         for p in self.progress.values_mut() {
-            if let Some(GroupOutcome::Reset { to, .. }) = &mut p.outcome {
+            if let Some(GroupOutcome::Reset { to, .. } | GroupOutcome::Planned { to, .. }) = &mut p.outcome {
                 *to = destination.describe();
             }
         }
         self.destination = destination;
         self
+    }
+
+    /// Whether the request is a dry run (groups are planned, nothing is committed).
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
     }
 
     /// Where the groups go.
@@ -285,7 +295,9 @@ impl ResetMachine {
             .iter()
             .flat_map(|t| &t.inlets)
             .all(|i| self.progress.get(&i.group).is_some_and(|r| r.outcome.is_some()));
-        let reasons = if finished { vec![] } else { targets::running(spec, &selected, pods) };
+        // A dry run commits nothing either, so its targets may run (its plan warns that their
+        // offsets move).
+        let reasons = if finished || self.dry_run { vec![] } else { targets::running(spec, &selected, pods) };
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
             let note = format!("reset {id} waits: {}", texts.join("; "));
@@ -301,6 +313,7 @@ impl ResetMachine {
             retry_for: self.retry_for,
             effects: &mut self.effects,
             destination: &self.destination,
+            dry_run: self.dry_run,
         };
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let progress = self.progress.get(&target.group);
@@ -323,6 +336,7 @@ impl ResetMachine {
             retry_for: self.retry_for,
             effects: &mut self.effects,
             destination: &self.destination,
+            dry_run: self.dry_run,
         };
         let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
         g.phase = group::advance(&g.target, phase, input, &mut cx);
@@ -338,6 +352,7 @@ impl ResetMachine {
             retry_for: self.retry_for,
             effects: &mut self.effects,
             destination: &self.destination,
+            dry_run: self.dry_run,
         };
         for g in r.groups.values_mut() {
             let phase = std::mem::replace(&mut g.phase, GroupPhase::start());

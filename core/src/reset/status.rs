@@ -20,6 +20,7 @@ impl ResetMachine {
         let mut status = self.unbounded_status();
         status.detail = fit_note(&status.detail);
         status.to = self.destination.describe();
+        status.dry_run = self.dry_run;
         status
     }
 
@@ -137,6 +138,16 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
             with_intent(&mut g, before, offsets, *records_to_reprocess, outcome.partitions());
             g.added_partitions = added.iter().take(NAMED_PARTITIONS).copied().collect();
         }
+        GroupPhase::Finished(outcome @ GroupOutcome::Planned { intent, high_watermark, warnings, .. }) => {
+            g.outcome = GroupStage::Planned;
+            let n = outcome.partitions();
+            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, n);
+            if n <= LISTED_OFFSETS {
+                g.high_watermarks = offsets_map(high_watermark.iter().map(|(p, o)| (p, Some(o))));
+            }
+            g.warnings = warnings.iter().map(|w| fit_note(w)).collect();
+            g.message = super::group::planned(outcome);
+        }
         GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {
             g.outcome = GroupStage::Failed;
             g.message = reason.clone();
@@ -181,7 +192,8 @@ pub fn progress_from_status(status: &ResetStatus) -> Vec<GroupProgress> {
                     intent: None,
                     outcome: Some(GroupOutcome::Failed { topic: g.topic.clone(), reason: g.message.clone() }),
                 }),
-                GroupStage::Pending => None,
+                // A dry run's group is planned again: planning changes nothing.
+                GroupStage::Pending | GroupStage::Planned => None,
             }
         })
         .collect()

@@ -36,6 +36,7 @@ fn empty_group() -> Inspection {
         committed: BTreeMap::from([(0, Some(10)), (1, Some(60)), (2, None)]),
         high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
         at_time: BTreeMap::new(),
+        topic_configs: BTreeMap::new(),
     }
 }
 
@@ -611,6 +612,7 @@ fn a_long_list_of_moved_partitions_is_cut_and_keeps_the_advice() {
         committed: target.keys().map(|p| (*p, None)).collect(),
         high_watermark: target.keys().map(|p| (*p, 10)).collect(),
         at_time: BTreeMap::new(),
+        topic_configs: BTreeMap::new(),
     };
     m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
     drain(&mut m);

@@ -160,6 +160,21 @@ pub enum GroupOutcome {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         notes: Vec<String>,
     },
+    /// A dry run's plan of the group: where it would go; nothing was committed.
+    Planned {
+        /// Kafka topic name.
+        topic: String,
+        /// The committed offsets now, where the group would go and the records it would read again.
+        intent: Intent,
+        /// Each partition's high watermark when planned.
+        high_watermark: BTreeMap<i32, i64>,
+        /// What the user should know before carrying the plan out.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
+        /// Where the group would go when not to the earliest offsets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
+    },
     /// The group could not be reset; the reason is final.
     Failed {
         /// Kafka topic name.
@@ -170,11 +185,12 @@ pub enum GroupOutcome {
 }
 
 impl GroupOutcome {
-    /// How many partitions a reset covered (0 for a failure).
+    /// How many partitions a reset covered, or a plan would (0 for a failure).
     pub fn partitions(&self) -> u32 {
         match self {
             GroupOutcome::Reset { offsets, partitions, .. } if offsets.is_empty() => *partitions,
             GroupOutcome::Reset { offsets, .. } => u32::try_from(offsets.len()).unwrap_or(u32::MAX),
+            GroupOutcome::Planned { intent, .. } => intent.partition_count(),
             GroupOutcome::Failed { .. } => 0,
         }
     }
@@ -182,7 +198,9 @@ impl GroupOutcome {
     /// The topic the group reads.
     pub fn topic(&self) -> &str {
         match self {
-            GroupOutcome::Reset { topic, .. } | GroupOutcome::Failed { topic, .. } => topic,
+            GroupOutcome::Reset { topic, .. }
+            | GroupOutcome::Planned { topic, .. }
+            | GroupOutcome::Failed { topic, .. } => topic,
         }
     }
 }
@@ -308,6 +326,10 @@ pub struct Inspection {
     /// it, `None` where no record is; empty otherwise.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub at_time: BTreeMap<i32, Option<i64>>,
+    /// For a dry run: the topic's `cleanup.policy`, `retention.ms` and `retention.bytes` as the
+    /// cluster reports them (what the plan warns about); empty otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topic_configs: BTreeMap<String, String>,
 }
 
 /// Everything the machine learns from outside.

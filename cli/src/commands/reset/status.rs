@@ -388,6 +388,22 @@ pub async fn wait(
     timeout: Option<Duration>,
     format: Format,
 ) -> Result<Output, Failure> {
+    wait_with(cluster, ns, pipeline, id, timeout, format, render).await
+}
+
+/// As [`wait`], rendering the final report with `render`.
+///
+/// # Errors
+/// As [`wait`], and `render`'s.
+pub async fn wait_with(
+    cluster: &Cluster,
+    ns: &str,
+    pipeline: &str,
+    id: &str,
+    timeout: Option<Duration>,
+    format: Format,
+    render: impl Fn(&Report, Format) -> Result<String, Failure>,
+) -> Result<Output, Failure> {
     let scope = Scope::Namespace(ns.to_string());
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut shown = String::new();

@@ -1,0 +1,90 @@
+//! `flow reset --dry-run` and `flow reset --plan` against the real test bed: the plan per partition
+//! with its warnings, nothing changed by it; the plan carried out exactly; and a group whose offsets
+//! moved since the plan refused, naming the partitions.
+
+use flow_testbed::cart::{GROUP, TOPIC};
+use flow_testbed::*;
+
+#[test]
+fn a_dry_run_plans_and_a_plan_is_carried_out_only_while_the_offsets_are_as_planned() {
+    let _serial = serial();
+    let ns = "shop-plan";
+    // 20 records per partition, committed 20/20/20; then 10 more in partitions 0 and 1, and
+    // partition 0's first 25 deleted: its log start passed the committed offset.
+    let _op = cart_scenario(ns, 0, &[]);
+    kafka::produce(TOPIC, 2, 10);
+    kafka::delete_records(TOPIC, 0, 25);
+    let before = [(0, Some(20)), (1, Some(20)), (2, Some(20))].into();
+    let dir = fresh_dir("plan");
+    let file = dir.join("plan.json");
+    let file_arg = file.to_str().expect("UTF-8 path");
+
+    let o = flow(&["reset", "cart", "-n", ns, "--dry-run", "--plan-out", file_arg]);
+    assert!(o.status.success(), "{}", show(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("plan ") && first.ends_with(&format!(" of {ns}/cart: to earliest (nothing was changed)"))
+    );
+    for row in [
+        format!("{GROUP}   {TOPIC}   0           20          25    5"),
+        format!("{GROUP}   {TOPIC}   1           20          0     30"),
+        format!("{GROUP}   {TOPIC}   2           20          0     20"),
+    ] {
+        assert!(text.contains(&row), "{row}\n{text}");
+    }
+    assert!(
+        text.contains(&format!(
+            "{GROUP}: would move 3 partition(s) of '{TOPIC}' to earliest, 55 record(s) to reprocess"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("the log start passed its committed offset in partition(s) 0 (5 record(s))"),
+        "trimmed history: {text}"
+    );
+    assert!(text.contains("warning: cart.router.in: the log start is moving: retention (retention.ms="), "{text}");
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), before, "a dry run changes nothing");
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("the plan file")).expect("the plan file is JSON");
+    assert_eq!(plan["pipeline"], "cart");
+    assert_eq!(
+        plan["groups"][0]["partitions"][0],
+        serde_json::json!({"partition": 0, "committed": 20, "newOffset": 25, "recordsToReprocess": 5})
+    );
+    let plan_id = plan["id"].as_str().expect("the plan's id").to_string();
+
+    // The same as JSON.
+    let o = flow(&["reset", "cart", "-n", ns, "--dry-run", "-o", "json"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(again["groups"], plan["groups"]);
+
+    // Carried out exactly.
+    let o = flow(&["reset", "cart", "-n", ns, "--plan", file_arg, "--wait", "-o", "json"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(r["to"], format!("the offsets of plan {plan_id}"));
+    assert_eq!(r["groups"][0]["message"], format!("3 partition(s) of '{TOPIC}' to the offsets of plan {plan_id}"));
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(25)), (1, Some(0)), (2, Some(0))].into());
+
+    // A new plan; the group's offsets move before it is carried out: refused, naming the partition.
+    let o = flow(&["reset", "cart", "-n", ns, "--dry-run", "--plan-out", file_arg]);
+    assert!(o.status.success(), "{}", show(&o));
+    groups::commit(GROUP, TOPIC, &[(1, 3)]);
+    let o = flow(&["reset", "cart", "-n", ns, "--plan", file_arg, "--wait", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(4), "{}", show(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let message = r["groups"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(": partition 1 is at 3 (expected 0); nothing was committed for it (make a new plan with flow reset --dry-run)"), "{message}");
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(25)), (1, Some(3)), (2, Some(0))].into());
+
+    // Another pipeline's plan is refused before anything is written.
+    let o = flow(&["reset", "cart", "-n", "shop-elsewhere", "--plan", file_arg]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        show(&o).contains("is a plan of pipeline 'cart' in namespace 'shop-plan', not of 'cart' in 'shop-elsewhere'"),
+        "{}",
+        show(&o)
+    );
+}
