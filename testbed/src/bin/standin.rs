@@ -55,7 +55,7 @@ struct Args {
     /// Kafka brokers (a consumer outside Kubernetes; a streamlet takes its own from its Secret).
     #[arg(long, env = "FLOW_TESTBED_KAFKA", default_value = "127.0.0.1:19092")]
     bootstrap_servers: String,
-    /// Consumer group, also used as client.id: <pipeline>.<streamlet>.<inlet> (a consumer outside
+    /// Consumer group, also used as client.id: `<pipeline>.<streamlet>.<inlet>` (a consumer outside
     /// Kubernetes).
     #[arg(long, required_unless_present = "namespace", requires = "topic")]
     group: Option<String>,
