@@ -14,6 +14,12 @@ use sha2::{Digest, Sha256};
 use super::names::{DescriptorName, ParamKey, PortName};
 use super::params::ParamType;
 
+mod canonical;
+mod problem;
+
+use canonical::write_canonical;
+pub use problem::DescriptorProblem;
+
 /// The protocol version this platform speaks, `MAJOR.MINOR`.
 pub const PROTOCOL_VERSION: &str = "1.0";
 const PROTOCOL_MAJOR: u32 = 1;
@@ -116,115 +122,6 @@ pub struct Descriptor {
     inlets: Vec<Port>,
     outlets: Vec<Port>,
     params: Vec<Param>,
-}
-
-/// One problem of a descriptor file; displayed without the `descriptor <file>: `
-/// prefix that [`super::Problem::Descriptor`] adds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DescriptorProblem {
-    /// The file could not be read (reason from the reader).
-    Unreadable(String),
-    /// The file is not JSON.
-    NotJson(String),
-    /// `<what> must be an object`.
-    NotAnObject(String),
-    /// `'<key>' must be a string`.
-    NotAString(String),
-    /// `'<key>' must be an array`.
-    NotAnArray(String),
-    /// A field the descriptor format does not have (a typo would otherwise pass unnoticed).
-    UnknownField(String),
-    /// `unknown config parameter type '<t>'`.
-    UnknownParamType(String),
-    /// `protocol version '<v>' is not MAJOR.MINOR`.
-    ProtocolVersion(String),
-    /// The SDK's major protocol version differs from ours.
-    ProtocolMajor(String),
-    /// The SDK's protocol is later than ours.
-    ProtocolLater(String),
-    /// `the descriptor names no streamlet`.
-    NoStreamlet,
-    /// Bad `streamlet.name`.
-    StreamletName(String),
-    /// Bad inlet or outlet name.
-    PortName(PortKind, String),
-    /// A port name used `count` times across inlets and outlets.
-    PortDeclared(String, usize),
-    /// A port without contract.
-    NoContract(PortKind, String),
-    /// A contract format other than `json`.
-    Format(PortKind, String, String),
-    /// An empty schema name.
-    NoSchemaName(PortKind, String),
-    /// A fingerprint that does not match the schema name.
-    Fingerprint(PortKind, String, String),
-    /// Bad parameter key.
-    ParamKey(String),
-    /// A default that is not of the parameter's type: key, value, type.
-    ParamDefault(String, String, ParamType),
-    /// A parameter key declared `count` times.
-    ParamDeclared(String, usize),
-}
-
-impl fmt::Display for DescriptorProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use DescriptorProblem as P;
-        match self {
-            P::Unreadable(reason) => write!(f, "{reason}"),
-            P::NotJson(reason) => write!(f, "is not JSON: {reason}"),
-            P::NotAnObject(what) => write!(f, "{what} must be an object"),
-            P::NotAString(key) => write!(f, "'{key}' must be a string"),
-            P::NotAnArray(key) => write!(f, "'{key}' must be an array"),
-            P::UnknownField(key) => write!(f, "'{key}' is not a descriptor field"),
-            P::UnknownParamType(t) => write!(f, "unknown config parameter type '{t}'"),
-            P::ProtocolVersion(v) => write!(f, "protocol version '{v}' is not MAJOR.MINOR"),
-            P::ProtocolMajor(v) => write!(
-                f,
-                "the SDK speaks protocol '{v}' and this sidecar speaks '{PROTOCOL_VERSION}'; the major versions must match"
-            ),
-            P::ProtocolLater(v) => write!(
-                f,
-                "the SDK speaks protocol '{v}', later than this sidecar's '{PROTOCOL_VERSION}'; upgrade the platform or pin the SDK"
-            ),
-            P::NoStreamlet => write!(f, "the descriptor names no streamlet"),
-            P::StreamletName(n) => {
-                write!(f, "streamlet name '{n}' must be 1-63 of [a-z0-9-], not starting or ending with '-'")
-            }
-            P::PortName(kind, p) => write!(f, "{kind} name '{p}' must match [a-z][a-z0-9-]{{0,62}}"),
-            P::PortDeclared(p, n) => write!(f, "port '{p}' is declared {n} times"),
-            P::NoContract(kind, p) => write!(f, "{kind} '{p}' has no contract"),
-            P::Format(kind, p, format) => {
-                write!(f, "{kind} '{p}' uses format '{format}', which this version does not support")
-            }
-            P::NoSchemaName(kind, p) => write!(f, "{kind} '{p}' has no schema name"),
-            P::Fingerprint(kind, p, s) => write!(
-                f,
-                "{kind} '{p}' fingerprint does not match schema name '{s}' (was the descriptor edited by hand?)"
-            ),
-            P::ParamKey(k) => write!(f, "parameter key '{k}' must match [a-z][a-z0-9-]*"),
-            P::ParamDefault(k, v, t) => write!(f, "parameter '{k}': '{v}' is not a {t}"),
-            P::ParamDeclared(k, n) => write!(f, "parameter '{k}' is declared {n} times"),
-        }
-    }
-}
-
-impl DescriptorProblem {
-    /// Whether the problem is one of the JSON's shape (a field of the wrong JSON type, a field the
-    /// format does not have, an unknown parameter type): the descriptor does not parse, as opposed
-    /// to parsing into values that break a rule.
-    pub fn is_shape(&self) -> bool {
-        use DescriptorProblem as P;
-        matches!(
-            self,
-            P::Unreadable(_)
-                | P::NotJson(_)
-                | P::NotAnObject(_)
-                | P::NotAString(_)
-                | P::NotAnArray(_)
-                | P::UnknownField(_)
-                | P::UnknownParamType(_)
-        )
-    }
 }
 
 /// A descriptor file that did not validate.
@@ -590,71 +487,6 @@ fn read_params(r: &mut Reader, streamlet: &Map<String, Value>) -> Vec<Option<Par
         r.problems.push(DescriptorProblem::ParamDeclared(k, n));
     }
     out
-}
-
-/// Writes canonical JSON: keys sorted at every level, 2-space indent, `": "`,
-/// `[]` / `{}` when empty, non-ASCII literal, only `"`, `\` and control characters escaped.
-fn write_canonical(v: &Value, indent: usize, out: &mut String) {
-    let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n(' ', n));
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => write_string(s, out),
-        Value::Array(items) if items.is_empty() => out.push_str("[]"),
-        Value::Array(items) => {
-            out.push_str("[\n");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(",\n");
-                }
-                pad(indent + 2, out);
-                write_canonical(item, indent + 2, out);
-            }
-            out.push('\n');
-            pad(indent, out);
-            out.push(']');
-        }
-        Value::Object(o) if o.is_empty() => out.push_str("{}"),
-        Value::Object(o) => {
-            // Sorted explicitly: serde_json's map keeps insertion order when a crate in the build
-            // turns on its `preserve_order` feature. Keys here are ASCII, where byte order and
-            // the UTF-16 order the existing platform's SDKs sort by agree.
-            let mut entries: Vec<(&String, &Value)> = o.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push_str("{\n");
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(",\n");
-                }
-                pad(indent + 2, out);
-                write_string(k, out);
-                out.push_str(": ");
-                write_canonical(v, indent + 2, out);
-            }
-            out.push('\n');
-            pad(indent, out);
-            out.push('}');
-        }
-    }
-}
-
-fn write_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// The canonical JSON of the sidecar's built-in descriptors.

@@ -22,190 +22,19 @@
 //!
 //! `Debug` of every type here that holds settings shows keys, never values: they hold credentials.
 
+mod cluster;
 pub mod java;
 pub mod properties;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::resource::{AnkkaFlowSpec, Batch, TopicSpec};
 
-/// Prefix of cluster Secret names.
-pub const CLUSTER_SECRET_PREFIX: &str = "kafka-cluster-";
-/// The cluster a topic uses when it names neither a cluster nor brokers.
-pub const DEFAULT_CLUSTER: &str = "default";
-/// Annotation of a cluster Secret: the namespaces whose resources may use the cluster, by name,
-/// separated by commas or spaces; `*` for every namespace. Without it, no namespace may.
-pub const ANNOTATION_ALLOWED_NAMESPACES: &str = "flow.ankka.thinkmorestupidless.com/allowed-namespaces";
-/// Annotation of a cluster Secret: `"true"` lets a reset move a consumer group that pipelines of
-/// several namespaces map to on this cluster (see [`crate::tenancy`]).
-pub const ANNOTATION_ALLOW_SHARED_GROUPS: &str = "flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups";
-
-/// Which namespaces a cluster Secret allows, from [`ANNOTATION_ALLOWED_NAMESPACES`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AllowedNamespaces {
-    /// `*`: every namespace.
-    Every,
-    /// These namespaces, by name.
-    Listed(BTreeSet<String>),
-}
-
-impl AllowedNamespaces {
-    /// Whether `namespace` may use the cluster.
-    pub fn allows(&self, namespace: &str) -> bool {
-        match self {
-            AllowedNamespaces::Every => true,
-            AllowedNamespaces::Listed(names) => names.contains(namespace),
-        }
-    }
-
-    /// Reads the annotation's value; entries that are not namespace names are returned apart.
-    fn parse(value: &str) -> (Self, Vec<String>) {
-        let entries: Vec<&str> =
-            value.split(|c: char| c == ',' || c.is_whitespace()).filter(|e| !e.is_empty()).collect();
-        if entries.contains(&"*") {
-            let bad = entries.iter().filter(|e| **e != "*" && !is_namespace_name(e)).map(|e| e.to_string()).collect();
-            return (AllowedNamespaces::Every, bad);
-        }
-        let (good, bad): (Vec<&str>, Vec<&str>) = entries.into_iter().partition(|e| is_namespace_name(e));
-        (
-            AllowedNamespaces::Listed(good.into_iter().map(str::to_string).collect()),
-            bad.into_iter().map(str::to_string).collect(),
-        )
-    }
-}
-
-/// A Kubernetes namespace name: a DNS label (RFC 1123).
-fn is_namespace_name(s: &str) -> bool {
-    s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-        && !s.is_empty()
-}
-
-/// One Kafka cluster, read from its Secret: the Secret's decoded data (`data` and `stringData`) and
-/// its annotations.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Cluster {
-    /// Cluster name: the Secret's name after [`CLUSTER_SECRET_PREFIX`].
-    pub name: String,
-    /// Brokers, trimmed; `None` when the Secret has none.
-    pub bootstrap_servers: Option<String>,
-    /// Properties for every client (`connection-config`).
-    pub connection_config: BTreeMap<String, String>,
-    /// Producer properties (`producer-config`).
-    pub producer_config: BTreeMap<String, String>,
-    /// Consumer properties (`consumer-config`).
-    pub consumer_config: BTreeMap<String, String>,
-    /// Default partition count of managed topics (`partitions`, trimmed), as written.
-    pub partitions: Option<String>,
-    /// Default replication factor of managed topics (`replicas`, trimmed), as written.
-    pub replicas: Option<String>,
-    /// The namespaces that may use the cluster; `None` when the Secret does not say, so none may.
-    pub allowed_namespaces: Option<AllowedNamespaces>,
-    /// Whether a reset may move a consumer group that pipelines of several namespaces map to on this
-    /// cluster ([`ANNOTATION_ALLOW_SHARED_GROUPS`]).
-    pub allow_shared_groups: bool,
-    /// What is wrong with the Secret itself; reported for every topic that uses the cluster (in a
-    /// namespace it allows: others learn only that they may not use it).
-    pub problems: Vec<ConnectionError>,
-}
-
-impl fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cluster")
-            .field("name", &self.name)
-            .field("bootstrap_servers", &self.bootstrap_servers)
-            .field("connection_config", &self.connection_config.keys().collect::<Vec<_>>())
-            .field("producer_config", &self.producer_config.keys().collect::<Vec<_>>())
-            .field("consumer_config", &self.consumer_config.keys().collect::<Vec<_>>())
-            .field("partitions", &self.partitions)
-            .field("replicas", &self.replicas)
-            .field("allowed_namespaces", &self.allowed_namespaces)
-            .field("allow_shared_groups", &self.allow_shared_groups)
-            .field("problems", &self.problems)
-            .finish()
-    }
-}
-
-/// The Secret keys of the three properties blocks.
-const PROPERTIES_KEYS: [&str; 3] = ["connection-config", "producer-config", "consumer-config"];
-
-impl Cluster {
-    /// Reads cluster `name` from the decoded data and the annotations of its Secret
-    /// (`kafka-cluster-<name>`). What is wrong with the Secret (a properties block that does not
-    /// parse, read as empty; a refused setting; an allowed-namespaces entry that is not a namespace
-    /// name) is one of the cluster's [`Cluster::problems`].
-    pub fn from_secret(name: &str, data: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>) -> Self {
-        let secret = format!("{CLUSTER_SECRET_PREFIX}{name}");
-        let mut problems = Vec::new();
-        let mut props = |key: &str| -> BTreeMap<String, String> {
-            match data.get(key) {
-                None => BTreeMap::new(),
-                Some(text) => match java_properties::read(text.as_bytes()) {
-                    Ok(m) => m.into_iter().collect(),
-                    Err(e) => {
-                        problems.push(ConnectionError::Properties {
-                            secret: secret.clone(),
-                            key: key.into(),
-                            reason: e.to_string(),
-                        });
-                        BTreeMap::new()
-                    }
-                },
-            }
-        };
-        let [connection_config, producer_config, consumer_config] = PROPERTIES_KEYS.map(&mut props);
-        for (block, settings) in PROPERTIES_KEYS.iter().zip([&connection_config, &producer_config, &consumer_config]) {
-            for (key, value) in settings {
-                if let Some(r) = properties::refused(key, value, false) {
-                    problems.push(ConnectionError::PropertyRefused {
-                        origin: format!("Secret '{secret}'"),
-                        block: (*block).to_string(),
-                        key: key.clone(),
-                        why: r.text(),
-                    });
-                }
-            }
-        }
-        let allowed_namespaces = annotations.get(ANNOTATION_ALLOWED_NAMESPACES).map(|v| {
-            let (allowed, bad) = AllowedNamespaces::parse(v);
-            for entry in bad {
-                problems.push(ConnectionError::AnnotationEntry { secret: secret.clone(), entry });
-            }
-            allowed
-        });
-        let trimmed = |key: &str| data.get(key).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-        Cluster {
-            name: name.to_string(),
-            bootstrap_servers: trimmed("bootstrap.servers"),
-            connection_config,
-            producer_config,
-            consumer_config,
-            partitions: trimmed("partitions"),
-            replicas: trimmed("replicas"),
-            allowed_namespaces,
-            allow_shared_groups: annotations
-                .get(ANNOTATION_ALLOW_SHARED_GROUPS)
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
-            problems,
-        }
-    }
-
-    /// Whether resources of `namespace` may use the cluster.
-    pub fn allows(&self, namespace: &str) -> bool {
-        self.allowed_namespaces.as_ref().is_some_and(|a| a.allows(namespace))
-    }
-
-    /// The name of the cluster's Secret.
-    pub fn secret_name(&self) -> String {
-        format!("{CLUSTER_SECRET_PREFIX}{}", self.name)
-    }
-}
-
-/// The cluster Secrets of the operator's clusters namespace, by cluster name.
-pub type Clusters = BTreeMap<String, Cluster>;
+pub use cluster::{
+    ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster,
+    Clusters, DEFAULT_CLUSTER,
+};
 
 /// Why a topic's connection or settings cannot be resolved. Every variant has a stable
 /// [`ConnectionError::kind`]; no message quotes a setting's value.
@@ -664,10 +493,11 @@ pub fn resolve_topic(
 }
 
 /// `a`, `a and b`, `a, b and c`.
-fn and_list(items: &[String]) -> String {
-    match items {
+fn and_list<S: AsRef<str>>(items: &[S]) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    match &items[..] {
         [] => String::new(),
-        [one] => one.clone(),
+        [one] => (*one).to_string(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }

@@ -1,0 +1,98 @@
+//! Build (pure, cannot fail): a [`ValidPipeline`] and what Kafka and the API server hold give the
+//! [`Plan`].
+
+use super::*;
+
+impl ValidPipeline {
+    /// The pipeline id.
+    pub fn pipeline(&self) -> &str {
+        &self.pipeline
+    }
+
+    /// Every topic of the resource, resolved, sorted by id: describe each in Kafka (partitions,
+    /// replication of the first partition, and the live values of its `topicConfig` keys).
+    pub fn topics(&self) -> &[ResolvedTopic] {
+        &self.topics
+    }
+
+    /// What is rendered per streamlet, sorted by name.
+    pub fn streamlets(&self) -> impl Iterator<Item = &RenderedStreamlet> {
+        self.streamlets.iter().map(|(_, r)| r)
+    }
+
+    /// The plan, given what was observed of the topics and of the pipeline's objects.
+    pub fn build(&self, observed: &Observed<'_>) -> Plan {
+        let mut topic_steps = Vec::new();
+        let mut topic_status = Vec::new();
+        for t in &self.topics {
+            let kafka = observed
+                .topics
+                .get(&t.id)
+                .cloned()
+                .unwrap_or_else(|| KafkaTopic::Unreachable("the topic was not described".into()));
+            let d = topics::decide(t, &kafka);
+            topic_steps.push((d.create, d.events));
+            topic_status.push(d.status);
+        }
+        let mut steps = Vec::new();
+        let mut streamlet_status = Vec::new();
+        for (spec, r) in &self.streamlets {
+            let seen = observed.deployments.get(&r.name);
+            let rolled = seen
+                .filter(|d| {
+                    d.config_hash.as_deref() != Some(r.config_hash.as_str()) || d.process_image != r.process_image
+                })
+                .map(|_| {
+                    let note =
+                        format!("streamlet '{}' rolls out: its image, descriptor or configuration changed", r.name);
+                    let key =
+                        format!("{}/{}/{}", r.name, r.config_hash, r.process_image.as_deref().unwrap_or_default());
+                    Event::new(EventType::Normal, "StreamletRolled", note, key)
+                });
+            streamlet_status.push(status::streamlet_status(spec, &r.config_hash, seen));
+            steps.push(StreamletStep { rendered: r.clone(), rolled });
+        }
+        let wanted: BTreeSet<&str> = self.streamlets.iter().map(|(s, _)| s.name.as_str()).collect();
+        let gone: BTreeSet<&str> = observed
+            .deployments
+            .keys()
+            .chain(observed.secrets)
+            .map(String::as_str)
+            .filter(|s| !wanted.contains(s))
+            .collect();
+        let removals = gone
+            .into_iter()
+            .map(|s| {
+                let object = streamlet_object_name(&self.pipeline, s);
+                Removal {
+                    streamlet: s.to_string(),
+                    deployment: observed.deployments.contains_key(s).then(|| object.clone()),
+                    secret: observed.secrets.contains(s).then_some(object),
+                    event: keyed(
+                        EventType::Normal,
+                        "StreamletRemoved",
+                        format!("streamlet '{s}' is no longer in the pipeline"),
+                    ),
+                }
+            })
+            .collect();
+        let (phase, detail) = status::phase(&streamlet_status, &topic_status);
+        Plan {
+            finalizer: self.finalizer,
+            topics: topic_steps,
+            service_account: self.service_account.clone(),
+            role: self.role.clone(),
+            role_binding: self.role_binding.clone(),
+            streamlets: steps,
+            removals,
+            status: AnkkaFlowStatus {
+                observed_generation: self.generation,
+                phase: Some(phase.as_str().into()),
+                detail,
+                streamlets: streamlet_status.into_iter().map(|(s, _)| s).collect(),
+                topics: topic_status,
+                ..AnkkaFlowStatus::default()
+            },
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Every refusal, and the check that every rendered name fits.
+
+use super::*;
+
+#[test]
+fn without_a_sidecar_image_every_problem_is_reported_as_sidecar_image_missing() {
+    let mut flow = generated("cart");
+    let r = refused(&flow, None, &nothing());
+    assert_eq!(texts(&r), ["no sidecar image is configured: set FLOW_SIDECAR_IMAGE on the operator"]);
+    assert_eq!(r.reason, "SidecarImageMissing");
+    assert_eq!(r.events.len(), 1);
+    assert_eq!(
+        (r.events[0].type_, r.events[0].reason.as_str(), r.events[0].note.as_str()),
+        (
+            EventType::Warning,
+            "SidecarImageMissing",
+            "no sidecar image is configured: set FLOW_SIDECAR_IMAGE on the operator"
+        )
+    );
+    assert_eq!(r.status.phase.as_deref(), Some("Failed"));
+    assert_eq!(r.status.observed_generation, Some(2));
+    assert!(r.status.streamlets.is_empty() && r.status.topics.is_empty() && r.status.conditions.is_empty());
+    assert_eq!(r.outcome(), ApplyOutcome::Refused { reason: "SidecarImageMissing".into() });
+
+    flow.spec.streamlets[1].image = String::new();
+    let r = refused(&flow, Some("  "), &nothing());
+    assert_eq!(r.events.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(), ["SidecarImageMissing"; 2]);
+    assert_eq!(
+        r.status.detail,
+        "no sidecar image is configured: set FLOW_SIDECAR_IMAGE on the operator; streamlet 'sink' has no image"
+    );
+    let r = refused(&flow, Some(SIDECAR), &nothing());
+    assert_eq!(r.reason, "Refused");
+    assert_eq!(r.events.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(), ["Refused"]);
+}
+
+#[test]
+fn topic_resolution_failures_refuse() {
+    let flow = generated("cart");
+    let none = BTreeMap::new();
+    let r = decide(&Inputs { flow: &flow, sidecar_image: Some(SIDECAR), clusters: &none, stage_secrets: &nothing() })
+        .unwrap();
+    let Decision::Refuse(r) = r else { panic!("not refused") };
+    let r = *r;
+    assert_eq!(
+        texts(&r),
+        [
+            "topic 'cart-events' uses Kafka cluster 'shop', but there is no Secret 'kafka-cluster-shop'",
+            "topic 'review-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
+            "topic 'valid-carts' uses Kafka cluster 'default', but there is no Secret 'kafka-cluster-default'",
+        ]
+    );
+}
+
+#[test]
+fn descriptor_and_binding_refusals() {
+    let base = generated("cart");
+    let edit = |f: &dyn Fn(&mut AnkkaFlow)| {
+        let mut flow = base.clone();
+        f(&mut flow);
+        texts(&refused(&flow, Some(SIDECAR), &nothing()))
+    };
+    fn router_of(flow: &mut AnkkaFlow) -> &mut StreamletSpec {
+        flow.spec.streamlets.iter_mut().find(|s| s.name == "router").unwrap()
+    }
+
+    assert_eq!(edit(&|f| router_of(f).descriptor.clear()), ["streamlet 'router' has no descriptor"]);
+    assert_eq!(
+        edit(&|f| {
+            router_of(f).descriptor.insert("inlets".into(), json!("in"));
+        }),
+        ["streamlet 'router': its descriptor does not parse: 'inlets' must be an array"]
+    );
+    assert_eq!(
+        edit(&|f| {
+            router_of(f).descriptor["inlets"][0]["contract"]["fingerprint"] = json!("AAAA");
+        }),
+        [
+            "streamlet 'router': inlet 'in' fingerprint does not match schema name 'cart-events.v1' (was the descriptor edited by hand?)"
+        ]
+    );
+    assert_eq!(
+        edit(&|f| {
+            router_of(f).inlets.clear();
+        }),
+        ["streamlet 'router': inlet 'in' is not bound to a topic"]
+    );
+    assert_eq!(
+        edit(&|f| {
+            let r = router_of(f);
+            r.inlets.insert("side".into(), "cart-events".into());
+            r.outlets.insert("in".into(), "valid-carts".into());
+        }),
+        [
+            "streamlet 'router': binds inlet 'side', which the descriptor does not declare",
+            "streamlet 'router': binds outlet 'in', which the descriptor does not declare",
+        ]
+    );
+    assert_eq!(
+        edit(&|f| {
+            router_of(f).outlets.insert("review".into(), "nope".into());
+        }),
+        ["streamlet 'router': port 'review' names topic 'nope', which the resource does not declare"]
+    );
+    assert_eq!(
+        edit(&|f| {
+            router_of(f).image = " ".into();
+        }),
+        ["streamlet 'router' has no image"]
+    );
+    assert_eq!(
+        edit(&|f| {
+            let dup = f.spec.streamlets[0].clone();
+            f.spec.streamlets.push(dup);
+            let dup = f.spec.topics[0].clone();
+            f.spec.topics.push(dup);
+        }),
+        ["topic 'cart-events' is declared 2 times", "streamlet 'router' is declared 2 times"]
+    );
+}
+
+#[test]
+fn names_that_cannot_fit_are_refused_before_anything_is_applied() {
+    let mut flow = generated("cart");
+    let pipeline = "p".repeat(40);
+    let long = "s".repeat(50);
+    flow.spec.pipeline = pipeline.clone();
+    let router = flow.spec.streamlets.iter_mut().find(|s| s.name == "router").unwrap();
+    router.name = long.clone();
+    let r = refused(&flow, Some(SIDECAR), &nothing());
+    assert_eq!(
+        texts(&r),
+        [format!(
+            "streamlet '{long}': label app.kubernetes.io/name would be '{pipeline}-{long}', 91 characters, but a label value holds at most 63; shorten the pipeline id or the streamlet name"
+        )]
+    );
+    assert_eq!(r.reason, "Refused");
+}
+
+/// Whatever passes the name check renders only names and label values Kubernetes accepts, and a
+/// name one character longer is refused: the check covers what is rendered.
+#[test]
+fn the_name_check_covers_every_rendered_name() {
+    fn label_value_ok(v: &str) -> bool {
+        v.len() <= 63
+            && (v.is_empty()
+                || (v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && v.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))))
+    }
+    fn subdomain_ok(v: &str) -> bool {
+        // RFC 1123 subdomain as Kubernetes checks it: no limit per dot-separated part, 253 in all
+        v.len() <= 253
+            && v.split('.').all(|p| {
+                !p.is_empty()
+                    && p.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && p.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    }
+    fn check_meta(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, bad: &mut Vec<String>) {
+        if let Some(n) = &m.name
+            && !subdomain_ok(n)
+        {
+            bad.push(n.clone());
+        }
+        for v in m.labels.iter().flatten().map(|(_, v)| v) {
+            if !label_value_ok(v) {
+                bad.push(v.clone());
+            }
+        }
+    }
+    let pipeline = "p".repeat(40);
+    for (len, fits) in [(22, true), (23, false)] {
+        let mut flow = generated("graph");
+        flow.spec.pipeline = pipeline.clone();
+        let graph = flow.spec.streamlets.iter_mut().find(|s| s.name == "graph").unwrap();
+        graph.name = "g".repeat(len);
+        let stage = neo4j_secret(&["uri", "username", "password"], "1");
+        // render even what does not fit, to see what Kubernetes would get
+        let problems = crate::render::names::check(
+            &flow.spec.pipeline,
+            &flow
+                .spec
+                .streamlets
+                .iter()
+                .map(|s| NamedStreamlet { name: &s.name, stage_secret: stage_secret_name(s) })
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(problems.is_empty(), fits);
+        if !fits {
+            assert!(matches!(decide_with(&flow, Some(SIDECAR), &stage), Decision::Refuse(_)));
+            continue;
+        }
+        let v = valid(&flow, &stage);
+        let plan = v.build(&observed(&BTreeMap::new(), &BTreeMap::new(), &BTreeSet::new()));
+        let mut bad = Vec::new();
+        check_meta(&plan.service_account.metadata, &mut bad);
+        check_meta(&plan.role.metadata, &mut bad);
+        check_meta(&plan.role_binding.metadata, &mut bad);
+        for s in &plan.streamlets {
+            check_meta(&s.rendered.secret.metadata, &mut bad);
+            check_meta(&s.rendered.deployment.metadata, &mut bad);
+            let spec = s.rendered.deployment.spec.as_ref().unwrap();
+            check_meta(spec.template.metadata.as_ref().unwrap(), &mut bad);
+            for v in spec.selector.match_labels.iter().flatten().map(|(_, v)| v) {
+                if !label_value_ok(v) {
+                    bad.push(v.clone());
+                }
+            }
+            for vol in spec.template.spec.as_ref().unwrap().volumes.iter().flatten() {
+                if let Some(name) = vol.secret.as_ref().and_then(|s| s.secret_name.as_ref())
+                    && !subdomain_ok(name)
+                {
+                    bad.push(name.clone());
+                }
+            }
+            let sa = spec.template.spec.as_ref().unwrap().service_account_name.as_deref().unwrap();
+            assert_eq!(sa, plan.service_account.metadata.name.as_deref().unwrap());
+        }
+        assert!(bad.is_empty(), "{bad:?}");
+    }
+}
