@@ -49,7 +49,8 @@ pub fn marker(metadata: &str) -> Option<Marker> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KnownIssue {
     /// The operator stops between a group's persisted intent and its reset commit; the streamlet runs
-    /// and commits before the operator is back. Settling cannot tell this from case D1 (the reset
+    /// and commits before the operator is back. Resolving the intent by the markers cannot tell this
+    /// from case D1 (the reset
     /// landed, then the consumer read again) and reports the group reset, though its reset commit
     /// never landed. Accepted: a reset reported for a group of a request that persisted an intent
     /// for it, after which a consumer committed on the group.

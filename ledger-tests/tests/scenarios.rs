@@ -106,12 +106,13 @@ fn d1_with_a_lost_ledger_the_status_stands_in() {
     check(&w);
 }
 
-/// A commit whose answer is lost (it applied, the call timed out) is settled, not repeated.
+/// A commit whose answer is lost (it applied, the call timed out) is resolved by a read, not
+/// repeated.
 #[test]
 fn a_commit_that_timed_out_after_applying_is_not_repeated() {
     let mut w = World::new(&init(&[]));
     w.write_request(1, Ask::Router);
-    // Calls: inspect, fence, then the commit applies and times out; the read settles it, and the
+    // Calls: inspect, fence, then the commit applies and times out; the read resolves it, and the
     // read after the settle delay verifies it.
     w.kafka.faults.extend([Fault::Pass, Fault::Pass, Fault::TimeoutAfterApply]);
     assert_eq!(w.reconcile(None), Reconciled::Done);
@@ -165,7 +166,7 @@ fn a_waiting_restart_keeps_the_progress_that_stands_in_for_a_lost_ledger() {
 
 /// Known issue `SettleAmbiguity` (docs/ledger-tests.md), reported to the lead: the operator stops
 /// between a group's persisted intent and its reset commit, the streamlet runs and commits before
-/// the operator is back; settling cannot tell this from case D1 and reports the group reset, though
+/// the operator is back; resolving the intent cannot tell this from case D1 and reports the group reset, though
 /// its reset commit never landed.
 #[test]
 fn a_consumer_run_between_intent_and_commit_is_not_reported_as_a_reset() {
@@ -283,7 +284,7 @@ fn b5_a_partition_added_during_the_settle_is_named_and_not_counted() {
 
 /// The operator stops while it waits out the settle (nothing is persisted between the commit and
 /// the read, so this is a crash right after the commit), and a closing consumer overwrites the reset
-/// before it is back: settled by the markers, the group fails and is not reset again.
+/// before it is back: resolved by the markers, the group fails and is not reset again.
 #[test]
 fn a_crash_during_the_settle_then_an_overwrite_is_neither_redone_nor_a_success() {
     let mut w = World::new(&init(&[]));
@@ -303,10 +304,10 @@ fn a_crash_during_the_settle_then_an_overwrite_is_neither_redone_nor_a_success()
     assert!(failed.len() == 1 && failed[0].starts_with("cart.router.in: cannot tell whether the reset landed"));
 }
 
-/// Without an overwrite, the rebuilt machine settles by the markers, waits out the settle, reads
+/// Without an overwrite, the rebuilt machine resolves the intent by the markers, waits out the settle, reads
 /// again and reports the reset: one commit, six Kafka calls.
 #[test]
-fn a_crash_during_the_settle_is_settled_and_verified_without_a_second_commit() {
+fn a_crash_during_the_settle_is_resolved_and_verified_without_a_second_commit() {
     let mut w = World::new(&init(&[]));
     w.write_request(1, Ask::Router);
     assert_eq!(w.reconcile(Some(4)), Reconciled::Crashed { effects: 4 });
@@ -351,11 +352,11 @@ fn without_a_settle_a_partition_seen_after_a_restart_is_named() {
     assert_eq!(notes(&w, "ResetPartitionsAdded").len(), 1);
 }
 
-/// A restarted operator settles an intent by the markers during a short Kafka outage: each read
+/// A restarted operator resolves an intent by the markers during a short Kafka outage: each read
 /// that times out is read again after the backoff (1 s, 2 s, 4 s, 8 s), not at once, so the outage
-/// does not use up the reads; the read after it settles the group, which is never committed again.
+/// does not use up the reads; the read after it resolves the group, which is never committed again.
 #[test]
-fn settle_reads_that_time_out_are_read_again_after_the_backoff() {
+fn reads_resolving_an_intent_that_time_out_are_read_again_after_the_backoff() {
     use flow_core::reset::{WAIT_RECHECK, backoff};
     use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! The whole kind, one test each, on the real broker, API server and binaries:
 //! - the request itself (inspection), then the lag sampler and `/metrics` for several intervals, then
 //!   `flow reset status`;
-//! - the read-back (settling) of a request whose operator crashed after its intent, the topic deleted
+//! - the read-back (resolving the outcome) of a request whose operator crashed after its intent, the topic deleted
 //!   meanwhile;
 //! - the commit, the topic deleted while the operator pauses between intent and commit.
 //!

@@ -318,8 +318,8 @@ impl Watch<'_> {
 ///
 /// Expected while the stray is there: the offsets stay the group's own under the fence (read back on
 /// every look), never a "to earliest" event, and the operator treats the refusal as consumers still
-/// active: a transient failure, so it looks at the group again (core/src/reset.rs: a transient commit
-/// failure is settled by reading the offsets, which still carry the fence, so the group goes back to
+/// active: a transient failure, so it looks at the group again (core/src/reset: a transient commit
+/// failure is resolved by reading the offsets, which still carry the fence, so the group goes back to
 /// inspection, where the member is seen and the group waits for it, looked at again every 5 s, however
 /// long it stays).
 ///

@@ -18,7 +18,7 @@ fn request_id(o: &std::process::Output) -> String {
 }
 
 /// The operator crashes right after a group's commit, before the done write; the streamlet then reads
-/// `records` records and commits; a restarted operator settles the request. Returns the committed
+/// `records` records and commits; a restarted operator finishes the request. Returns the committed
 /// offsets the streamlet left, and the request id.
 fn crash_after_commit_then_read(ns: &str, records: u64) -> (std::collections::BTreeMap<i32, Option<i64>>, String) {
     let mut op = cart_scenario(ns, 0, &[("FLOW_FAULT_CRASH_AT", "after-commit")]);

@@ -232,7 +232,7 @@ fn f1_a_terminating_pod_that_commits_on_close_holds_the_reset_until_it_is_gone()
         after_close.iter().filter_map(|(p, o)| o.as_ref().map(|(o, _)| (*p, *o))).collect();
     assert_eq!(entry["offsetsBefore"], json_offsets(&before), "{entry}");
 
-    // Settled: nothing wrote over the reset, and it ran once.
+    // After the settle: nothing wrote over the reset, and it ran once.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(kafka::committed(&g, topic, 3), want, "read back again after a settle");
     assert_eq!(event_notes(ns, "ResetOffsets").len(), 1);

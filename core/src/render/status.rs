@@ -1,18 +1,18 @@
 //! The status of a pipeline: its phase, a detail per streamlet and per topic, and the conditions.
 //!
 //! # Phase
-//! A streamlet is *settled* when its Deployment exists, carries the config hash just rendered and the
-//! resource's image, and has rolled out (`observedGeneration >= generation`, `updatedReplicas >=
-//! replicas`). Its detail is `rolling out` until it is settled, then `<ready> of <desired> ready`
-//! while fewer replicas are ready than desired, then empty.
+//! A streamlet is *rolled out* when its Deployment exists, carries the config hash just rendered and
+//! the resource's image, and its rollout has finished (`observedGeneration >= generation`,
+//! `updatedReplicas >= replicas`). Its detail is `rolling out` until then, then
+//! `<ready> of <desired> ready` while fewer replicas are ready than desired, then empty.
 //!
 //! A topic that exists in Kafka shows `exists: true`. A managed topic that does not exist (or whose
 //! Kafka could not be reached) is created by this reconcile, so it shows `exists: true` with
 //! `created by the operator`. An unmanaged topic that is missing shows `exists: false` with
 //! `topic '<kafka-name>' does not exist`, or `Kafka unreachable: <reason>`.
 //!
-//! The phase is `Degraded` when a topic does not exist; else `Ready` when every streamlet is settled
-//! with all its replicas ready; else `Pending` while a streamlet is not settled; else `Degraded`. A
+//! The phase is `Degraded` when a topic does not exist; else `Ready` when every streamlet is rolled
+//! out with all its replicas ready; else `Pending` while a streamlet is not rolled out; else `Degraded`. A
 //! refused resource is `Failed`. The detail joins the missing topics' details and the streamlets'
 //! `<name>: <detail>` with `; `.
 //!
@@ -73,31 +73,31 @@ pub struct ObservedDeployment {
     pub ready_replicas: i32,
 }
 
-/// A streamlet's status, and whether it is settled.
+/// A streamlet's status, and whether it is rolled out.
 pub(crate) fn streamlet_status(
     s: &StreamletSpec,
     rendered_hash: &str,
     observed: Option<&ObservedDeployment>,
 ) -> (StreamletStatus, bool) {
     let wanted_image = (!s.builtin).then_some(s.image.as_str());
-    let settled = observed.is_some_and(|d| {
+    let rolled_out = observed.is_some_and(|d| {
         d.config_hash.as_deref() == Some(rendered_hash)
             && d.process_image.as_deref() == wanted_image
             && d.observed_generation >= d.generation
             && d.updated_replicas >= s.replicas
     });
     let ready = observed.map_or(0, |d| d.ready_replicas);
-    let detail = if !settled {
+    let detail = if !rolled_out {
         "rolling out".to_string()
     } else if ready < s.replicas {
         format!("{ready} of {} ready", s.replicas)
     } else {
         String::new()
     };
-    (StreamletStatus { name: s.name.clone(), desired: s.replicas, ready, detail }, settled)
+    (StreamletStatus { name: s.name.clone(), desired: s.replicas, ready, detail }, rolled_out)
 }
 
-/// Phase and detail from the streamlets (with whether each is settled) and the topics.
+/// Phase and detail from the streamlets (with whether each is rolled out) and the topics.
 pub(crate) fn phase(streamlets: &[(StreamletStatus, bool)], topics: &[TopicStatus]) -> (Phase, String) {
     let mut details: Vec<String> = topics.iter().filter(|t| !t.exists).map(|t| t.detail.clone()).collect();
     details.extend(
@@ -105,9 +105,9 @@ pub(crate) fn phase(streamlets: &[(StreamletStatus, bool)], topics: &[TopicStatu
     );
     let phase = if topics.iter().any(|t| !t.exists) {
         Phase::Degraded
-    } else if streamlets.iter().all(|(s, settled)| *settled && s.ready >= s.desired) {
+    } else if streamlets.iter().all(|(s, rolled_out)| *rolled_out && s.ready >= s.desired) {
         Phase::Ready
-    } else if streamlets.iter().any(|(_, settled)| !settled) {
+    } else if streamlets.iter().any(|(_, rolled_out)| !rolled_out) {
         Phase::Pending
     } else {
         Phase::Degraded

@@ -22,25 +22,25 @@ fn topic(id: &str, exists: bool, detail: &str) -> TopicStatus {
 }
 
 #[test]
-fn a_streamlet_is_settled_only_with_the_new_hash_image_and_a_finished_rollout() {
+fn a_streamlet_is_rolled_out_only_with_the_new_hash_image_and_a_finished_rollout() {
     let s = streamlet("router", 3, &[]);
     let image = s.image.clone();
-    let settled = |d: Option<&ObservedDeployment>| streamlet_status(&s, "h", d);
-    assert_eq!(settled(None).0.detail, "rolling out");
-    assert!(!settled(None).1);
-    assert!(settled(Some(&deployment("h", &image, 2, 2, 3, 3))).1);
-    assert_eq!(settled(Some(&deployment("h", &image, 2, 2, 3, 3))).0.detail, "");
+    let rolled_out = |d: Option<&ObservedDeployment>| streamlet_status(&s, "h", d);
+    assert_eq!(rolled_out(None).0.detail, "rolling out");
+    assert!(!rolled_out(None).1);
+    assert!(rolled_out(Some(&deployment("h", &image, 2, 2, 3, 3))).1);
+    assert_eq!(rolled_out(Some(&deployment("h", &image, 2, 2, 3, 3))).0.detail, "");
     for not in [
         deployment("old", &image, 2, 2, 3, 3),
         deployment("h", "other:1", 2, 2, 3, 3),
         deployment("h", &image, 3, 2, 3, 3),
         deployment("h", &image, 2, 2, 2, 3),
     ] {
-        let (st, ok) = settled(Some(&not));
+        let (st, ok) = rolled_out(Some(&not));
         assert!(!ok, "{not:?}");
         assert_eq!(st.detail, "rolling out");
     }
-    let (st, ok) = settled(Some(&deployment("h", &image, 2, 2, 3, 1)));
+    let (st, ok) = rolled_out(Some(&deployment("h", &image, 2, 2, 3, 1)));
     assert!(ok);
     assert_eq!((st.desired, st.ready, st.detail.as_str()), (3, 1, "1 of 3 ready"));
 }
@@ -69,7 +69,7 @@ fn phase_rules() {
     assert_eq!(phase(&[], &[]), (Phase::Ready, String::new()));
     assert_eq!(phase(&[ok.clone(), rolling.clone()], &present_only), (Phase::Pending, "b: rolling out".into()));
     assert_eq!(phase(&[ok, short.clone()], &present_only), (Phase::Degraded, "c: 1 of 3 ready".into()));
-    // not settled wins over too few ready
+    // not rolled out wins over too few ready
     assert_eq!(phase(&[rolling.clone(), short.clone()], &[]).0, Phase::Pending);
     // a missing topic wins over everything, and comes first in the detail
     assert_eq!(
