@@ -11,36 +11,50 @@ pub fn flow(args: &[&str]) -> Output {
     Command::new(bin("flow")).args(args).env("KUBECONFIG", &bed().kubeconfig).output().expect("flow runs")
 }
 
+/// One streamlet of a pipeline of a test's own: its name, the Kafka topic its inlet `in` reads, the
+/// cluster of that topic (`shop` is the test bed's broker), and its replicas.
+#[derive(Clone, Copy, Debug)]
+pub struct Streamlet<'a> {
+    /// The streamlet's name.
+    pub name: &'a str,
+    /// The Kafka topic its inlet `in` reads.
+    pub topic: &'a str,
+    /// The Kafka cluster of that topic (`kafka-cluster-<cluster>` in `ankka-flow`).
+    pub cluster: &'a str,
+    /// Its replicas.
+    pub replicas: i32,
+}
+
 /// A pipeline of one's own in namespace `ns`, as YAML: the real `flow generate` on a blueprint named
-/// `pipeline` whose streamlets, given as (name, topic, replicas), each run the cart example's
-/// `cart-router` descriptor and read their own unmanaged topic of the test bed's cluster `shop`
-/// through inlet `in` (consumer group `<pipeline>.<name>.in`).
-pub fn own_pipeline_yaml(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) -> String {
+/// `pipeline` whose streamlets each run the cart example's `cart-router` descriptor and read their
+/// own unmanaged topic through inlet `in` (consumer group `<pipeline>.<name>.in`), outlets left
+/// unconnected, with each streamlet's replicas from a deploy-time file.
+pub fn pipeline_yaml(ns: &str, pipeline: &str, streamlets: &[Streamlet]) -> String {
     let dir = bed().root.join("target/e2e-ledgers").join(format!("own-{pipeline}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("flow")).expect("blueprint dir");
     std::fs::copy(bed().root.join("examples/cart/flow/cart-router.json"), dir.join("flow/cart-router.json"))
         .expect("descriptor");
     let mut bp = format!("blueprint {{\n  name = {pipeline}\n  streamlets {{\n");
-    for (name, _, _) in streamlets {
-        bp += &format!("    {name} = cart-router\n");
+    for x in streamlets {
+        bp += &format!("    {} = cart-router\n", x.name);
     }
     bp += "  }\n  topics {\n";
-    for (name, topic, _) in streamlets {
+    for Streamlet { name, topic, cluster, .. } in streamlets {
         bp += &format!(
-            "    t-{name} {{\n      managed = false\n      topic.name = \"{topic}\"\n      cluster = shop\n      \
+            "    t-{name} {{\n      managed = false\n      topic.name = \"{topic}\"\n      cluster = {cluster}\n      \
              consumers = [{name}.in]\n      consumer-config {{ auto.offset.reset = earliest }}\n    }}\n"
         );
     }
     bp += "  }\n}\n";
     std::fs::write(dir.join("blueprint.conf"), bp).expect("blueprint");
     let conf: String =
-        streamlets.iter().map(|(name, _, n)| format!("flow.streamlets.{name} {{ replicas = {n} }}\n")).collect();
+        streamlets.iter().map(|x| format!("flow.streamlets.{} {{ replicas = {} }}\n", x.name, x.replicas)).collect();
     std::fs::write(dir.join("replicas.conf"), conf).expect("conf");
     let mut args: Vec<String> =
         ["generate", "blueprint.conf", "--descriptors", "flow", "--conf", "replicas.conf"].map(String::from).to_vec();
-    for (name, _, _) in streamlets {
-        args.extend(["--image".to_string(), format!("{name}=registry.example.com/cart-router:1.2")]);
+    for x in streamlets {
+        args.extend(["--image".to_string(), format!("{}=registry.example.com/cart-router:1.2", x.name)]);
     }
     args.extend(["-n".to_string(), ns.to_string()]);
     let o = Command::new(bin("flow")).args(&args).current_dir(&dir).output().expect("flow runs");
@@ -48,12 +62,27 @@ pub fn own_pipeline_yaml(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i3
     String::from_utf8(o.stdout).expect("UTF-8")
 }
 
-/// Applies [`own_pipeline_yaml`] and waits until the pipeline has exactly as many pods, all Running,
-/// as its replicas.
-pub fn apply_own_pipeline(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) {
-    kubectl_apply(&own_pipeline_yaml(ns, pipeline, streamlets));
-    let want: usize = streamlets.iter().map(|(_, _, n)| usize::try_from(*n).unwrap_or(0)).sum();
+/// Applies [`pipeline_yaml`] and waits until the pipeline has exactly as many pods, all Running, as
+/// its replicas.
+pub fn apply_pipeline(ns: &str, pipeline: &str, streamlets: &[Streamlet]) {
+    kubectl_apply(&pipeline_yaml(ns, pipeline, streamlets));
+    let want: usize = streamlets.iter().map(|x| usize::try_from(x.replicas).unwrap_or(0)).sum();
     wait_until("the pipeline's pods", Duration::from_secs(60), || {
         (running_pipeline_pods(ns, pipeline) == want && pipeline_pods(ns, pipeline).len() == want).then_some(())
     });
+}
+
+/// The streamlets (name, topic, replicas), each reading its topic on the test bed's cluster `shop`.
+fn on_shop<'a>(streamlets: &[(&'a str, &'a str, i32)]) -> Vec<Streamlet<'a>> {
+    streamlets.iter().map(|&(name, topic, replicas)| Streamlet { name, topic, cluster: "shop", replicas }).collect()
+}
+
+/// [`pipeline_yaml`] of streamlets given as (name, topic, replicas) on the test bed's cluster `shop`.
+pub fn own_pipeline_yaml(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) -> String {
+    pipeline_yaml(ns, pipeline, &on_shop(streamlets))
+}
+
+/// [`apply_pipeline`] of streamlets given as (name, topic, replicas) on the test bed's cluster `shop`.
+pub fn apply_own_pipeline(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) {
+    apply_pipeline(ns, pipeline, &on_shop(streamlets));
 }
