@@ -9,7 +9,7 @@ use flow_adapters::owned;
 use flow_adapters::topics::{Created, Deleted};
 use flow_core::connection::KafkaConnection;
 use flow_core::events::{Event, EventType};
-use flow_core::render::plan::{self, Action, Deletion, FINALIZER, FinalizerChange, Plan, Refusal, StreamletStep};
+use flow_core::render::plan::{self, Action, Deletion, FINALIZER, Plan, Refusal, StreamletStep};
 use flow_core::render::status::ApplyOutcome;
 use flow_core::resource::AnkkaFlow;
 use futures::{StreamExt, TryStreamExt};
@@ -90,38 +90,16 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
 /// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
 /// the steps after it were not carried out. The outcome goes into the `Applied` condition.
 pub async fn plan(ctx: &Context, flow: &AnkkaFlow, p: &Plan, conns: &Connections) -> Result<(), (Error, ApplyOutcome)> {
-    let mut before = Vec::new();
-    match p.finalizer {
-        FinalizerChange::Add => before.push(Action::AddFinalizer),
-        FinalizerChange::Remove => before.push(Action::RemoveFinalizer),
-        FinalizerChange::Keep => {}
-    }
-    for (create, events) in &p.topics {
-        if let Some(c) = create {
-            before.push(Action::CreateTopic(c));
-            before.push(Action::Record(&c.event));
-        }
-        before.extend(events.iter().map(Action::Record));
-    }
-    before.push(Action::ApplyServiceAccount(&p.service_account));
-    before.push(Action::ApplyRole(&p.role));
-    before.push(Action::ApplyRoleBinding(&p.role_binding));
     let outcome: Result<(), (Action<'_>, String)> = async {
-        for action in before {
+        for action in p.setup_actions() {
             step(ctx, flow, action, conns).await?;
         }
         // Collected first: a stream over a lazy map of borrowing futures trips the compiler's
         // higher-ranked lifetime check.
         let each: Vec<_> = p.streamlets.iter().map(|s| streamlet(ctx, flow, s, conns)).collect();
         futures::stream::iter(each).buffer_unordered(STREAMLET_CONCURRENCY).try_collect::<Vec<()>>().await?;
-        for r in &p.removals {
-            if let Some(d) = &r.deployment {
-                step(ctx, flow, Action::DeleteDeployment(d), conns).await?;
-            }
-            if let Some(s) = &r.secret {
-                step(ctx, flow, Action::DeleteSecret(s), conns).await?;
-            }
-            step(ctx, flow, Action::Record(&r.event), conns).await?;
+        for action in p.removal_actions() {
+            step(ctx, flow, action, conns).await?;
         }
         Ok(())
     }
@@ -143,10 +121,8 @@ async fn streamlet<'p>(
     s: &'p StreamletStep,
     conns: &Connections,
 ) -> Result<(), (Action<'p>, String)> {
-    step(ctx, flow, Action::ApplySecret(&s.rendered.secret), conns).await?;
-    step(ctx, flow, Action::ApplyDeployment(&s.rendered.deployment), conns).await?;
-    if let Some(e) = &s.rolled {
-        step(ctx, flow, Action::Record(e), conns).await?;
+    for action in s.actions() {
+        step(ctx, flow, action, conns).await?;
     }
     Ok(())
 }

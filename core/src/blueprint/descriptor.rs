@@ -18,6 +18,7 @@ mod canonical;
 mod problem;
 
 use canonical::write_canonical;
+pub(crate) use canonical::write_json_string;
 pub use problem::DescriptorProblem;
 
 /// The protocol version this platform speaks, `MAJOR.MINOR`.

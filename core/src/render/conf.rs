@@ -12,6 +12,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+use crate::blueprint::descriptor::write_json_string;
+
 /// Where a built-in stage finds the credentials of its Neo4j Secret (the Secret is mounted there).
 pub const NEO4J_CREDENTIALS_DIR: &str = "/etc/flow/neo4j";
 
@@ -186,28 +188,6 @@ fn compact_sorted(v: &Value, out: &mut String) {
             out.push('}');
         }
     }
-}
-
-/// A JSON string: `"` and `\` escaped, control characters as `\n`, `\t`… or `\u00XX`, the rest
-/// (non-ASCII included) literal.
-fn write_json_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

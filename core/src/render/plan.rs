@@ -199,6 +199,17 @@ pub struct StreamletStep {
     pub rolled: Option<Event>,
 }
 
+impl StreamletStep {
+    /// Its steps, in order: its Secret, its Deployment, and `StreamletRolled`. The steps of different
+    /// streamlets may run concurrently.
+    pub fn actions(&self) -> Vec<Action<'_>> {
+        let mut a =
+            vec![Action::ApplySecret(&self.rendered.secret), Action::ApplyDeployment(&self.rendered.deployment)];
+        a.extend(self.rolled.iter().map(Action::Record));
+        a
+    }
+}
+
 /// A streamlet no longer in the resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Removal {
@@ -302,6 +313,15 @@ impl Plan {
     /// streamlet its Secret, Deployment and `StreamletRolled`, and per removed streamlet its
     /// Deployment, Secret and `StreamletRemoved`.
     pub fn actions(&self) -> Vec<Action<'_>> {
+        let mut a = self.setup_actions();
+        a.extend(self.streamlets.iter().flat_map(StreamletStep::actions));
+        a.extend(self.removal_actions());
+        a
+    }
+
+    /// The steps before any streamlet's: the finalizer, the topics (each creation followed by its
+    /// `TopicCreated`, then the topic's warnings), the ServiceAccount, Role and RoleBinding.
+    pub fn setup_actions(&self) -> Vec<Action<'_>> {
         let mut a = Vec::new();
         match self.finalizer {
             FinalizerChange::Add => a.push(Action::AddFinalizer),
@@ -318,13 +338,13 @@ impl Plan {
         a.push(Action::ApplyServiceAccount(&self.service_account));
         a.push(Action::ApplyRole(&self.role));
         a.push(Action::ApplyRoleBinding(&self.role_binding));
-        for s in &self.streamlets {
-            a.push(Action::ApplySecret(&s.rendered.secret));
-            a.push(Action::ApplyDeployment(&s.rendered.deployment));
-            if let Some(e) = &s.rolled {
-                a.push(Action::Record(e));
-            }
-        }
+        a
+    }
+
+    /// The steps after every streamlet's: per removed streamlet its Deployment, Secret and
+    /// `StreamletRemoved`.
+    pub fn removal_actions(&self) -> Vec<Action<'_>> {
+        let mut a = Vec::new();
         for r in &self.removals {
             if let Some(d) = &r.deployment {
                 a.push(Action::DeleteDeployment(d));

@@ -10,7 +10,7 @@ pub(super) fn write_canonical(v: &Value, indent: usize, out: &mut String) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => write_string(s, out),
+        Value::String(s) => write_json_string(s, out),
         Value::Array(items) if items.is_empty() => out.push_str("[]"),
         Value::Array(items) => {
             out.push_str("[\n");
@@ -38,7 +38,7 @@ pub(super) fn write_canonical(v: &Value, indent: usize, out: &mut String) {
                     out.push_str(",\n");
                 }
                 pad(indent + 2, out);
-                write_string(k, out);
+                write_json_string(k, out);
                 out.push_str(": ");
                 write_canonical(v, indent + 2, out);
             }
@@ -49,7 +49,9 @@ pub(super) fn write_canonical(v: &Value, indent: usize, out: &mut String) {
     }
 }
 
-fn write_string(s: &str, out: &mut String) {
+/// A JSON string: `"` and `\` escaped, control characters as `\n`, `\t`… or `\u00XX`, the rest
+/// (non-ASCII included) literal. The one string writer of descriptors and of `streamlet.conf`.
+pub(crate) fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
