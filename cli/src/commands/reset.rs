@@ -25,6 +25,7 @@ pub mod undo;
 /// Arguments of `flow reset`.
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(group(clap::ArgGroup::new("waits").args(["wait", "dry_run"]).multiple(true)))]
 pub struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
@@ -71,9 +72,9 @@ pub struct Args {
     /// print its status, and exit with a code that says how it ended.
     #[arg(long)]
     wait: bool,
-    /// With --wait: give up waiting after this long (30s, 5m, 1h30m); the request stays and the
-    /// operator carries it on. Default: wait as long as it takes.
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = humantime::parse_duration)]
+    /// With --wait or --dry-run: give up waiting after this long (30s, 5m, 1h30m); the request
+    /// stays and the operator carries it on. Default: wait as long as it takes.
+    #[arg(long, value_name = "DURATION", requires = "waits", value_parser = humantime::parse_duration)]
     timeout: Option<Duration>,
     /// Output format: text (the request line), json or yaml (the request; with --wait, the final
     /// status as `flow reset status` prints it).
@@ -170,7 +171,8 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
                         }
                         plan::render(&planned, format)
                     };
-                    return status::wait_with(&cluster, &ns, &pipeline, &request.id, None, args.output, render).await;
+                    return status::wait_with(&cluster, &ns, &pipeline, &request.id, args.timeout, args.output, render)
+                        .await;
                 }
                 if !args.wait {
                     return Ok(Output::from(match args.output {

@@ -331,3 +331,19 @@ fn a_plan_moves_a_group_whose_offsets_are_as_planned_and_refuses_one_whose_moved
         )]
     );
 }
+
+#[test]
+fn a_group_reset_to_a_time_is_read_back_at_its_new_offsets_not_the_log_start() {
+    let mut m = ResetMachine::new(to_time(), None, vec![]);
+    inspect(&mut m, seen());
+    m.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    let e = drain(&mut m);
+    let Some(Effect::CommitOffsets { offsets, .. }) = e.iter().find(|e| matches!(e, Effect::CommitOffsets { .. }))
+    else {
+        panic!("a commit: {e:?}")
+    };
+    let read = offsets.iter().map(|(p, o)| (*p, Some(*o))).collect();
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
+    let message = &m.status().groups[0].message;
+    assert!(message.starts_with("read back at its new offsets; reading them again after the settle"), "{message}");
+}

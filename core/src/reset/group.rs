@@ -427,10 +427,12 @@ fn verified(
                 Err(reason) => {
                     // The reset landed and read back once, but whether it held is unknown: never a
                     // success.
+                    let at =
+                        if cx.destination.describe().is_some() { "its new offsets" } else { "the log start offsets" };
                     let reason = format!(
-                        "the reset was committed and read back at the log start offsets, but reading the offsets \
-                         again after the settle failed: {reason}; check that a consumer did not move them \
-                         (kafka-consumer-groups --describe --group {}) and request a new reset if one did",
+                        "the reset was committed and read back at {at}, but reading the offsets again after the \
+                         settle failed: {reason}; check that a consumer did not move them (kafka-consumer-groups \
+                         --describe --group {}) and request a new reset if one did",
                         target.group
                     );
                     finish(target, failure(target, reason), cx)

@@ -20,6 +20,12 @@ impl ResetMachine {
         let mut status = self.unbounded_status();
         status.detail = fit_note(&status.detail);
         status.to = self.destination.describe();
+        if status.to.is_some() {
+            // Not to the earliest offsets: a group verifying reads back at its new offsets.
+            for g in &mut status.groups {
+                g.message = g.message.replace("read back at the log start offsets", "read back at its new offsets");
+            }
+        }
         status.dry_run = self.dry_run;
         status
     }
