@@ -198,3 +198,23 @@ fn two_hundred_groups_fit_whatever_their_partitions() {
     assert_eq!(size(&large) - size(&small), 200 * 3 * 2, "{} / {}", size(&small), size(&large));
     assert!(size(&small) < 48 * 1024, "{} bytes", size(&small));
 }
+
+#[test]
+fn a_summary_whose_commit_landed_on_some_partitions_only_fails_naming_a_bounded_number() {
+    let mut m = from_summary();
+    let (fence, reset) = (fence_marker(ID), reset_marker(ID));
+    let half: Positions = (0..PARTITIONS).map(|p| (p, if p < 500 { at(0, &reset) } else { at(20, &fence) })).collect();
+    m.handle(Input::Read { group: router(), result: Ok(half) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::InspectGroup(_))), "{e:?}");
+    let Some(Effect::PersistOutcome { outcome: GroupOutcome::Failed { reason, .. }, .. }) = e.first() else {
+        panic!("{e:?}")
+    };
+    assert!(
+        reason.starts_with(
+            "the reset commit landed on some partitions only; Kafka holds now: partition 0 at 0 (this reset)"
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("and 980 more partition(s)"), "{reason}");
+}

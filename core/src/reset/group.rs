@@ -59,6 +59,14 @@ pub enum GroupPhase {
         /// The intent committed.
         intent: Intent,
     },
+    /// The commit failed for good (or landed on only some partitions): reading what the group holds
+    /// now, partition by partition, to report it with the failure.
+    Reporting {
+        /// Why the group fails.
+        reason: String,
+        /// The intent whose commit failed.
+        intent: Intent,
+    },
     /// Finished.
     Finished(GroupOutcome),
 }
@@ -126,6 +134,13 @@ pub(super) fn advance(target: &InletTarget, phase: GroupPhase, input: GroupInput
         }
         (P::Verifying { retry, intent }, In::Read(result)) if retry.next.is_none() => {
             verified(target, retry, intent, result, cx)
+        }
+        (P::Reporting { reason, intent }, In::Read(result)) => {
+            let held = match result {
+                Ok(read) => format!("; Kafka holds now: {}", holdings(&intent, &read, cx.id)),
+                Err(f) => format!("; what the group holds now could not be read: {}", f.reason),
+            };
+            finish(target, failure(target, reason + &held), cx)
         }
         (phase, _) => phase,
     }
@@ -262,8 +277,9 @@ fn read_back(
     cx: &mut Cx<'_>,
 ) -> GroupPhase {
     match result {
-        // A final answer (authorization, unknown topic) means the commit was refused.
-        Err(f) if !f.transient() => finish(target, failure(target, f.reason), cx),
+        // A final answer (authorization, unknown topic, a commit refused on some partitions): the
+        // group fails, with what Kafka holds now, which a partial commit may have changed.
+        Err(f) if !f.transient() => report(target, f.reason, intent, cx),
         // Transient: a timeout may hide a commit that landed, and a refusal (members joined) may
         // follow one that did; learn from Kafka before anything else.
         Err(f) => {
@@ -331,7 +347,21 @@ fn recovered(
         .target
         .keys()
         .any(|p| matches!((intent.before.get(p).copied().flatten(), at(p)), (Some(b), Some(pos)) if pos.offset < b));
-    if fenced && !landed_untouched {
+    // Only the operator's commits since the fence: each partition at its target under the reset
+    // marker, or as the fence left it, and some of each: the commit landed on some partitions only.
+    let ours = |p: &i32, o: &i64| match (at(p), intent.before.get(p).copied().flatten()) {
+        (Some(pos), _) if pos.offset == *o && pos.metadata == reset => Some(true),
+        (Some(pos), Some(b)) if pos.offset == b && pos.metadata == fence => Some(false),
+        (None, None) => Some(false),
+        _ => None,
+    };
+    let marks: Option<Vec<bool>> = intent.target.iter().map(|(p, o)| ours(p, o)).collect();
+    let partial = marks.is_some_and(|m| m.contains(&true) && m.contains(&false));
+    if partial {
+        let reason = "the reset commit landed on some partitions only".to_string();
+        let held = holdings(&intent, &read, cx.id);
+        finish(target, failure(target, format!("{reason}; Kafka holds now: {held}; request a new reset")), cx)
+    } else if fenced && !landed_untouched {
         never_landed(target, retry, cx)
     } else if landed_untouched {
         // Landed, and no consumer committed since: wait the settle and read again, as after a
@@ -351,6 +381,33 @@ fn recovered(
                       read its input again, request a new reset";
         finish(target, failure(target, reason.to_string()), cx)
     }
+}
+
+/// The group fails for `reason`, once what it holds now has been read and added to it.
+fn report(target: &InletTarget, reason: String, intent: Intent, cx: &mut Cx<'_>) -> GroupPhase {
+    cx.emit(Effect::ReadCommitted(target.clone()));
+    GroupPhase::Reporting { reason, intent }
+}
+
+/// What the group holds on each partition of `intent`, and whose commit it is (at most
+/// [`NAMED_PARTITIONS`] named, the rest counted): `partition 0 at 0 (this reset)`, `partition 1 at
+/// 20 (its fence)`, `partition 2 at 7 (another commit)`, `partition 3 has no offset`.
+fn holdings(intent: &Intent, read: &Positions, id: &str) -> String {
+    let (fence, reset) = (fence_marker(id), reset_marker(id));
+    let mut partitions: Vec<i32> = intent.target.keys().copied().collect();
+    if partitions.is_empty() {
+        partitions = read.keys().copied().collect();
+    }
+    let items: Vec<String> = partitions
+        .iter()
+        .map(|p| match read.get(p).cloned().flatten() {
+            Some(pos) if pos.metadata == reset => format!("partition {p} at {} (this reset)", pos.offset),
+            Some(pos) if pos.metadata == fence => format!("partition {p} at {} (its fence)", pos.offset),
+            Some(pos) => format!("partition {p} at {} (another commit)", pos.offset),
+            None => format!("partition {p} has no offset"),
+        })
+        .collect();
+    named(&items)
 }
 
 /// The commit of an intent never landed: the group starts again from inspection; after a failed
@@ -388,6 +445,12 @@ fn recovered_by_markers(
         return never_landed(target, retry, cx);
     }
     let covered = u32::try_from(landed.len()).unwrap_or(u32::MAX);
+    if covered < intent.partitions && read.values().all(|p| marked(p, &fence) || marked(p, &reset)) {
+        let held = holdings(&intent, read, cx.id);
+        let reason =
+            format!("the reset commit landed on some partitions only; Kafka holds now: {held}; request a new reset");
+        return finish(target, failure(target, reason), cx);
+    }
     if covered >= intent.partitions && read.values().all(|p| marked(p, &reset)) {
         let added = read.keys().filter(|p| !landed.contains_key(p)).copied().collect();
         let found = Intent { target: landed, ..intent };

@@ -125,6 +125,11 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
             };
             with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
         }
+        GroupPhase::Reporting { reason, intent } => {
+            g.outcome = GroupStage::Committing;
+            g.message = format!("{reason}; reading what the group holds now");
+            with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
+        }
         GroupPhase::Verifying { intent, retry } => {
             g.outcome = GroupStage::Verifying;
             g.message = match &retry.last_error {

@@ -952,3 +952,63 @@ fn a_commit_refused_because_members_joined_backs_off_showing_kafkas_reason_then_
     m.handle(Input::Tick, T0.after(backoff(1)));
     assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
 }
+
+/// What Kafka holds after the reset commit of [`ID`] landed on partition 0 only (1 still under the
+/// fence, 2 without an offset, as before).
+fn partial_read() -> Positions {
+    BTreeMap::from([(0, pos(0, &reset_marker(ID))), (1, pos(60, &fence_marker(ID))), (2, None)])
+}
+
+#[test]
+fn a_commit_refused_for_good_reports_what_kafka_holds_per_partition() {
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    inspect_and_fence(&mut m);
+    let refused = KafkaFailure::unknown_topic(
+        "the commit failed on 2 of 3 partition(s) of 'shop.cart-events.v1' (partition 1: Broker: Unknown topic or \
+         partition; partition 2: Broker: Unknown topic or partition)",
+    );
+    m.handle(Input::ReadBack { group: router(), result: Err(refused) }, T0);
+    // Not failed yet: what the group holds now is read first.
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    let g = &m.status().groups[0];
+    assert_eq!(g.outcome, GroupStage::Committing);
+    assert!(g.message.ends_with("; reading what the group holds now"), "{g:?}");
+    m.handle(Input::Read { group: router(), result: Ok(partial_read()) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::Fence { .. })), "{e:?}");
+    assert_eq!(
+        reasons(&e),
+        ["ResetOffsetsFailed: cart.router.in: the commit failed on 2 of 3 partition(s) of 'shop.cart-events.v1' \
+          (partition 1: Broker: Unknown topic or partition; partition 2: Broker: Unknown topic or partition); Kafka \
+          holds now: partition 0 at 0 (this reset), partition 1 at 60 (its fence), partition 2 has no offset"]
+    );
+
+    // What it holds cannot be read: said so, still failed.
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    inspect_and_fence(&mut m);
+    m.handle(Input::ReadBack { group: router(), result: Err(KafkaFailure::authorization("denied")) }, T0);
+    drain(&mut m);
+    m.handle(Input::Read { group: router(), result: Err(KafkaFailure::authorization("denied again")) }, T0);
+    assert_eq!(
+        reasons(&drain(&mut m)),
+        ["ResetOffsetsFailed: cart.router.in: denied; what the group holds now could not be read: denied again"]
+    );
+}
+
+#[test]
+fn recovering_a_commit_that_landed_on_some_partitions_only_is_a_failure_never_a_success() {
+    let mut m = resumed();
+    m.handle(Input::Read { group: router(), result: Ok(partial_read()) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::Fence { .. })), "{e:?}");
+    assert_eq!(
+        reasons(&e),
+        ["ResetOffsetsFailed: cart.router.in: the reset commit landed on some partitions only; Kafka holds now: \
+          partition 0 at 0 (this reset), partition 1 at 60 (its fence), partition 2 has no offset; request a new \
+          reset"]
+    );
+}
