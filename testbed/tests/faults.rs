@@ -219,3 +219,37 @@ fn a_full_ledger_disk_degrades_to_the_status_and_never_blocks_a_reset() {
     assert_eq!(series(&metrics(&op), "ankka_flow_ledger_available"), Some(1.0));
     assert!(disk.0.join("ledger/conf").exists(), "the ledger was opened");
 }
+
+/// Each crash point of the reset (before a fence, after an intent is durable, after a commit, after
+/// an outcome is durable, before the done write): the operator dies there; a new one starts on the
+/// same ledger, or, where the ledger is lost as well, on an empty one, and finishes the request. One
+/// commit per group, no false success, whatever was durable when it died.
+#[test]
+fn each_crash_point_is_recovered_without_a_second_commit() {
+    let _serial = serial();
+    for (point, lose_ledger) in [
+        ("before-fence", false),
+        ("after-intent", true),
+        ("after-commit", false),
+        ("after-commit", true),
+        ("after-outcome", true),
+        ("before-done", false),
+    ] {
+        let ns = format!("faults-crash-{point}{}", if lose_ledger { "-lost" } else { "" });
+        let pipe = Pipe::new(&ns, "crash", &["a", "b"]);
+        let dir = fresh_dir(&ns);
+        let env = [("FLOW_WATCH_NAMESPACE", ns.as_str()), ("FLOW_FAULT_CRASH_AT", point)];
+        let mut first = Operator::start(&dir, &env);
+        let id = pipe.request();
+        assert_eq!(first.wait_exit(Duration::from_secs(60)), Some(86), "{point}: crashed there\n{}", first.log_text());
+        assert_eq!(annotation(&ns, "crash", flow_testbed::cart::DONE), None, "{point}: not done at the crash");
+        if lose_ledger {
+            std::fs::remove_dir_all(&dir).expect("lose the ledger");
+        }
+        let second = Operator::start(&dir, &[("FLOW_WATCH_NAMESPACE", ns.as_str())]);
+        pipe.wait_done(&id, Duration::from_secs(60));
+        eprintln!("faults: crash at {point} (ledger lost: {lose_ledger}) recovered");
+        pipe.assert_reset_once(&id);
+        second.stop();
+    }
+}
