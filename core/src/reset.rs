@@ -93,7 +93,9 @@ pub use group::{GroupPhase, NAMED_PARTITIONS, outcome_event, outcome_events, wen
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,
 };
-pub use machine::{DEFAULT_SETTLE, Done, Group, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting};
+pub use machine::{
+    DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
+};
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, merge_progress, progress_from_status};
 pub use vocabulary::{

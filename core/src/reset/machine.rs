@@ -13,6 +13,10 @@ use crate::request::ResetRequest;
 use crate::resource::AnkkaFlowSpec;
 use crate::targets::{self, InletTarget, RunningProblem};
 
+/// Looks at a group with members one drive makes before it stops and the request is looked at again
+/// later (see [`ResetMachine::waits_for_members`]).
+pub const MEMBERS_IN_DRIVE: u32 = 3;
+
 /// How often a waiting request is looked at again.
 pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
 /// How long the machine waits, by default, after a group's commit reads back at its targets before
@@ -228,13 +232,19 @@ impl ResetMachine {
     }
 
     /// Whether the request is resetting and every group not finished waits, with nothing under way,
-    /// for members to leave it ([`super::FailureKind::MembersPresent`]): how long is up to them, so
-    /// the driver looks again later from a fresh read, as for a target that runs.
+    /// for members to leave it ([`super::FailureKind::MembersPresent`]), and has found them
+    /// [`MEMBERS_IN_DRIVE`] times: how long they stay is up to them, so the driver looks again later
+    /// from a fresh read, as for a target that runs. (The first looks, 1 s and 2 s apart, stay in
+    /// the drive: a member that is just leaving costs no round trip, and Kafka's own reason for a
+    /// refused commit stays in the status meanwhile.)
     #[must_use]
     pub fn waits_for_members(&self) -> bool {
         let State::Resetting(r) = &self.state else { return false };
         let mut waiting = r.groups.values().filter(|g| !matches!(g.phase, GroupPhase::Finished(_))).peekable();
-        waiting.peek().is_some() && waiting.all(|g| matches!(&g.phase, GroupPhase::Pending { retry } if retry.members))
+        waiting.peek().is_some()
+            && waiting.all(|g| {
+                matches!(&g.phase, GroupPhase::Pending { retry } if retry.members && retry.failures >= MEMBERS_IN_DRIVE)
+            })
     }
 
     /// Feeds one input observed at `now`.
