@@ -483,6 +483,57 @@ mod tests {
         assert_eq!((created.partitions, created.replication), (6, 1));
         assert_eq!(created.configs.get("retention.ms").map(String::as_str), Some("86400000"));
     }
+
+    /// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
+    fn clusters_without_shop() -> serde_json::Value {
+        fixtures::secret_list(vec![fixtures::secret(
+            "ankka-flow",
+            "kafka-cluster-default",
+            "shop",
+            &[("bootstrap.servers", SHOP), ("partitions", "3"), ("replicas", "1")],
+        )])
+    }
+
+    #[tokio::test]
+    async fn a_refused_pipeline_records_its_problem_writes_failed_and_applies_nothing() {
+        let kafka = Arc::new(FakeKafka::default());
+        let (ctx, handle) = fixtures::context(kafka.clone());
+        let flow = Arc::new(fixtures::cart());
+        let stored = serde_json::to_value(flow.as_ref()).unwrap();
+        let server = tokio::spawn(async move {
+            let mut api = ApiServer(handle);
+            // Fetch: the cluster Secrets, without the input topic's.
+            api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters_without_shop())
+                .await;
+            // Refuse: one Warning event for the problem, then one status write; nothing applied.
+            let event = api
+                .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", StatusCode::CREATED, json!({}))
+                .await;
+            assert_eq!(event.body["type"], "Warning");
+            assert_eq!(event.body["regarding"]["uid"], "5f0c1e2a-cart");
+            let note = event.body["note"].as_str().unwrap_or_default();
+            assert!(note.contains("kafka-cluster-shop"), "{note}");
+            let status = api
+                .expect_with(
+                    Method::PATCH,
+                    "/apis/flow.ankka.thinkmorestupidless.com/v1alpha1/namespaces/shop/ankkaflows/cart/status",
+                    StatusCode::OK,
+                    |body| {
+                        let mut answer = stored.clone();
+                        answer["status"] = body["status"].clone();
+                        answer
+                    },
+                )
+                .await;
+            assert_eq!(status.body["status"]["phase"], "Failed");
+            api.done().await;
+        });
+        let action =
+            tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
+        assert!(action.is_ok(), "{action:?}");
+        server.await.expect("the scenario holds");
+        assert_eq!(kafka.calls.lock().unwrap().clone(), Vec::<String>::new(), "Kafka is never asked");
+    }
 }
 
 #[cfg(test)]

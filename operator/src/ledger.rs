@@ -65,7 +65,7 @@ impl Ledger {
         }
     }
 
-    /// Writes `writes` to the records of request `id` of `owner`; whether they are durable in the
+    /// Writes `writes` to the progress of request `id` of `owner`; whether they are durable in the
     /// ledger (the status carries them either way).
     pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[ProgressWrite]) -> bool {
         let Some(db) = self.db() else { return false };
@@ -162,7 +162,7 @@ mod tests {
         assert!(l.put(owner, "u1", &write()));
         assert_eq!(l.progress(owner, "u1").map(|p| p.len()), Some(1));
         std::fs::remove_dir_all(&dir).expect("remove the ledger directory");
-        // The records went with the directory; the ledger works again in a new one.
+        // The progress went with the directory; the ledger works again in a new one.
         assert_eq!(l.progress(owner, "u1").map(|p| p.len()), Some(0));
         assert!(l.put(owner, "u1", &write()));
         assert!(dir.join(MARKER).exists());
