@@ -15,12 +15,12 @@
 //! operator's settle and second read-back) is in `commit_failures.rs`
 //! (`c4_offsets_reading_back_otherwise_than_committed_fail_the_group_naming_them`).
 //!
-//! The older F1 test in `cases.rs` (a bare Terminating pod, no consumer) checks the same refusal
+//! The older F1 test in `cases/running.rs` (a bare Terminating pod, no consumer) checks the same refusal
 //! without a container committing on close; it is kept as it is.
 //!
 //! F2's "Kafka stays decisive" variant (no pod at all, a live consumer outside Kubernetes: the reset
 //! waits, naming the member count and state) is case A1, covered by
-//! `cases.rs::a1_a_live_member_outside_kubernetes_makes_the_reset_wait_and_nothing_moves`; it is not
+//! `cases/activity.rs::a1_a_live_member_outside_kubernetes_makes_the_reset_wait_and_nothing_moves`; it is not
 //! repeated.
 
 use std::collections::BTreeMap;

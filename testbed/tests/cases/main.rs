@@ -35,7 +35,7 @@
 //!   does not run (a test-bed change), and is not covered.
 //! - F2 (a request pending when the operator starts, before its caches sync), and F1 with a
 //!   Terminating pod whose container commits on close: `running.rs`.
-//! - C5 (SASL/PLAIN): `security.rs`, on the test bed broker's SASL listener.
+//! - C5 (SASL/PLAIN): `security/`, on the test bed broker's SASL listener.
 //! - D1 and D5: `exactly_once.rs`.
 //!
 //! Not covered, and why:
