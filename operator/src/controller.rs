@@ -440,18 +440,7 @@ mod tests {
             assert_eq!(containers, ["sidecar", "process"]);
             assert_eq!(deployment.body["spec"]["replicas"], 1);
             // Status: one write, Pending while the Deployment rolls out.
-            let status = api
-                .expect_with(
-                    Method::PATCH,
-                    "/apis/flow.ankka.thinkmorestupidless.com/v1alpha1/namespaces/shop/ankkaflows/cart/status",
-                    StatusCode::OK,
-                    |body| {
-                        let mut answer = stored.clone();
-                        answer["status"] = body["status"].clone();
-                        answer
-                    },
-                )
-                .await;
+            let status = api.status_write(&stored).await;
             let s = &status.body["status"];
             assert_eq!(s["phase"], "Pending");
             assert_eq!(s["detail"], "router: rolling out");
@@ -513,18 +502,7 @@ mod tests {
             assert_eq!(event.body["regarding"]["uid"], "5f0c1e2a-cart");
             let note = event.body["note"].as_str().unwrap_or_default();
             assert!(note.contains("kafka-cluster-shop"), "{note}");
-            let status = api
-                .expect_with(
-                    Method::PATCH,
-                    "/apis/flow.ankka.thinkmorestupidless.com/v1alpha1/namespaces/shop/ankkaflows/cart/status",
-                    StatusCode::OK,
-                    |body| {
-                        let mut answer = stored.clone();
-                        answer["status"] = body["status"].clone();
-                        answer
-                    },
-                )
-                .await;
+            let status = api.status_write(&stored).await;
             assert_eq!(status.body["status"]["phase"], "Failed");
             api.done().await;
         });

@@ -141,6 +141,22 @@ impl ApiServer {
         seen
     }
 
+    /// The status write of AnkkaFlow `shop`/`cart`: answered with `stored` carrying the status sent,
+    /// as the API server returns the object.
+    pub async fn status_write(&mut self, stored: &Value) -> Seen {
+        self.expect_with(
+            Method::PATCH,
+            "/apis/flow.ankka.thinkmorestupidless.com/v1alpha1/namespaces/shop/ankkaflows/cart/status",
+            StatusCode::OK,
+            |body| {
+                let mut answer = stored.clone();
+                answer["status"] = body["status"].clone();
+                answer
+            },
+        )
+        .await
+    }
+
     /// Asserts that no request is left.
     pub async fn done(mut self) {
         let more = tokio::time::timeout(Duration::from_millis(200), self.0.next_request()).await;
