@@ -253,3 +253,37 @@ fn each_crash_point_is_recovered_without_a_second_commit() {
         second.stop();
     }
 }
+
+/// The API server goes away for 6 s mid-reset (every connection closed, new ones refused, as during
+/// its restart), between an intent and its commit. The operator's writes fail meanwhile; it keeps
+/// its Lease (the outage is shorter than the Lease), starts the request again from what is durable,
+/// and finishes it: one commit per group, no false success.
+#[test]
+fn the_api_server_gone_mid_reset_is_ridden_out() {
+    let _serial = serial();
+    let ns = "faults-apiserver";
+    let pipe = Pipe::new(ns, "api", &["a", "b"]);
+    let proxy = support::ApiProxy::start(ns);
+    let kubeconfig = proxy.kubeconfig.to_string_lossy().into_owned();
+    let mut op = Operator::start(
+        &fresh_dir(ns),
+        &[
+            ("FLOW_WATCH_NAMESPACE", ns),
+            ("KUBECONFIG", kubeconfig.as_str()),
+            ("FLOW_FAULT_PAUSE_AT", "after-intent"),
+            ("FLOW_FAULT_PAUSE_SECONDS", "2"),
+            ("FLOW_FAULT_PAUSE_TIMES", "1"),
+        ],
+    );
+    let id = pipe.request();
+    wait_until("the operator between an intent and its commit", Duration::from_secs(60), || {
+        op.log_text().contains("fault injection: pausing here on purpose").then_some(())
+    });
+    proxy.cut();
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(annotation(ns, "api", flow_testbed::cart::DONE), None, "not done while the API server is away");
+    proxy.restore();
+    pipe.wait_done(&id, Duration::from_secs(120));
+    pipe.assert_reset_once(&id);
+    assert!(op.running(), "the operator rode the outage out:\n{}", op.log_text());
+}

@@ -221,3 +221,75 @@ fn offset_metadata(value: &[u8]) -> Option<String> {
         _ => None,
     }
 }
+
+/// A TCP proxy in front of the test bed's API server, which a test can cut (every connection closed,
+/// new ones refused) and restore, as an API server that restarts looks to its clients. TLS passes
+/// through untouched: the server's certificate names 127.0.0.1, whatever the port. Written here
+/// because the fault needs a switch in the test's hands, which no proxy library offers as plainly
+/// as these few lines.
+pub struct ApiProxy {
+    /// A kubeconfig like the test bed's, through the proxy.
+    pub kubeconfig: std::path::PathBuf,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl ApiProxy {
+    /// Starts the proxy and writes its kubeconfig as `target/e2e-ledgers/<name>.kubeconfig`.
+    pub fn start(name: &str) -> ApiProxy {
+        use std::sync::atomic::Ordering;
+        let config = std::fs::read_to_string(&bed().kubeconfig).expect("the test bed's kubeconfig");
+        let upstream = config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: https://"))
+            .expect("a server in the kubeconfig")
+            .to_string();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("address").port();
+        let kubeconfig = bed().root.join("target/e2e-ledgers").join(format!("{name}.kubeconfig"));
+        std::fs::create_dir_all(kubeconfig.parent().expect("a parent")).expect("dir");
+        std::fs::write(&kubeconfig, config.replace(&upstream, &format!("127.0.0.1:{port}"))).expect("kubeconfig");
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if c.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
+                for s in [&client, &server] {
+                    if let Ok(s) = s.try_clone() {
+                        o.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+                    }
+                }
+                for (mut from, mut to) in
+                    [(client.try_clone(), server.try_clone()), (server.try_clone(), client.try_clone())]
+                        .into_iter()
+                        .filter_map(|(a, b)| Some((a.ok()?, b.ok()?)))
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        ApiProxy { kubeconfig, cut, open }
+    }
+
+    /// Closes every connection and refuses new ones until [`ApiProxy::restore`].
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Lets connections through again.
+    pub fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
