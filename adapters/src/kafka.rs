@@ -506,6 +506,35 @@ pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Re
     .await
 }
 
+/// A group's state and number of members, or why it could not be described.
+pub type Described = Result<(String, u32), KafkaFailure>;
+
+/// The state and number of members of each of `groups` (see [`inspect`]), in one admin call; in the
+/// order of `groups`.
+///
+/// # Errors
+/// The outer error when the call as a whole failed; otherwise each group's own [`KafkaFailure`].
+pub async fn describe_groups(client: Arc<KafkaClient>, groups: Vec<String>) -> Result<Vec<Described>, KafkaFailure> {
+    blocking(client, move |c, d| {
+        let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+        admin::describe_groups(c, &names, d)
+    })
+    .await
+}
+
+/// The log start offset of every partition of `topic`: one metadata request and one ListOffsets
+/// request per partition leader.
+///
+/// # Errors
+/// A classified [`KafkaFailure`]; a missing topic is final.
+pub async fn log_start_offsets(client: Arc<KafkaClient>, topic: String) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
+    blocking(client, move |c, d| {
+        let ps = partitions(c, &topic, d)?;
+        log_offsets(c, &topic, &ps, End::Start, d)
+    })
+    .await
+}
+
 /// Per partition lag of a group: records it has still to read.
 pub type Lag = BTreeMap<i32, i64>;
 

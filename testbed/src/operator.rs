@@ -30,13 +30,18 @@ impl Operator {
     /// test (after a crash point) takes its own Lease back at once; and operators of two test runs
     /// never share an identity.
     pub fn start(ledger_dir: &Path, env: &[(&str, &str)]) -> Operator {
+        Operator::start_binary(&bin("flow-operator"), ledger_dir, env)
+    }
+
+    /// [`Operator::start`] of the operator binary at `binary` (the benchmark runs a release build).
+    pub fn start_binary(binary: &Path, ledger_dir: &Path, env: &[(&str, &str)]) -> Operator {
         let logs = bed().root.join("target/e2e-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let log = logs.join(format!("operator-{}-{n}.log", std::process::id()));
         let file = std::fs::File::create(&log).expect("log file");
-        let mut cmd = Command::new(bin("flow-operator"));
+        let mut cmd = Command::new(binary);
         cmd.env("KUBECONFIG", &bed().kubeconfig)
             .env("FLOW_LEDGER_DIR", ledger_dir)
             .env("FLOW_SIDECAR_IMAGE", SIDECAR_IMAGE)

@@ -25,7 +25,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Client, Deadlines, KafkaFailure};
+use super::{Client, Deadlines, Described, KafkaFailure};
 
 /// How long one wait for an admin result lasts before the client's context is asked for a final cause.
 const SLICE_MS: i32 = 100;
@@ -165,34 +165,55 @@ unsafe fn elements<'a>(list: *const rd::rd_kafka_topic_partition_list_t) -> &'a 
 /// # Errors
 /// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
 pub fn describe_group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
+    describe_groups(c, &[group], d)?.pop().unwrap_or_else(|| Ok(("Dead".into(), 0)))
+}
+
+/// [`describe_group`] of every group of `groups` in one DescribeConsumerGroups call, results in the
+/// order of `groups`. librdkafka sends one request per group to its coordinator, all at once, and
+/// for a classic group follows ConsumerGroupDescribe (KIP-848) with DescribeGroups at once, without
+/// a retry backoff (librdkafka 2.12: `rd_kafka_DescribeConsumerGroups_response_merge`).
+///
+/// # Errors
+/// The outer error when the call as a whole failed (a timeout, an unreachable cluster); a group's
+/// own error is its entry's.
+pub fn describe_groups(c: &Client, groups: &[&str], d: Deadlines) -> Result<Vec<Described>, KafkaFailure> {
     const WHAT: &str = "describing the consumer group";
-    let name = group_name(group)?;
+    let names = groups.iter().map(|g| group_name(g)).collect::<Result<Vec<CString>, _>>()?;
     let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS;
     let call = call(c, op, WHAT, d, |rk, options, queue| {
-        let mut groups = [name.as_ptr()];
+        let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
         // SAFETY: live handle, options and queue; librdkafka copies the names before returning.
-        unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, groups.as_mut_ptr(), 1, options, queue) }
+        unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), ptrs.len(), options, queue) }
     })?;
     // SAFETY: the result and the descriptions belong to `call.event`, alive until `call` drops.
     unsafe {
         let result = rd::rd_kafka_event_DescribeConsumerGroups_result(call.event);
         let mut n = 0usize;
         let descs = rd::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut n);
-        if descs.is_null() || n == 0 {
-            return Ok(("Dead".into(), 0));
+        let descs: &[*const rd::rd_kafka_ConsumerGroupDescription_t] =
+            if descs.is_null() { &[] } else { std::slice::from_raw_parts(descs, n) };
+        let mut by_name = BTreeMap::new();
+        for desc in descs {
+            let name = text(rd::rd_kafka_ConsumerGroupDescription_group_id(*desc));
+            let error = rd::rd_kafka_ConsumerGroupDescription_error(*desc);
+            let got = if error.is_null() {
+                let state =
+                    text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(*desc)));
+                let members =
+                    u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(*desc)).unwrap_or(u32::MAX);
+                Ok((state, members))
+            } else {
+                let code = rd::rd_kafka_error_code(error);
+                if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
+                    Ok(("Dead".into(), 0))
+                } else {
+                    Err(failure(code, WHAT, &text(rd::rd_kafka_error_string(error))))
+                }
+            };
+            by_name.insert(name, got);
         }
-        let desc = *descs;
-        let error = rd::rd_kafka_ConsumerGroupDescription_error(desc);
-        if !error.is_null() {
-            let code = rd::rd_kafka_error_code(error);
-            if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
-                return Ok(("Dead".into(), 0));
-            }
-            return Err(failure(code, WHAT, &text(rd::rd_kafka_error_string(error))));
-        }
-        let state = text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(desc)));
-        let members = u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(desc)).unwrap_or(u32::MAX);
-        Ok((state, members))
+        // A group Kafka said nothing about does not exist.
+        Ok(groups.iter().map(|g| by_name.get(*g).cloned().unwrap_or_else(|| Ok(("Dead".into(), 0)))).collect())
     }
 }
 

@@ -1,0 +1,80 @@
+//! The AnkkaFlows table: the operator's memory, CPU and reconcile time with many AnkkaFlows, and after
+//! a restart.
+
+use std::time::{Duration, Instant};
+
+use crate::k8s::{FlowWatch, apply, kubectl_must, pipeline_yaml, running_pods, wait_no_pods};
+use crate::report::{FlowsRow, ms_since};
+use crate::{Args, Ctx, NS};
+
+/// One row of the AnkkaFlows table: `n` AnkkaFlows, each one streamlet at replicas 1 (a kwok pod).
+pub fn flows_row(args: &Args, cx: &mut Ctx, n: usize) -> FlowsRow {
+    let p = args.partitions.first().copied().unwrap_or(3);
+    let docs = |version: &str| -> String {
+        (0..n).map(|i| pipeline_yaml(&format!("bench-f{i}"), p, 1, 1, version)).collect::<Vec<_>>().join("---\n")
+    };
+    let mut op = cx.start_op(&format!("flows{n}"));
+    std::thread::sleep(Duration::from_secs(3));
+    let idle_rss = op.rss_kib();
+
+    let watch = FlowWatch::start();
+    let t = Instant::now();
+    apply(&docs("1"));
+    let apply_ms = ms_since(t);
+    let (reconciled, ready) = watch.wait(n, t, Duration::from_secs(1200));
+    drop(watch);
+    let pods = running_pods();
+    let cpu_to_ready = op.cpu_secs();
+    eprintln!(
+        "{n} flows: kubectl apply {apply_ms:.0} ms, all reconciled {reconciled:.0} ms, all Ready {ready:.0} ms, {pods} pods Running"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let cpu0 = op.cpu_secs();
+    std::thread::sleep(Duration::from_secs(args.cpu_window));
+    let cpu_window = op.cpu_secs() - cpu0;
+    let (rss, hwm) = (op.rss_kib(), op.hwm_kib());
+    eprintln!("{n} flows: RSS {rss} KiB (peak {hwm} KiB), CPU {cpu_window:.2} s over {} s", args.cpu_window);
+
+    op.stop();
+    // Bump every resource's generation while the operator is down, so that the restarted one has to
+    // reconcile each of them again (the version is not in the Deployments: no pod changes).
+    let t = Instant::now();
+    apply(&docs("2"));
+    let reapply_ms = ms_since(t);
+    let watch = FlowWatch::start();
+    let t = Instant::now();
+    op = cx.start_op(&format!("flows{n}-restart"));
+    let (restart_reconciled, restart_ready) = watch.wait(n, t, Duration::from_secs(1200));
+    drop(watch);
+    let restart_cpu = op.cpu_secs();
+    eprintln!("{n} flows: restart, all reconciled {restart_reconciled:.0} ms, all Ready {restart_ready:.0} ms");
+    std::thread::sleep(Duration::from_secs(5));
+    let (restart_rss, restart_hwm) = (op.rss_kib(), op.hwm_kib());
+    op.stop();
+
+    let t = Instant::now();
+    // Not `--wait`: kubectl then waits for the resources one by one, which takes minutes for 1,000.
+    kubectl_must(&["-n", NS, "delete", "aflow", "--all", "--wait=false"]);
+    wait_no_pods(Duration::from_secs(900));
+    let delete_ms = ms_since(t);
+    eprintln!("{n} flows: deleted, pods gone after {delete_ms:.0} ms");
+    FlowsRow {
+        flows: n,
+        pods,
+        idle_rss,
+        apply_ms,
+        reconciled,
+        ready,
+        cpu_to_ready,
+        rss,
+        hwm,
+        cpu_window,
+        reapply_ms,
+        restart_reconciled,
+        restart_ready,
+        restart_cpu,
+        restart_rss,
+        restart_hwm,
+        delete_ms,
+    }
+}
