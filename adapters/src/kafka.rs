@@ -297,6 +297,12 @@ impl KafkaClient {
         Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
     }
 
+    /// Whether librdkafka reported a final failure (TLS or authentication) on this client: every
+    /// failure of its calls is then worded as that one, so a client kept for reuse is replaced.
+    pub fn has_final_failure(&self) -> bool {
+        self.consumer.context().cause().is_some()
+    }
+
     /// Runs `f`; a failure becomes the final [`Cause`] librdkafka reported meanwhile, if any. Either
     /// way the reason holds no credential.
     fn call<T>(&self, f: impl FnOnce(&Client, Deadlines) -> Result<T, KafkaFailure>) -> Result<T, KafkaFailure> {

@@ -1,9 +1,11 @@
 //! The Kafka connections of a resource's topics: the cluster Secrets read at most once per use, and
-//! one [`KafkaClient`] per distinct connection, shared by every group read over it. The reset driver
-//! and the lag measurement both reach Kafka through here.
+//! one [`KafkaClient`] per distinct connection, shared by every group read over it and kept
+//! connected between uses (a [`Clients`] pool). The reset driver and the lag measurement both reach
+//! Kafka through here.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use flow_adapters::kafka::KafkaClient;
 use flow_adapters::kube as k;
@@ -14,45 +16,79 @@ use kube::ResourceExt;
 
 use crate::context::Context;
 
+/// How long a pooled client stays connected without a use before it is closed.
+const IDLE: Duration = Duration::from_secs(600);
+
+/// The operator's Kafka clients, one per distinct connection, kept between reconciles.
+///
+/// A new client costs a bootstrap, a metadata request and a connection to each broker it talks to
+/// (about 100 ms on a loopback broker, more over TLS and SASL), which a reset would otherwise pay
+/// on its critical path and the lag sampler once per sample. A client is shared only by resources
+/// whose connection is the very same (servers, credentials and every property), so no tenant uses
+/// another's credentials; one unused for [`IDLE`] is closed.
+#[derive(Default)]
+pub struct Clients {
+    pooled: Mutex<Vec<Pooled>>,
+}
+
+struct Pooled {
+    conn: KafkaConnection,
+    client: Arc<KafkaClient>,
+    used: Instant,
+}
+
+impl Clients {
+    /// The client of `conn`, connected already when it was used within [`IDLE`].
+    ///
+    /// # Errors
+    /// librdkafka rejecting the connection's properties.
+    fn get(&self, conn: &KafkaConnection, ctx: &Context) -> Result<Arc<KafkaClient>, KafkaFailure> {
+        let now = Instant::now();
+        let mut pooled = self.pooled.lock().unwrap_or_else(|p| p.into_inner());
+        let (idle, kept): (Vec<Pooled>, Vec<Pooled>) = std::mem::take(&mut *pooled).into_iter().partition(|p| {
+            // A client with a final TLS or authentication failure would word every later failure
+            // as that one, even after the cause was fixed: it is closed, and the next use
+            // connects anew.
+            now.duration_since(p.used) > IDLE || p.client.has_final_failure()
+        });
+        *pooled = kept;
+        if !idle.is_empty() {
+            // Closing a librdkafka client waits for its threads: done on the blocking pool, not on
+            // a runtime worker.
+            tokio::task::spawn_blocking(move || drop(idle));
+        }
+        if let Some(p) = pooled.iter_mut().find(|p| p.conn == *conn) {
+            p.used = now;
+            return Ok(Arc::clone(&p.client));
+        }
+        let client = Arc::new(KafkaClient::new(conn, ctx.deadlines)?);
+        pooled.push(Pooled { conn: conn.clone(), client: Arc::clone(&client), used: now });
+        Ok(client)
+    }
+}
+
 /// Kafka connections of resources' topics, read from the cluster Secrets at most once per use,
-/// and one [`KafkaClient`] per distinct connection, shared by every group read over it.
+/// and one [`KafkaClient`] per distinct connection, from the context's [`Clients`].
 pub struct Connections<'a> {
     ctx: &'a Context,
     clusters: Option<Clusters>,
     /// Each resource's resolution, by namespace and name, once per use.
     resolved: HashMap<(String, String), Resolution>,
-    clients: Vec<(KafkaConnection, Arc<KafkaClient>)>,
-}
-
-impl Drop for Connections<'_> {
-    /// Closing a librdkafka client waits for its threads: done on the blocking pool, not on a
-    /// runtime worker.
-    fn drop(&mut self) {
-        let clients = std::mem::take(&mut self.clients);
-        if !clients.is_empty() {
-            tokio::task::spawn_blocking(move || drop(clients));
-        }
-    }
 }
 
 impl<'a> Connections<'a> {
     /// Connections of `ctx`'s cluster Secrets, read lazily.
     pub fn new(ctx: &'a Context) -> Self {
-        Connections { ctx, clusters: None, resolved: HashMap::new(), clients: Vec::new() }
+        Connections { ctx, clusters: None, resolved: HashMap::new() }
     }
 
-    /// The client of topic `topic_id`'s connection in `flow`, built on first use.
+    /// The client of topic `topic_id`'s connection in `flow`, from the context's [`Clients`].
     ///
     /// # Errors
     /// As [`Connections::get`], or librdkafka rejecting the connection's properties.
     pub async fn client(&mut self, flow: &AnkkaFlow, topic_id: &str) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let conn = self.get(flow, topic_id).await?;
-        if let Some((_, c)) = self.clients.iter().find(|(known, _)| *known == conn) {
-            return Ok(Arc::clone(c));
-        }
-        let c = Arc::new(KafkaClient::new(&conn, self.ctx.deadlines)?);
-        self.clients.push((conn, Arc::clone(&c)));
-        Ok(c)
+        self.ctx.clients.get(&conn, self.ctx)
     }
 
     /// The operator's connection of topic `topic_id` of `flow`, resolved by the same rules as the

@@ -81,6 +81,8 @@ pub struct Context {
     pub settings: Settings,
     /// Deadlines of Kafka calls.
     pub deadlines: Deadlines,
+    /// The Kafka clients of the reset driver and the lag measurement, kept between reconciles.
+    pub clients: crate::connections::Clients,
     /// Topic administration (describe, create, delete), one admin client per connection.
     pub kafka: crate::topics::Kafka,
     /// Failed reconciles in a row, per resource: the retry backoff's exponent.

@@ -100,6 +100,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         flows: all_flows,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
+        clients: crate::connections::Clients::default(),
     });
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
@@ -256,14 +257,16 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
     // 5. Apply (needs Kafka and a client): topics before Deployments, per-pipeline objects, each
     // streamlet's Secret then Deployment, removals. A failed step stops the plan; it is reported,
     // and the reset and status steps still run.
+    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside the
+    // apply, so that a request does not wait for a pipeline's objects to be applied (a reset acts
+    // only on the spec's stopped streamlets, which the apply cannot start); then the catch-up of a
+    // finished one.
     let conns: apply::Connections =
         valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect();
-    let applied = apply::plan(ctx, flow, &plan, &conns).await;
-
-    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, and the
-    // catch-up of a finished one.
     let mut status = plan.status.clone();
-    let recheck = crate::reset::drive(ctx, flow, &mut status).await?;
+    let (applied, recheck) =
+        tokio::join!(apply::plan(ctx, flow, &plan, &conns), crate::reset::drive(ctx, flow, &mut status));
+    let recheck = recheck?;
     let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
     if let Some(problem) = ctx.ledger.problem() {
         status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));

@@ -79,6 +79,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         flows: kube::runtime::reflector::store().0,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
+        clients: crate::connections::Clients::default(),
     };
     (Arc::new(ctx), handle)
 }

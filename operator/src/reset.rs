@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use flow_adapters::kafka;
@@ -141,7 +141,8 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
             return Ok(None);
         }
     }
-    Run { ctx, flow: &flow, api: &api, owner, connections: Connections::new(ctx) }.run(&mut drive, status).await
+    let events = Events::new(&flow);
+    Run { ctx, flow: &flow, api: &api, owner, connections: Connections::new(ctx), events }.run(&mut drive, status).await
 }
 
 /// A request answered without Kafka: its events, and its status.
@@ -161,6 +162,36 @@ struct Run<'a> {
     api: &'a Api<AnkkaFlow>,
     owner: Owner<'a>,
     connections: Connections<'a>,
+    /// The drive's events being recorded: they are off the reset's critical path, all at once, and
+    /// awaited before the done write, so that a request shows done only with its events recorded.
+    events: Events,
+}
+
+/// Events being recorded beside the drive's other work (see [`Run`]).
+struct Events {
+    flow: Arc<AnkkaFlow>,
+    recording: Vec<JoinHandle<()>>,
+}
+
+impl Events {
+    fn new(flow: &AnkkaFlow) -> Self {
+        Events { flow: Arc::new(flow.clone()), recording: Vec::new() }
+    }
+
+    /// Starts recording `event`.
+    fn record(&mut self, ctx: &Context, event: Event) {
+        let (client, instance, flow) = (ctx.client.clone(), ctx.settings.instance.clone(), Arc::clone(&self.flow));
+        self.recording.push(tokio::spawn(async move { record_with(&client, &instance, &flow, &event).await }));
+    }
+
+    /// Waits until every event started so far is recorded (or its failure logged).
+    async fn recorded(&mut self) {
+        for task in self.recording.drain(..) {
+            if let Err(e) = task.await {
+                tracing::warn!(error = %e, "recording an event ended early");
+            }
+        }
+    }
 }
 
 /// A status write under way: its persist's token, what it makes durable, and the write.
@@ -238,7 +269,10 @@ impl Run<'_> {
                 continue;
             }
             match drive.idle() {
-                Idle::Done | Idle::Stalled => break,
+                Idle::Done | Idle::Stalled => {
+                    self.events.recorded().await;
+                    break;
+                }
                 Idle::Abandoned => return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset"))),
                 Idle::Waiting(_) | Idle::Members => {
                     status.reset = Some(drive.status(now()));
@@ -331,8 +365,9 @@ impl Run<'_> {
                     }),
                 });
             }
-            Work::Record(event) => record(self.ctx, self.flow, &event).await,
+            Work::Record(event) => self.events.record(self.ctx, event),
             Work::WriteDone(id) => {
+                self.events.recorded().await;
                 faults::point("before-done").await;
                 let name = self.flow.name_any();
                 timed(k::write_done(self.api, &name, &id)).await?;
@@ -472,13 +507,18 @@ fn count_finished(ctx: &Context, drive: &mut Drive) {
 
 /// Records an event; a failure (for example no RBAC grant for events) is logged, never fatal.
 async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
+    record_with(&ctx.client, &ctx.settings.instance, flow, event).await;
+}
+
+/// [`record`] with the client and the instance name (the event's reporting instance).
+async fn record_with(client: &kube::Client, instance: &str, flow: &AnkkaFlow, event: &Event) {
     let ns = flow.namespace().unwrap_or_default();
     let name = flow.name_any();
     match event.type_ {
         EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
         EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
     }
-    if let Err(e) = timed(k::record_event(&ctx.client, flow, event, &ctx.settings.instance)).await {
+    if let Err(e) = timed(k::record_event(client, flow, event, instance)).await {
         tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
     }
 }
