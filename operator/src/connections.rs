@@ -19,6 +19,11 @@ use crate::context::Context;
 /// How long a pooled client stays connected without a use before it is closed.
 const IDLE: Duration = Duration::from_secs(600);
 
+/// Clients at most per connection, each its own connection to the brokers. A broker answers one
+/// connection's requests one at a time, in order, so the commits of different consumer groups run
+/// side by side only over different connections (see docs/performance.md, "The floor").
+pub const LANES: usize = 8;
+
 /// The operator's Kafka clients, one per distinct connection, kept between reconciles.
 ///
 /// A new client costs a bootstrap, a metadata request and a connection to each broker it talks to
@@ -33,16 +38,19 @@ pub struct Clients {
 
 struct Pooled {
     conn: KafkaConnection,
+    lane: usize,
     client: Arc<KafkaClient>,
     used: Instant,
 }
 
 impl Clients {
-    /// The client of `conn`, connected already when it was used within [`IDLE`].
+    /// The client of `conn` in lane `lane` (below [`LANES`]), connected already when it was used
+    /// within [`IDLE`].
     ///
     /// # Errors
     /// librdkafka rejecting the connection's properties.
-    fn get(&self, conn: &KafkaConnection, ctx: &Context) -> Result<Arc<KafkaClient>, KafkaFailure> {
+    fn get(&self, conn: &KafkaConnection, lane: usize, ctx: &Context) -> Result<Arc<KafkaClient>, KafkaFailure> {
+        let lane = lane % LANES;
         let now = Instant::now();
         let mut pooled = self.pooled.lock().unwrap_or_else(|p| p.into_inner());
         let (idle, kept): (Vec<Pooled>, Vec<Pooled>) = std::mem::take(&mut *pooled).into_iter().partition(|p| {
@@ -57,12 +65,12 @@ impl Clients {
             // a runtime worker.
             tokio::task::spawn_blocking(move || drop(idle));
         }
-        if let Some(p) = pooled.iter_mut().find(|p| p.conn == *conn) {
+        if let Some(p) = pooled.iter_mut().find(|p| p.lane == lane && p.conn == *conn) {
             p.used = now;
             return Ok(Arc::clone(&p.client));
         }
         let client = Arc::new(KafkaClient::new(conn, ctx.deadlines)?);
-        pooled.push(Pooled { conn: conn.clone(), client: Arc::clone(&client), used: now });
+        pooled.push(Pooled { conn: conn.clone(), lane, client: Arc::clone(&client), used: now });
         Ok(client)
     }
 }
@@ -87,8 +95,22 @@ impl<'a> Connections<'a> {
     /// # Errors
     /// As [`Connections::get`], or librdkafka rejecting the connection's properties.
     pub async fn client(&mut self, flow: &AnkkaFlow, topic_id: &str) -> Result<Arc<KafkaClient>, KafkaFailure> {
+        self.client_in(flow, topic_id, 0).await
+    }
+
+    /// [`Connections::client`] in lane `lane`: calls in different lanes go over different
+    /// connections, so that a broker serves them side by side.
+    ///
+    /// # Errors
+    /// As [`Connections::client`].
+    pub async fn client_in(
+        &mut self,
+        flow: &AnkkaFlow,
+        topic_id: &str,
+        lane: usize,
+    ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let conn = self.get(flow, topic_id).await?;
-        self.ctx.clients.get(&conn, self.ctx)
+        self.ctx.clients.get(&conn, lane, self.ctx)
     }
 
     /// The operator's connection of topic `topic_id` of `flow`, resolved by the same rules as the

@@ -431,7 +431,10 @@ async fn run_kafka(
     configs: BTreeMap<String, String>,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
-    let client = connections.client(flow, &call.target().topic_id).await;
+    // Each group keeps to one lane, so that its calls stay in order over one connection, and
+    // different groups' calls spread over the lanes.
+    let lane = lane_of(&group);
+    let client = connections.client_in(flow, &call.target().topic_id, lane).await;
     async move {
         let _claim = claim(&group).await;
         match call {
@@ -480,6 +483,14 @@ async fn topic_configs(
         Some(flow_core::render::topics::KafkaTopic::Exists(t)) => t.configs,
         _ => BTreeMap::new(),
     }
+}
+
+/// The lane of `group`'s Kafka calls (see `crate::connections::LANES`): a hash of its name.
+fn lane_of(group: &GroupId) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    group.as_str().hash(&mut h);
+    usize::try_from(h.finish() % crate::connections::LANES as u64).unwrap_or(0)
 }
 
 /// Counts the groups of a request that just finished, and its duration since it was first seen.
