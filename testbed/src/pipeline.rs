@@ -11,6 +11,24 @@ pub fn flow(args: &[&str]) -> Output {
     Command::new(bin("flow")).args(args).env("KUBECONFIG", &bed().kubeconfig).output().expect("flow runs")
 }
 
+/// `flow reset <name> -n <ns> <extra…>`, which must succeed; the request id it printed.
+pub fn flow_reset(ns: &str, name: &str, extra: &[&str]) -> String {
+    let mut args = vec!["reset", name, "-n", ns];
+    args.extend(extra);
+    let o = flow(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "flow {args:?}: {}", show(&o));
+    assert!(out.starts_with(&format!("reset requested for '{name}': ")), "{out}");
+    out.trim_end().rsplit(' ').next().unwrap_or_default().to_string()
+}
+
+/// Waits until the done annotation of AnkkaFlow `ns`/`name` is `id`.
+pub fn wait_done(ns: &str, name: &str, id: &str, timeout: Duration) {
+    wait_until(&format!("request {id} of {ns}/{name} done"), timeout, || {
+        (crate::kube::annotation(ns, name, crate::cart::DONE).as_deref() == Some(id)).then_some(())
+    });
+}
+
 /// One streamlet of a pipeline of a test's own: its name, the Kafka topic its inlet `in` reads, the
 /// cluster of that topic (`shop` is the test bed's broker), and its replicas.
 #[derive(Clone, Copy, Debug)]

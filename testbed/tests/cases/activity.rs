@@ -57,7 +57,7 @@ fn a2_groups_that_never_existed_or_are_dead_get_offsets_at_every_partition() {
     }
     case.apply(&[s("fresh", fresh_t, 0), s("expired", dead_t, 0)]);
 
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     assert_eq!(kafka::committed(&fresh_g, fresh_t, 3), offsets(&[Some(0), Some(0), Some(3)]));
     assert_eq!(kafka::committed(&dead_g, dead_t, 3), all(3, 0));
@@ -187,7 +187,7 @@ fn a5_a_request_with_one_running_target_waits_as_a_whole() {
     for (g, t) in [(&rg, rt), (&eg, et)] {
         groups::commit(g, t, &[(0, 20), (1, 20), (2, 20)]);
     }
-    let id2 = cli_reset(ns, p, &["--streamlet", "router"]);
+    let id2 = flow_reset(ns, p, &["--streamlet", "router"]);
     wait_done(ns, p, &id2, Duration::from_secs(60));
     assert_eq!(kafka::committed(&rg, rt, 3), all(3, 0));
     assert_eq!(kafka::committed(&eg, et, 3), all(3, 20), "enricher untouched");

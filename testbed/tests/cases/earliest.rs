@@ -22,7 +22,7 @@ fn b1_earliest_is_each_partitions_log_start_offset() {
     assert_eq!(kafka::committed(&g, topic, 3), all(3, 10));
     case.apply(&[s("router", topic, 0)]);
 
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     assert_eq!(kafka::committed(&g, topic, 3), offsets(&[Some(0), Some(50), Some(30)]));
     assert_eq!(notes(ns, p, "ResetOffsets"), [format!("{g}: 3 partition(s) of '{topic}' to earliest")]);
@@ -62,7 +62,7 @@ fn b3_empty_partitions_and_a_fresh_topic_read_back_zero() {
     let fresh_g = case.fresh_group("fresh");
     case.apply(&[s("sparse", sparse_t, 0), s("fresh", fresh_t, 0)]);
 
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     assert_eq!(kafka::committed(&sparse_g, sparse_t, 3), all(3, 0));
     assert_eq!(kafka::committed(&fresh_g, fresh_t, 3), all(3, 0));
@@ -89,7 +89,7 @@ fn b4_partitions_the_group_never_committed_are_reset_too() {
     assert_eq!(kafka::committed(&g, topic, 3), offsets(&[Some(20), None, None]));
     case.apply(&[s("router", topic, 0)]);
 
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     assert_eq!(kafka::committed(&g, topic, 3), offsets(&[Some(0), Some(0), Some(5)]));
     assert_eq!(notes(ns, p, "ResetOffsets"), [format!("{g}: 3 partition(s) of '{topic}' to earliest")]);

@@ -20,7 +20,7 @@ fn e1_three_groups_give_three_events_each_with_its_own_note() {
     let streamlets: Vec<Streamlet> = names.iter().zip(topics).map(|(n, t)| s(n, t, 0)).collect();
     case.apply(&streamlets);
 
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     std::thread::sleep(Duration::from_secs(3));
     let got = events(ns, p, "ResetOffsets");

@@ -21,7 +21,7 @@ fn c1_a_missing_topic_is_a_failure_naming_it_and_creates_nothing() {
     before.sort();
 
     let t0 = Instant::now();
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     assert!(t0.elapsed() < Duration::from_secs(12), "a missing topic is final, not retried: {:?}", t0.elapsed());
     assert_eq!(notes(ns, p, "ResetOffsetsFailed"), [format!("{g}: topic '{topic}' does not exist")]);
@@ -69,8 +69,8 @@ stringData:
     apply_pipeline(ns, good_p, &[s("router", good_t, 0)]);
 
     let t0 = Instant::now();
-    let bad_id = cli_reset(ns, bad_p, &[]);
-    let good_id = cli_reset(ns, good_p, &[]);
+    let bad_id = flow_reset(ns, bad_p, &[]);
+    let good_id = flow_reset(ns, good_p, &[]);
     wait_done(ns, good_p, &good_id, Duration::from_secs(30));
     let good_took = t0.elapsed();
     assert_eq!(annotation(ns, bad_p, DONE), None, "the broken cluster's reset is still retrying");
@@ -100,7 +100,7 @@ fn c3_a_500_partition_topic_is_reset_in_seconds() {
     case.apply(&[s("router", topic, 0)]);
 
     let t0 = Instant::now();
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(120));
     let took = t0.elapsed();
     eprintln!("C3: 500 partitions reset in {took:?}");

@@ -24,7 +24,7 @@ fn f3_failed_and_succeeded_pods_do_not_block_a_reset_running_ones_do() {
         kubectl_ok(&["-n", ns, "patch", "pod", name, "--subresource=status", "--type=merge", "-p", &patch]);
         wait_until("the phase", Duration::from_secs(30), || (pod_phase(ns, name) == phase).then_some(()));
     }
-    let id = cli_reset(ns, p, &[]);
+    let id = flow_reset(ns, p, &[]);
     wait_done(ns, p, &id, Duration::from_secs(60));
     assert_eq!(kafka::committed(&g, topic, 3), all(3, 0));
     assert_eq!(notes(ns, p, "ResetRefused"), Vec::<String>::new(), "finished pods never made it wait");

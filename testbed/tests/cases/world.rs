@@ -107,23 +107,6 @@ pub(crate) fn all(n: i32, o: i64) -> BTreeMap<i32, Option<i64>> {
     (0..n).map(|p| (p, Some(o))).collect()
 }
 
-/// `flow reset <pipeline> -n <ns> <extra…>`; returns the request id it printed.
-pub(crate) fn cli_reset(ns: &str, pipeline: &str, extra: &[&str]) -> String {
-    let mut args = vec!["reset", pipeline, "-n", ns];
-    args.extend(extra);
-    let o = flow(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "flow {args:?}: {out}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.starts_with(&format!("reset requested for '{pipeline}': ")), "{out}");
-    out.trim_end().rsplit(' ').next().unwrap_or_default().to_string()
-}
-
-pub(crate) fn wait_done(ns: &str, pipeline: &str, id: &str, timeout: Duration) {
-    wait_until(&format!("request {id} done"), timeout, || {
-        (annotation(ns, pipeline, DONE).as_deref() == Some(id)).then_some(())
-    });
-}
-
 /// Event objects (events.k8s.io) about AnkkaFlow `pipeline` with `reason`: (name, type, note), sorted
 /// by note.
 pub(crate) fn events(ns: &str, pipeline: &str, reason: &str) -> Vec<(String, String, String)> {

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use flow_testbed::cart::DONE;
 use flow_testbed::*;
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -123,20 +122,6 @@ fn commit_all(g: &str, topic: &str, partitions: i32, offset: i64) {
         tpl.add_partition_offset(topic, p, Offset::Offset(offset)).expect("offset");
     }
     c.commit(&tpl, CommitMode::Sync).expect("commit by hand");
-}
-
-/// `flow reset <pipeline> -n <ns>`; the request id it printed.
-fn reset(ns: &str, pipeline: &str) -> String {
-    let o = flow(&["reset", pipeline, "-n", ns]);
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "flow reset: {out}{}", String::from_utf8_lossy(&o.stderr));
-    out.trim_end().rsplit(' ').next().unwrap_or_default().to_string()
-}
-
-fn wait_done(ns: &str, pipeline: &str, id: &str, timeout: Duration) {
-    wait_until(&format!("request {id} of {ns}/{pipeline} done"), timeout, || {
-        (annotation(ns, pipeline, DONE).as_deref() == Some(id)).then_some(())
-    });
 }
 
 /// Waits for request `id` of `pipeline` to be done with one `ResetOffsetsFailed` event, for `group`,

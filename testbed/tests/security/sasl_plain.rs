@@ -46,8 +46,8 @@ fn c5_sasl_plain_reset_a_wrong_password_fails_and_no_secret_leaks() {
     apply_pipeline(ns, p, topic, "sasl-good");
     apply_pipeline(bad_ns, bad_p, bad_topic, "sasl-bad");
 
-    let id = reset(ns, p);
-    let bad_id = reset(bad_ns, bad_p);
+    let id = flow_reset(ns, p, &[]);
+    let bad_id = flow_reset(bad_ns, bad_p, &[]);
 
     // (a) over SASL/PLAIN, with the Java jaas line translated: reset to the log starts 0/5/0.
     wait_done(ns, p, &id, Duration::from_secs(60));
@@ -104,7 +104,7 @@ fn c5_a_wrong_password_is_reported_as_an_authentication_failure() {
     delete_group(&g);
     let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")]);
     apply_pipeline(ns, p, topic, "sasl-bad");
-    let id = reset(ns, p);
+    let id = flow_reset(ns, p, &[]);
     let note = wait_failed(ns, p, &g, &id);
     let lower = note.to_lowercase();
     assert!(lower.contains("authentication") || lower.contains("sasl"), "not an authentication reason: {note}");

@@ -206,7 +206,7 @@ fn secured_listeners_reset_and_each_failure_names_its_cause() {
         apply_pipeline(ns, &format!("sec-{}", c.name), &format!("sec.{}-events", c.name), &format!("sec-{}", c.name));
     }
     let started = std::time::Instant::now();
-    let ids: Vec<String> = cases.iter().map(|c| reset(ns, &format!("sec-{}", c.name))).collect();
+    let ids: Vec<String> = cases.iter().map(|c| flow_reset(ns, &format!("sec-{}", c.name), &[])).collect();
     for (c, id) in cases.iter().zip(&ids) {
         wait_done(ns, &format!("sec-{}", c.name), id, Duration::from_secs(120));
     }
