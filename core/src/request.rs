@@ -39,6 +39,10 @@ pub struct ResetRequest {
     /// status; nothing is committed.
     #[serde(default, rename = "dryRun", skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// A rebuild (`flow rebuild`): while the request is not done, the operator renders its targets'
+    /// Deployments at 0 replicas itself, and waits only for their pods to go (see docs/rebuild.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebuild: bool,
 }
 
 /// Where a request moves the consumer groups, when not to the log start offsets.
@@ -97,6 +101,9 @@ pub enum MalformedRequest {
     /// A plan that is not one.
     #[error("its plan {0}")]
     BadPlan(String),
+    /// A rebuild with what a rebuild does not take.
+    #[error("a rebuild {0}")]
+    BadRebuild(&'static str),
 }
 
 impl ResetRequest {
@@ -133,6 +140,12 @@ impl ResetRequest {
         }
         if request.force && !matches!(request.to, Some(To::Undo(_))) {
             return Err(MalformedRequest::ForceWithoutUndo);
+        }
+        if request.rebuild && request.dry_run {
+            return Err(MalformedRequest::BadRebuild("is carried out, not planned"));
+        }
+        if request.rebuild && request.to.is_some() {
+            return Err(MalformedRequest::BadRebuild("goes to the earliest offsets, with no 'to'"));
         }
         Ok(request)
     }
@@ -324,6 +337,21 @@ mod tests {
         let dry = ResetRequest::parse(&format!(r#"{{"id":"{ID}","dryRun":true}}"#)).unwrap();
         assert!(dry.dry_run);
         assert_eq!(dry.to_annotation(), format!(r#"{{"id":"{ID}","streamlets":[],"dryRun":true}}"#));
+    }
+
+    #[test]
+    fn a_rebuild_is_marked_and_takes_no_destination() {
+        let r = ResetRequest { rebuild: true, ..ResetRequest::new(ID, vec!["router".into()]) };
+        assert_eq!(r.to_annotation(), format!(r#"{{"id":"{ID}","streamlets":["router"],"rebuild":true}}"#));
+        assert_eq!(ResetRequest::parse(&r.to_annotation()).unwrap(), r);
+        assert!(!ResetRequest::new(ID, vec![]).to_annotation().contains("rebuild"), "written only when set");
+        for bad in [
+            format!(r#"{{"id":"{ID}","rebuild":true,"dryRun":true}}"#),
+            format!(r#"{{"id":"{ID}","rebuild":true,"to":{{"undo":"{ID}"}}}}"#),
+            format!(r#"{{"id":"{ID}","rebuild":true,"to":{{"datetime":"2026-11-29T16:00:00Z"}}}}"#),
+        ] {
+            assert!(matches!(ResetRequest::parse(&bad), Err(MalformedRequest::BadRebuild(_))), "{bad}");
+        }
     }
 
     #[test]

@@ -307,7 +307,12 @@ impl ResetMachine {
             .all(|i| self.progress.get(&i.group).is_some_and(|r| r.outcome.is_some()));
         // A dry run commits nothing either, so its targets may run (its plan warns that their
         // offsets move).
-        let reasons = if finished || self.dry_run { vec![] } else { targets::running(spec, &selected, pods) };
+        let mut reasons = if finished || self.dry_run { vec![] } else { targets::running(spec, &selected, pods) };
+        // A rebuild's targets are held at 0 replicas by the operator's rendering, not by the
+        // resource's spec (which it leaves alone): only their pods count.
+        if request.rebuild {
+            reasons.retain(|r| matches!(r, RunningProblem::HasPods(..)));
+        }
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
             let note = format!("reset {id} waits: {}", texts.join("; "));

@@ -1012,3 +1012,25 @@ fn recovering_a_commit_that_landed_on_some_partitions_only_is_a_failure_never_a_
           reset"]
     );
 }
+
+#[test]
+fn a_rebuild_waits_for_pods_only_since_the_operator_holds_its_replicas() {
+    let rebuild = ResetRequest { rebuild: true, ..request(&["router"]) };
+    // The resource still says 1 replica: a rebuild goes on as soon as the pods are gone.
+    let mut m = ResetMachine::new(rebuild.clone(), None, vec![]);
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::new() }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().any(|e| matches!(e, Effect::InspectGroup(_))), "{e:?}");
+    // A pod still there: it waits, naming the pod and not the replicas.
+    let mut m = ResetMachine::new(rebuild, None, vec![]);
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::from([("router".into(), 1)]) }, T0);
+    let e = drain(&mut m);
+    assert!(matches!(m.state(), State::Waiting(_)));
+    let Some(Effect::Record(ev)) = e.first() else { panic!("{e:?}") };
+    assert_eq!(ev.note, format!("reset {ID} waits: router still has 1 pod(s)"));
+    // A plain reset of the same resource waits for the replicas too.
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
+    m.handle(Input::Observed { spec: cart(1), pods: BTreeMap::new() }, T0);
+    drain(&mut m);
+    assert!(matches!(m.state(), State::Waiting(_)));
+}

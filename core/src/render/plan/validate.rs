@@ -193,6 +193,13 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
 
     // Render: nothing below can fail.
     let pipeline = spec.pipeline.as_str();
+    // A pending rebuild holds its targets at 0 replicas; the resource's spec is left as it is.
+    let annotation = |key: &str| flow.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    let held = crate::rebuild::held(
+        spec,
+        annotation(crate::names::ANNOTATION_RESET),
+        annotation(crate::names::ANNOTATION_RESET_DONE),
+    );
     let mut rendered = Vec::new();
     for s in streamlets {
         let Some(d) = descriptors.get(s.name.as_str()) else { continue };
@@ -206,7 +213,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
             &DeploymentParts {
                 pipeline,
                 streamlet: &s.name,
-                replicas: s.replicas,
+                replicas: if held.contains(&s.name) { 0 } else { s.replicas },
                 sidecar_image,
                 process_image: process_image.as_deref(),
                 stage_secret: if s.builtin { stage_secret_name(s) } else { None },
