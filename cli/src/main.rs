@@ -63,6 +63,16 @@ enum Command {
     ///
     /// Check it with: kubectl -n <ns> get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsets
     Reset(commands::reset::Args),
+    /// Rebuild a pipeline from the start in one request: stop, reset, start, catch up.
+    ///
+    /// The operator holds the target streamlets at 0 replicas itself (the resource is not edited),
+    /// waits until their pods are gone and their consumer groups are empty, moves each group
+    /// <pipeline>.<streamlet>.<inlet> to the earliest offsets, and runs the streamlets at the
+    /// resource's replicas again. The streamlets may run when you ask. With --wait, follows the
+    /// rebuild until every group it reset has caught up (lag 0).
+    ///
+    /// Or wait with: kubectl -n <ns> wait --for=condition=CaughtUp aflow/<pipeline>
+    Rebuild(commands::rebuild::Args),
     /// Print the CLI version and the protocol version it speaks.
     Version(commands::VersionArgs),
     /// Print a shell completion script: bash, zsh or fish.
@@ -119,6 +129,7 @@ async fn main() -> ExitCode {
         Command::Verify(args) => commands::verify::run(&args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Reset(args) => commands::reset::run(args).await,
+        Command::Rebuild(args) => commands::rebuild::run(args).await,
         Command::Version(args) => commands::version(&args),
         Command::Completion { shell } => Ok(completion(shell)),
         Command::Man => man(),

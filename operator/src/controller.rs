@@ -268,6 +268,16 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
         tokio::join!(apply::plan(ctx, flow, &plan, &conns), crate::reset::drive(ctx, flow, &mut status));
     let recheck = recheck?;
     let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
+    // A rebuild: whether it holds streamlets at 0 replicas (the plan above rendered them so), and
+    // whether its groups caught up, as conditions and, when that changes, an event.
+    let (annotation, done) = flow_adapters::kube::reset_annotations(flow);
+    let held = flow_core::rebuild::held(&flow.spec, annotation, done);
+    let rebuild = flow_core::rebuild::conditions(annotation, &held, status.reset.as_ref(), flow.metadata.generation);
+    let before = flow.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+    for event in flow_core::rebuild::events(annotation, &rebuild, before) {
+        apply::record(ctx, flow, &event).await;
+    }
+    status.conditions.extend(rebuild);
     if let Some(problem) = ctx.ledger.problem() {
         status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));
     }

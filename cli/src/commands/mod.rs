@@ -8,6 +8,7 @@ use crate::output::{self, Format};
 
 pub mod generate;
 mod inputs;
+pub mod rebuild;
 pub mod reset;
 pub mod verify;
 

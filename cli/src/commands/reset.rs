@@ -233,7 +233,7 @@ fn destination(args: &Args) -> Result<Option<To>, Failure> {
 }
 
 /// Refuses when an earlier request of `flow` is still pending, unless `replace`.
-fn refuse_pending(flow: &AnkkaFlow, ns: &str, pipeline: &str, replace: bool) -> Result<(), Failure> {
+pub(crate) fn refuse_pending(flow: &AnkkaFlow, ns: &str, pipeline: &str, replace: bool) -> Result<(), Failure> {
     if let (Some(raw), done) = k::reset_annotations(flow)
         && let Ok(pending) = ResetRequest::parse(raw)
         && done != Some(pending.id.as_str())

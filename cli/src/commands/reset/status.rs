@@ -442,6 +442,81 @@ pub async fn wait_with(
     }
 }
 
+/// Waits until request `id` of `pipeline` in `ns` is finished and every group it reset has caught
+/// up (`flow rebuild --wait`), printing its progress on stderr whenever it changes: the phase, then
+/// each group's burn-down (records left, rate, time to zero). Renders its status in `format`.
+///
+/// # Errors
+/// As [`wait`]; a timeout names the catch-up when the request itself is done.
+pub async fn wait_caught_up(
+    cluster: &Cluster,
+    ns: &str,
+    pipeline: &str,
+    id: &str,
+    timeout: Option<Duration>,
+    format: Format,
+) -> Result<Output, Failure> {
+    let scope = Scope::Namespace(ns.to_string());
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut shown = String::new();
+    let mut last: Option<(Report, Instant)> = None;
+    let mut rates = Rates::new();
+    loop {
+        let r = find(cluster, &scope, Some(pipeline), id).await?;
+        let now = Instant::now();
+        if let Some((prev, at)) = &last
+            && prev != &r
+        {
+            let secs = now.duration_since(*at).as_secs_f64().max(0.001);
+            for g in &r.groups {
+                let before = prev.groups.iter().find(|p| p.group == g.group).and_then(|p| p.lag);
+                if let (Some(b), Some(l)) = (before, g.lag)
+                    && b != l
+                {
+                    rates.insert(g.group.clone(), (b - l) as f64 / secs);
+                }
+            }
+        }
+        let mut text = r.progress();
+        text.push('\n');
+        text.push_str(&catch_up_lines(&r, &rates));
+        if text != shown {
+            eprint!("{text}");
+            shown = text;
+        }
+        if r.finished() {
+            if let Some((code, problem)) = r.ending(ns) {
+                return Err(Failure::with_code(code, render(&r, format)?, problem));
+            }
+            if r.caught_up() {
+                return Ok(Output::from(render(&r, format)?));
+            }
+        }
+        if let (Some(deadline), Some(timeout)) = (deadline, timeout)
+            && Instant::now() >= deadline
+        {
+            let waited = if r.finished() { "for the catch-up of" } else { "for" };
+            return Err(Failure::with_code(
+                exit::TIMED_OUT,
+                render(&r, format)?,
+                format!(
+                    "timed out after {} waiting {waited} rebuild {id} of '{pipeline}' ({}); the request stays and \
+                     the operator carries it on: flow reset status {id} -n {ns} --watch",
+                    humantime::format_duration(timeout),
+                    r.phase
+                ),
+            ));
+        }
+        if last.as_ref().is_none_or(|(l, _)| l != &r) {
+            last = Some((r, now));
+        }
+        let pause = deadline.map_or(Duration::from_secs(1), |d| {
+            d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))
+        });
+        tokio::time::sleep(pause).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,93 @@
+//! `flow rebuild cart --wait` on the real test bed (docs/rebuild.md): the operator holds router at 0
+//! replicas without editing the resource, is killed after the Deployment went to 0 and before the
+//! reset, and a restarted operator still resets the group once, restores the replicas, and the
+//! command ends when the stand-in (playing router from the Secret the operator rendered) has caught
+//! up.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use flow_testbed::cart::{DONE, GROUP, TOPIC};
+use flow_testbed::*;
+
+fn at(offset: i64) -> std::collections::BTreeMap<i32, Option<i64>> {
+    (0..3).map(|p| (p, Some(offset))).collect()
+}
+
+fn deployment_replicas(ns: &str) -> String {
+    kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"])
+}
+
+fn condition(ns: &str, type_: &str) -> String {
+    let path = format!("jsonpath={{.status.conditions[?(@.type==\"{type_}\")].status}}");
+    kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", &path])
+}
+
+#[test]
+fn rebuild_holds_resets_once_across_an_operator_kill_restores_and_catches_up() {
+    let _serial = serial();
+    let ns = "shop-rebuild";
+    let lag = ("FLOW_LAG_INTERVAL_SECONDS", "1");
+    // The pipeline runs (router at 1 replica) and its group has read everything (20/20/20).
+    let mut op = cart_scenario(ns, 1, &[lag, ("FLOW_FAULT_CRASH_AT", "before-fence")]);
+    assert_eq!(deployment_replicas(ns), "1");
+    let spec_before = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.spec}"]);
+
+    let rebuild = Command::new(bin("flow"))
+        .args(["rebuild", "cart", "-n", ns, "--wait", "--timeout", "180s"])
+        .env("KUBECONFIG", &bed().kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flow rebuild starts");
+
+    // The operator renders router at 0, waits for its pod to go, and is killed before the first
+    // fence: held, nothing reset yet.
+    assert_eq!(op.wait_exit(Duration::from_secs(90)), Some(86), "the operator stops before the reset");
+    assert_eq!(deployment_replicas(ns), "0", "the Deployment is held at 0");
+    assert!(pipeline_pods(ns, "cart").is_empty(), "no pod left");
+    let spec_held = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.spec}"]);
+    assert_eq!(spec_held, spec_before, "the resource's spec is not edited");
+    assert_eq!(condition(ns, "Rebuilding"), "True");
+    assert_eq!(condition(ns, "CaughtUp"), "False");
+    let held = event_notes(ns, "Rebuilding");
+    assert!(held.len() == 1 && held[0].contains(" holds router at 0 replicas"), "{held:?}");
+    assert_eq!(annotation(ns, "cart", DONE), None);
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(20), "nothing was reset before the kill");
+
+    // A restarted operator (its ledger lost too) holds router still, resets, and restores.
+    let _op = Operator::start(&fresh_dir(&format!("{ns}-restarted")), &[("FLOW_WATCH_NAMESPACE", ns), lag]);
+    let id = wait_until("the done annotation", Duration::from_secs(60), || annotation(ns, "cart", DONE));
+    wait_until("router's replicas restored", Duration::from_secs(30), || {
+        (deployment_replicas(ns) == "1").then_some(())
+    });
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(0), "reset to the earliest offsets");
+    wait_until("Rebuilding False", Duration::from_secs(30), || (condition(ns, "Rebuilding") == "False").then_some(()));
+
+    // Router runs again: the stand-in plays it, from the Secret the operator rendered.
+    let reader = Command::new(bin("flow-standin"))
+        .args(standin::playing(ns, "cart", "router"))
+        .args(["--expect", "60", "--rate", "10", "--timeout", "60"])
+        .env("KUBECONFIG", &bed().kubeconfig)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("flow-standin starts");
+    let out = rebuild.wait_with_output().expect("flow rebuild ends");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with(&format!("rebuild requested for 'cart': {id}\n")), "{stdout}");
+    assert!(stderr.contains(&format!("reset {id} of 'cart': Waiting")) || stderr.contains("Resetting"), "{stderr}");
+    assert!(stderr.contains("catch-up: cart.router.in ") && stderr.contains(" of 60 records left ("), "{stderr}");
+    assert!(stderr.contains("catch-up: cart.router.in caught up at "), "{stderr}");
+    let mut reader = reader;
+    assert!(reader.wait().expect("stand-in ends").success());
+
+    // Once, whatever the kill: one reset event for the one group, one restore event.
+    assert_eq!(event_notes(ns, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert_eq!(event_notes(ns, "RebuildRestored").len(), 1);
+    assert_eq!(condition(ns, "CaughtUp"), "True");
+    let waited = kubectl(&["-n", ns, "wait", "--for=condition=CaughtUp", "aflow/cart", "--timeout=10s"]);
+    assert!(waited.status.success(), "{}", show(&waited));
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(20), "the stand-in read the whole input again");
+    assert_eq!(kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.spec}"]), spec_before);
+}
