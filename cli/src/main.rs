@@ -204,6 +204,19 @@ mod tests {
     }
 
     #[test]
+    fn rebuild_takes_streamlets_and_a_timeout_only_with_wait() {
+        assert!(matches!(
+            parse(&["rebuild", "cart", "--streamlet", "router", "-n", "shop", "--wait", "--timeout", "5m"])
+                .unwrap()
+                .command,
+            Command::Rebuild(_)
+        ));
+        assert!(parse(&["rebuild", "cart", "--timeout", "5m"]).is_err(), "--timeout needs --wait");
+        assert!(parse(&["rebuild"]).is_err(), "the pipeline is required");
+        assert!(parse(&["rebuild", "cart", "--dry-run"]).is_err(), "no dry run of a rebuild");
+    }
+
+    #[test]
     fn a_pipeline_named_status_can_be_reset() {
         let Command::Reset(args) = parse(&["reset", "-n", "shop", "--", "status"]).unwrap().command else {
             panic!("not reset")

@@ -69,8 +69,12 @@ pub fn conditions(
     });
     let rebuilding = if held.is_empty() {
         let (reason, message) = match reset.filter(|s| s.id == *id).map(|s| &s.phase) {
-            Some(RequestPhase::Done) => ("Restored", format!("rebuild {id} is done; the streamlets run at the resource's replicas")),
-            Some(RequestPhase::Refused) => ("Refused", format!("rebuild {id} was refused{}", stage.unwrap_or_default())),
+            Some(RequestPhase::Done) => {
+                ("Restored", format!("rebuild {id} is done; the streamlets run at the resource's replicas"))
+            }
+            Some(RequestPhase::Refused) => {
+                ("Refused", format!("rebuild {id} was refused{}", stage.unwrap_or_default()))
+            }
             _ => ("Restored", format!("rebuild {id} holds no streamlet")),
         };
         cond(CONDITION_REBUILDING, false, reason, message, generation)
@@ -181,8 +185,15 @@ mod tests {
         let a = rebuild();
         let h = held(&cart(1), Some(&a), None);
         let c = conditions(Some(&a), &h, None, Some(2));
-        assert_eq!((c[0].type_.as_str(), c[0].status.as_str(), c[0].reason.as_str()), ("Rebuilding", "True", "HeldStopped"));
-        assert!(c[0].message.starts_with(&format!("rebuild {ID} holds router, sink at 0 replicas")), "{}", c[0].message);
+        assert_eq!(
+            (c[0].type_.as_str(), c[0].status.as_str(), c[0].reason.as_str()),
+            ("Rebuilding", "True", "HeldStopped")
+        );
+        assert!(
+            c[0].message.starts_with(&format!("rebuild {ID} holds router, sink at 0 replicas")),
+            "{}",
+            c[0].message
+        );
         assert_eq!((c[1].type_.as_str(), c[1].status.as_str()), ("CaughtUp", "False"));
         let ev = events(Some(&a), &c, &[]);
         assert_eq!(ev.len(), 1);

@@ -75,6 +75,7 @@ fn rebuild_holds_resets_once_across_an_operator_kill_restores_and_catches_up() {
     let out = rebuild.wait_with_output().expect("flow rebuild ends");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
+    eprintln!("flow rebuild --wait printed:\n{stdout}{stderr}");
     assert!(stdout.starts_with(&format!("rebuild requested for 'cart': {id}\n")), "{stdout}");
     assert!(stderr.contains(&format!("reset {id} of 'cart': Waiting")) || stderr.contains("Resetting"), "{stderr}");
     assert!(stderr.contains("catch-up: cart.router.in ") && stderr.contains(" of 60 records left ("), "{stderr}");
@@ -83,7 +84,10 @@ fn rebuild_holds_resets_once_across_an_operator_kill_restores_and_catches_up() {
     assert!(reader.wait().expect("stand-in ends").success());
 
     // Once, whatever the kill: one reset event for the one group, one restore event.
-    assert_eq!(event_notes(ns, "ResetOffsets"), ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert_eq!(
+        event_notes(ns, "ResetOffsets"),
+        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
+    );
     assert_eq!(event_notes(ns, "RebuildRestored").len(), 1);
     assert_eq!(condition(ns, "CaughtUp"), "True");
     let waited = kubectl(&["-n", ns, "wait", "--for=condition=CaughtUp", "aflow/cart", "--timeout=10s"]);

@@ -112,8 +112,7 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
                 } else {
                     eprint!("{line}");
                 }
-                return status::wait_caught_up(&cluster, &ns, &pipeline, &request.id, args.timeout, args.output)
-                    .await;
+                return status::wait_caught_up(&cluster, &ns, &pipeline, &request.id, args.timeout, args.output).await;
             }
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => return Err(cluster.failure(e)),
