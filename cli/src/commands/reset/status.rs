@@ -458,7 +458,7 @@ pub async fn wait_caught_up(
 ) -> Result<Output, Failure> {
     let scope = Scope::Namespace(ns.to_string());
     let deadline = timeout.map(|t| Instant::now() + t);
-    let mut shown = String::new();
+    let (mut shown, mut shown_burn_down) = (String::new(), String::new());
     let mut last: Option<(Report, Instant)> = None;
     let mut rates = Rates::new();
     loop {
@@ -477,12 +477,16 @@ pub async fn wait_caught_up(
                 }
             }
         }
-        let mut text = r.progress();
-        text.push('\n');
-        text.push_str(&catch_up_lines(&r, &rates));
-        if text != shown {
-            eprint!("{text}");
-            shown = text;
+        // The progress line when it changes, then each change of the burn-down.
+        let line = r.progress();
+        if line != shown {
+            eprintln!("{line}");
+            shown = line;
+        }
+        let burn_down = catch_up_lines(&r, &rates);
+        if burn_down != shown_burn_down {
+            eprint!("{burn_down}");
+            shown_burn_down = burn_down;
         }
         if r.finished() {
             if let Some((code, problem)) = r.ending(ns) {
