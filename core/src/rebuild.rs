@@ -75,7 +75,7 @@ pub fn conditions(
             Some(RequestPhase::Refused) => {
                 ("Refused", format!("rebuild {id} was refused{}", stage.unwrap_or_default()))
             }
-            _ => ("Restored", format!("rebuild {id} holds no streamlet")),
+            _ => ("NotHeld", format!("rebuild {id} holds no streamlet")),
         };
         cond(CONDITION_REBUILDING, false, reason, message, generation)
     } else {
@@ -113,18 +113,24 @@ pub fn conditions(
     vec![rebuilding, caught_up]
 }
 
-/// The events of the `Rebuilding` condition `now` computed, given the stored one (`before`): one
-/// when the rebuild starts holding streamlets, one when it lets them go. Each is named by the
-/// request, so an operator that restarts records neither twice.
+/// The events of the `Rebuilding` condition `now` computed, given the stored conditions (`before`):
+/// one when the rebuild starts holding streamlets, one when it lets them go after its reset is done.
+/// An event is due whenever the stored condition does not say the same of the same request yet (a
+/// status written in the middle of a reset may not carry it); each is named by the request, so the
+/// API server refuses a second one and an operator that restarts records neither twice.
 pub fn events(annotation: Option<&str>, now: &[Condition], before: &[Condition]) -> Vec<Event> {
     let Some(r) = request(annotation) else { return vec![] };
-    let find = |cs: &[Condition]| cs.iter().find(|c| c.type_ == CONDITION_REBUILDING).map(|c| c.status == "True");
-    let Some(holding) = find(now) else { return vec![] };
-    let was = find(before).unwrap_or(false);
-    let message = now.iter().find(|c| c.type_ == CONDITION_REBUILDING).map(|c| c.message.clone()).unwrap_or_default();
-    match (was, holding) {
-        (false, true) => vec![Event::new(EventType::Normal, "Rebuilding", message, format!("{}/held", r.id))],
-        (true, false) => vec![Event::new(EventType::Normal, "RebuildRestored", message, format!("{}/restored", r.id))],
+    let find = |cs: &[Condition]| cs.iter().find(|c| c.type_ == CONDITION_REBUILDING).cloned();
+    let Some(current) = find(now) else { return vec![] };
+    let said = find(before).is_some_and(|b| b.status == current.status && b.message.contains(&r.id));
+    if said {
+        return vec![];
+    }
+    match (current.status.as_str(), current.reason.as_str()) {
+        ("True", _) => vec![Event::new(EventType::Normal, "Rebuilding", current.message, format!("{}/held", r.id))],
+        (_, "Restored") => {
+            vec![Event::new(EventType::Normal, "RebuildRestored", current.message, format!("{}/restored", r.id))]
+        }
         _ => vec![],
     }
 }
@@ -205,6 +211,9 @@ mod tests {
         assert_eq!((behind[0].status.as_str(), behind[0].reason.as_str()), ("False", "Restored"));
         assert_eq!((behind[1].status.as_str(), behind[1].reason.as_str()), ("False", "CatchingUp"));
         assert_eq!(events(Some(&a), &behind, &c)[0].reason, "RebuildRestored");
+        // A status written in the middle of the reset may have lost the condition: still once due.
+        assert_eq!(events(Some(&a), &behind, &[])[0].reason, "RebuildRestored");
+        assert!(events(Some(&a), &behind, &behind).is_empty());
         let up = conditions(Some(&a), &none, Some(&done(Some("2026-12-01T09:00:00Z"))), Some(2));
         assert_eq!((up[1].status.as_str(), up[1].reason.as_str()), ("True", "CaughtUp"));
 
