@@ -67,10 +67,16 @@ fn the_pod(ns: &str, pipeline: &str) -> String {
     pods[0].trim_start_matches("pod/").to_string()
 }
 
-fn deletion_timestamp(ns: &str, pod: &str) -> Option<String> {
-    let o = kubectl(&["-n", ns, "get", "pod", pod, "-o", "jsonpath={.metadata.deletionTimestamp}"]);
-    let t = String::from_utf8_lossy(&o.stdout).into_owned();
-    (o.status.success() && !t.is_empty()).then_some(t)
+/// The uid of pod `pod` while it is Terminating (it exists and has a `deletionTimestamp`).
+///
+/// The timestamp itself is no identity: kwok's own delete with grace 0 can land seconds after the
+/// Deployment controller's graceful one and moves the `deletionTimestamp` earlier (the API server
+/// shortens a pending graceful deletion), so the test compares the pod's uid instead.
+fn terminating_uid(ns: &str, pod: &str) -> Option<String> {
+    let o = kubectl(&["-n", ns, "get", "pod", pod, "-o", "jsonpath={.metadata.uid} {.metadata.deletionTimestamp}"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (uid, deleted) = out.trim().split_once(' ')?;
+    (o.status.success() && !deleted.is_empty()).then(|| uid.to_string())
 }
 
 fn group_entry(ns: &str, pipeline: &str, group: &str) -> serde_json::Value {
@@ -145,7 +151,7 @@ fn f1_a_terminating_pod_that_commits_on_close_holds_the_reset_until_it_is_gone()
     // Scale-down: the Deployment's controller deletes the pod, which stays Terminating; the kubelet
     // sends SIGTERM to its container, which reads on for 4 s.
     apply_own_pipeline_replicas_zero(ns, p, topic);
-    let deleted_at = wait_until("the pod Terminating", Duration::from_secs(30), || deletion_timestamp(ns, &pod));
+    let uid = wait_until("the pod Terminating", Duration::from_secs(30), || terminating_uid(ns, &pod));
     container.terminate();
     container.wait_line("SIGTERM received: reading on for 4 s before closing", Duration::from_secs(10));
 
@@ -212,7 +218,7 @@ fn f1_a_terminating_pod_that_commits_on_close_holds_the_reset_until_it_is_gone()
     assert_eq!(annotation(ns, p, DONE), None);
     assert_eq!(reset_status(ns, p)["phase"], "Waiting");
     assert_eq!(event_notes(ns, "ResetOffsets"), Vec::<String>::new());
-    assert_eq!(deletion_timestamp(ns, &pod).as_deref(), Some(deleted_at.as_str()), "the pod is still Terminating");
+    assert_eq!(terminating_uid(ns, &pod), Some(uid), "the pod is still Terminating");
 
     // The kubelet is done with the pod: it goes, and the reset runs once.
     let released = Instant::now();
