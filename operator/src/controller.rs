@@ -185,8 +185,7 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
         *n += 1;
         *n
     };
-    // 1 s doubling per attempt up to 300 s.
-    let delay = Duration::from_secs(1u64 << (attempt - 1).min(9)).min(Duration::from_secs(300));
+    let delay = ctx.settings.retry_backoff(attempt);
     tracing::warn!(
         namespace = flow.namespace(),
         name = %flow.name_any(),

@@ -40,6 +40,11 @@ async fn main() -> ExitCode {
             }
         },
         None => {
+            if let Some(why) = cli.settings.inconsistency() {
+                // As clap refuses a setting out of range: a usage error, before anything starts.
+                eprintln!("flow-operator: {why}");
+                return ExitCode::from(2);
+            }
             settings::init_tracing(cli.settings.log_format);
             tracing::info!(
                 version = metrics::VERSION,

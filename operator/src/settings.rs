@@ -25,6 +25,9 @@ pub enum Command {
     Crd,
 }
 
+/// The operator's namespace when `FLOW_OPERATOR_NAMESPACE` is not set.
+pub const DEFAULT_NAMESPACE: &str = "ankka-flow";
+
 /// The instance name when `HOSTNAME` is not set.
 pub const DEFAULT_INSTANCE: &str = "ankka-flow-operator";
 
@@ -49,6 +52,14 @@ pub struct Settings {
     /// Seconds between periodic full reconciles of every pipeline.
     #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub resync_seconds: u64,
+    /// Seconds before the first retry of a reconcile that failed (an apply refused, the API server
+    /// or Kafka unreachable); the delay doubles with each failed attempt in a row.
+    #[arg(long, env = "FLOW_OPERATOR_RETRY_MIN_BACKOFF_SECONDS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub retry_min_backoff_seconds: u64,
+    /// The longest delay between retries of a reconcile that keeps failing, in seconds; at least
+    /// `--retry-min-backoff-seconds`.
+    #[arg(long, env = "FLOW_OPERATOR_RETRY_MAX_BACKOFF_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub retry_max_backoff_seconds: u64,
     /// Pipelines reconciled in parallel.
     #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
@@ -78,7 +89,7 @@ pub struct Settings {
     #[arg(long, env = "FLOW_LEASE_NAME", default_value = "ankka-flow-operator")]
     pub lease_name: String,
     /// Namespace of the Lease: the operator's own namespace.
-    #[arg(long, env = "FLOW_OPERATOR_NAMESPACE", default_value = "ankka-flow")]
+    #[arg(long, env = "FLOW_OPERATOR_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
     pub lease_namespace: String,
     /// This instance's name in the Lease (default: `--instance`, that is the pod name; with neither
     /// set, `ankka-flow-operator` plus a suffix unique to this process).
@@ -128,9 +139,33 @@ impl Settings {
     }
 
     /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own
-    /// namespace.
+    /// namespace (`--lease-namespace`), else `ankka-flow`; an empty value counts as unset.
     pub fn clusters_namespace(&self) -> &str {
-        self.kafka_clusters_namespace.as_deref().unwrap_or(&self.lease_namespace)
+        [self.kafka_clusters_namespace.as_deref(), Some(self.lease_namespace.as_str())]
+            .into_iter()
+            .flatten()
+            .map(str::trim)
+            .find(|s| !s.is_empty())
+            .unwrap_or(DEFAULT_NAMESPACE)
+    }
+
+    /// The delay before retrying a reconcile after its `attempt`-th failure in a row (1-based):
+    /// `--retry-min-backoff-seconds` doubled per earlier attempt (the exponent capped at 20), at most
+    /// `--retry-max-backoff-seconds`.
+    pub fn retry_backoff(&self, attempt: u32) -> std::time::Duration {
+        let doubled = self.retry_min_backoff_seconds.saturating_mul(1 << attempt.saturating_sub(1).min(20));
+        std::time::Duration::from_secs(doubled.min(self.retry_max_backoff_seconds))
+    }
+
+    /// Settings that are valid alone but not together, as a message naming them.
+    pub fn inconsistency(&self) -> Option<String> {
+        (self.retry_min_backoff_seconds > self.retry_max_backoff_seconds).then(|| {
+            format!(
+                "--retry-min-backoff-seconds (FLOW_OPERATOR_RETRY_MIN_BACKOFF_SECONDS) is {} s, more than \
+                 --retry-max-backoff-seconds (FLOW_OPERATOR_RETRY_MAX_BACKOFF_SECONDS), {} s",
+                self.retry_min_backoff_seconds, self.retry_max_backoff_seconds
+            )
+        })
     }
 }
 
@@ -171,6 +206,50 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_clusters_namespace_is_unset() {
+        let cli = Cli::parse_from(["flow-operator", "--kafka-clusters-namespace", "", "--lease-namespace", "ops"]);
+        assert_eq!(cli.settings.clusters_namespace(), "ops");
+        let cli = Cli::parse_from(["flow-operator", "--kafka-clusters-namespace", " ", "--lease-namespace", ""]);
+        assert_eq!(cli.settings.clusters_namespace(), "ankka-flow");
+    }
+
+    #[test]
+    fn the_retry_backoff_doubles_from_the_minimum_up_to_the_maximum() {
+        let cli = Cli::parse_from(["flow-operator"]);
+        let delays: Vec<u64> = (1..=11).map(|k| cli.settings.retry_backoff(k).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        let cli = Cli::parse_from([
+            "flow-operator",
+            "--retry-min-backoff-seconds",
+            "3",
+            "--retry-max-backoff-seconds",
+            "3600",
+        ]);
+        assert_eq!(cli.settings.retry_backoff(1).as_secs(), 3);
+        assert_eq!(cli.settings.retry_backoff(4).as_secs(), 24);
+        // The exponent stops at 20: 3 * 2^20 s is past the maximum, and nothing overflows.
+        assert_eq!(cli.settings.retry_backoff(u32::MAX).as_secs(), 3600);
+        assert_eq!(cli.settings.inconsistency(), None);
+    }
+
+    #[test]
+    fn a_minimum_backoff_above_the_maximum_is_refused_naming_both() {
+        let cli = Cli::parse_from([
+            "flow-operator",
+            "--retry-min-backoff-seconds",
+            "60",
+            "--retry-max-backoff-seconds",
+            "30",
+        ]);
+        let e = cli.settings.inconsistency().expect("inconsistent");
+        assert!(
+            e.contains("FLOW_OPERATOR_RETRY_MIN_BACKOFF_SECONDS")
+                && e.contains("FLOW_OPERATOR_RETRY_MAX_BACKOFF_SECONDS"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn an_empty_sidecar_image_is_unset() {
         let cli = Cli::parse_from(["flow-operator", "--sidecar-image", ""]);
         assert_eq!(cli.settings.sidecar_image(), None);
@@ -190,6 +269,8 @@ mod tests {
             ("--lag-interval-seconds", "0"),
             ("--reset-settle-seconds", "3601"),
             ("--reset-concurrency", "0"),
+            ("--retry-min-backoff-seconds", "0"),
+            ("--retry-max-backoff-seconds", "0"),
         ] {
             let e = Cli::try_parse_from(["flow-operator", flag, value]).expect_err(flag).to_string();
             assert!(e.contains(flag) && e.contains(value), "{flag}: {e}");
