@@ -78,6 +78,23 @@ fn rebuild_from_the_start_as_the_seed_page_says() {
         (v["phase"] == "Done").then_some(v)
     });
     assert_eq!(reset["id"], id.as_str());
+    // The reset's condition says so, in the form `kubectl wait` reads.
+    kubectl_ok(&["-n", NS, "wait", "--for=condition=ResetComplete", "aflow/cart", "--timeout=30s"]);
+    let condition = kubectl_ok(&[
+        "-n",
+        NS,
+        "get",
+        "aflow",
+        "cart",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"ResetComplete\")]}",
+    ]);
+    let condition: serde_json::Value = serde_json::from_str(&condition).expect("the ResetComplete condition");
+    assert_eq!(
+        [&condition["status"], &condition["reason"], &condition["message"]],
+        ["True", "Done", &format!("reset {id} is done")],
+        "{condition}"
+    );
     let g = &reset["groups"][0];
     assert_eq!(reset["groups"].as_array().map(Vec::len), Some(1));
     assert_eq!(
