@@ -2,13 +2,20 @@
 //! replicas without editing the resource, is killed after the Deployment went to 0 and before the
 //! reset, and a restarted operator still resets the group once, restores the replicas, and the
 //! command ends when the stand-in (playing router from the Secret the operator rendered) has caught
-//! up.
+//! up. A second test stops the operator at the other steps of docs/rebuild.md's table: no operator
+//! when the request is written, a kill after the reset and before the done write, and a kill during
+//! the catch-up.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use flow_testbed::cart::{DONE, GROUP, TOPIC};
 use flow_testbed::*;
+
+// The fault suite's count of the commits Kafka recorded, read from `__consumer_offsets`.
+#[allow(dead_code)]
+#[path = "faults/support.rs"]
+mod support;
 
 fn at(offset: i64) -> std::collections::BTreeMap<i32, Option<i64>> {
     (0..3).map(|p| (p, Some(offset))).collect()
@@ -94,4 +101,91 @@ fn rebuild_holds_resets_once_across_an_operator_kill_restores_and_catches_up() {
     assert!(waited.status.success(), "{}", show(&waited));
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(20), "the stand-in read the whole input again");
     assert_eq!(kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.spec}"]), spec_before);
+}
+
+/// Kills the operator at once (SIGKILL: no Lease given back, nothing flushed on the way out).
+fn kill(mut op: Operator) {
+    let _ = Command::new("kill").args(["-KILL", &op.pid().to_string()]).status();
+    op.wait_exit(Duration::from_secs(10));
+}
+
+fn condition_reason(ns: &str, type_: &str) -> String {
+    let path = format!("jsonpath={{.status.conditions[?(@.type==\"{type_}\")].reason}}");
+    kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", &path])
+}
+
+#[test]
+fn rebuild_survives_no_operator_at_the_request_a_kill_before_done_and_a_kill_during_the_catch_up() {
+    let _serial = serial();
+    let ns = "shop-rebuild-kills";
+    let lag = ("FLOW_LAG_INTERVAL_SECONDS", "1");
+    let start = |name: &str, extra: &[(&str, &str)]| {
+        let mut env = vec![("FLOW_WATCH_NAMESPACE", ns), lag];
+        env.extend_from_slice(extra);
+        Operator::start(&fresh_dir(&format!("{ns}-{name}")), &env)
+    };
+    let op = cart_scenario(ns, 1, &[lag]);
+
+    // No operator runs when the request is written: nothing is held until one starts.
+    op.stop();
+    let o = flow(&["rebuild", "cart", "-n", ns]);
+    assert!(o.status.success(), "{}", show(&o));
+    let id = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .strip_prefix("rebuild requested for 'cart': ")
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("{}", show(&o)));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(deployment_replicas(ns), "1", "nothing renders the hold without an operator");
+
+    // An operator holds router at 0, resets the group and is killed before the done write.
+    let mut op = start("before-done", &[("FLOW_FAULT_CRASH_AT", "before-done")]);
+    assert_eq!(op.wait_exit(Duration::from_secs(90)), Some(86), "the operator stops before the done write");
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(0), "the group was reset before the kill");
+    assert_eq!(annotation(ns, "cart", DONE), None);
+    assert_eq!(deployment_replicas(ns), "0", "still held: the request is not done");
+    // The reconcile that reset the group was killed before its status write: what the status holds
+    // of the request is its write-ahead progress (docs/rebuild.md, "When the operator stops").
+    let st = reset_status(ns, "cart");
+    assert_eq!(st["id"].as_str(), Some(id.as_str()), "{st}");
+
+    // The next one writes the done annotation without resetting again, and restores router; it is
+    // killed before the stand-in reads anything, so the group has not caught up.
+    let op = start("restore", &[]);
+    wait_until("the done annotation", Duration::from_secs(60), || {
+        (annotation(ns, "cart", DONE).as_deref() == Some(id.as_str())).then_some(())
+    });
+    wait_until("router's replicas restored", Duration::from_secs(30), || {
+        (deployment_replicas(ns) == "1").then_some(())
+    });
+    wait_until("the restore event", Duration::from_secs(30), || {
+        (event_notes(ns, "RebuildRestored").len() == 1).then_some(())
+    });
+    wait_until("CaughtUp False while catching up", Duration::from_secs(30), || {
+        (condition_reason(ns, "CaughtUp") == "CatchingUp").then_some(())
+    });
+    kill(op);
+    assert_eq!(condition(ns, "CaughtUp"), "False");
+
+    // A last operator follows the catch-up to the end.
+    let _op = start("catch-up", &[]);
+    let reader = standin::read_as_streamlet(ns, "cart", "router", 60);
+    assert_eq!(reader["records"], 60);
+    wait_until("CaughtUp True", Duration::from_secs(60), || (condition(ns, "CaughtUp") == "True").then_some(()));
+
+    // Once, whatever the stops: one reset commit per partition, one event of each kind.
+    let commits = support::commits(&format!("ankka-flow/reset/{id}"));
+    let per_partition: Vec<usize> =
+        (0..3).map(|p| commits.get(&(GROUP.to_string(), TOPIC.to_string(), p)).copied().unwrap_or(0)).collect();
+    assert_eq!(per_partition, [1, 1, 1], "reset commits of {id} per partition");
+    assert_eq!(
+        event_notes(ns, "ResetOffsets"),
+        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
+    );
+    assert_eq!(event_notes(ns, "Rebuilding").len(), 1);
+    assert_eq!(event_notes(ns, "RebuildRestored").len(), 1);
+    assert_eq!(condition(ns, "Rebuilding"), "False");
+    let st = reset_status(ns, "cart");
+    assert_eq!((st["id"].as_str(), st["phase"].as_str()), (Some(id.as_str()), Some("Done")), "{st}");
+    assert!(st["groups"][0]["caughtUpAt"].is_string(), "{st}");
 }
