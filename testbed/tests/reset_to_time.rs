@@ -55,6 +55,11 @@ fn a_reset_to_a_time_goes_to_the_first_record_at_or_after_it() {
         event_notes(ns, "ResetOffsetsWarning"),
         [format!("{GROUP}: partition(s) 2 have no record at or after {at} and went to the log end")]
     );
+    // Router, started again (the stand-in plays it from its rendered Secret), reads the records from
+    // the instant on, and nothing before it.
+    let read = standin::read_as_streamlet(ns, "cart", "router", 20);
+    assert_eq!(read["records"], 20, "{read}");
+    assert_eq!(read["first"], serde_json::json!({"0": 20, "1": 20}), "{read}");
     // The text of flow reset status names the time.
     let id = r["id"].as_str().expect("the id");
     let text = stdout(&flow(&["reset", "status", id, "-n", ns]));
@@ -72,4 +77,6 @@ fn a_reset_to_a_time_goes_to_the_first_record_at_or_after_it() {
     assert_eq!(r["groups"][0]["offsetsAfter"], serde_json::json!({"0": 0, "1": 0, "2": 0}));
     assert_eq!(r["groups"][0]["message"], format!("3 partition(s) of '{TOPIC}' to {to}"));
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(0)), (1, Some(0)), (2, Some(0))].into());
+    let read = standin::read_as_streamlet(ns, "cart", "router", 70);
+    assert_eq!(read["first"], serde_json::json!({"0": 0, "1": 0, "2": 0}), "{read}");
 }

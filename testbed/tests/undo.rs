@@ -46,6 +46,14 @@ fn an_undo_puts_back_the_offsets_before_a_reset_and_refuses_a_group_that_consume
     assert_eq!(g["message"], format!("3 partition(s) of '{TOPIC}' to {to}"));
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), back);
     assert!(event_notes(ns, "ResetOffsets").contains(&format!("{GROUP}: 3 partition(s) of '{TOPIC}' to {to}")));
+    // Router, started again (the stand-in plays it from its rendered Secret), goes on where it was
+    // before the reset: it reads only what came after, 5 new records per partition.
+    kafka::produce(TOPIC, 3, 5);
+    let read = standin::read_as_streamlet(ns, "cart", "router", 15);
+    assert_eq!(read["records"], 15, "{read}");
+    assert_eq!(read["first"], serde_json::json!({"0": 20, "1": 20, "2": 20}), "{read}");
+    let back = [(0, Some(25)), (1, Some(25)), (2, Some(25))].into();
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), back);
 
     // Reset again; then the group consumes a little (a commit by hand stands for it).
     let (again, _) = waited(&["reset", "cart", "-n", ns]);
