@@ -59,6 +59,12 @@ fn a_dry_run_plans_and_a_plan_is_carried_out_only_while_the_offsets_are_as_plann
     assert!(o.status.success(), "{}", show(&o));
     let again: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(again["groups"], plan["groups"]);
+    // And as YAML.
+    let o = flow(&["reset", "cart", "-n", ns, "--dry-run", "-o", "yaml"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let yaml: serde_json::Value =
+        serde_saphyr::from_slice(&o.stdout).unwrap_or_else(|e| panic!("YAML ({e}): {}", show(&o)));
+    assert_eq!(yaml["groups"], plan["groups"]);
 
     // Carried out exactly.
     let o = flow(&["reset", "cart", "-n", ns, "--plan", file_arg, "--wait", "-o", "json"]);
