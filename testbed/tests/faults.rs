@@ -2,13 +2,17 @@
 //! checks (`Pipe::assert_reset_once`): Kafka recorded one reset commit per partition of each group
 //! for the request (read from `__consumer_offsets`), no group is reported reset that is not at its
 //! log start offsets with the reset marker, and the status says `Done` with every group `Reset`.
+//! docs/faults.md describes each fault, what the operator does, and what these tests observed.
 
+#[path = "faults/outages.rs"]
+mod outages;
 #[path = "faults/support.rs"]
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flow_testbed::*;
+use outages::{BrokerStopped, Disk};
 use support::Pipe;
 
 /// A status write fails while another group's fence is delayed: the drive that gives up waits for
@@ -68,9 +72,7 @@ fn a_leader_paused_past_its_lease_steps_down_and_the_new_one_finishes() {
         second.log_text().contains("waiting to hold the lease").then_some(())
     });
     let id = pipe.request();
-    wait_until("the first operator between an intent and its commit", Duration::from_secs(60), || {
-        first.log_text().contains("fault injection: pausing here on purpose").then_some(())
-    });
+    paused(&first, "between an intent and its commit");
     let signal = |sig: &str| {
         let ok = std::process::Command::new("kill")
             .args([sig, &first.pid().to_string()])
@@ -91,6 +93,51 @@ fn a_leader_paused_past_its_lease_steps_down_and_the_new_one_finishes() {
     assert!(log.contains("lost the lease"), "{log}");
     assert!(!log.contains("reset request done"), "{log}");
     pipe.assert_reset_once(&id);
+}
+
+/// The operator's settings that pause its reset once for 3 s, between the first intents made
+/// durable and their commits, for a test to cause its fault meanwhile.
+const PAUSE_AFTER_INTENT: [(&str, &str); 3] =
+    [("FLOW_FAULT_PAUSE_AT", "after-intent"), ("FLOW_FAULT_PAUSE_SECONDS", "3"), ("FLOW_FAULT_PAUSE_TIMES", "1")];
+
+/// Waits until `op` logged that it pauses at its fault point (`where_`, for the message).
+fn paused(op: &Operator, where_: &str) {
+    wait_until(&format!("the operator to pause {where_}"), Duration::from_secs(60), || {
+        op.log_text().contains("fault injection: pausing here on purpose").then_some(())
+    });
+}
+
+/// The `ResetLedger` condition of AnkkaFlow `name` in `ns`, as JSON; empty when it has none.
+fn ledger_condition(ns: &str, name: &str) -> String {
+    kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", "jsonpath={.status.conditions[?(@.type==\"ResetLedger\")]}"])
+}
+
+/// Checks that `op` reports its ledger unusable after a failed `operation` (`open`, `write`): the
+/// failure counted, the gauge at 0, `/healthz` ok and saying so, and AnkkaFlow `name` in `ns`
+/// carrying the `ResetLedger` condition, which says that the ledger cannot be opened (now) and
+/// that resets go on. Returns the condition's message.
+fn assert_ledger_unavailable(op: &Operator, ns: &str, name: &str, operation: &str) -> String {
+    let text = metrics(op);
+    let errors = format!("ankka_flow_ledger_errors_total{{operation=\"{operation}\"}}");
+    assert!(series(&text, &errors).is_some_and(|n| n >= 1.0), "{text}");
+    assert_eq!(series(&text, "ankka_flow_ledger_available"), Some(0.0), "{text}");
+    let (code, health) = http_get(&metrics_address(op), "/healthz");
+    assert_eq!(code, 200);
+    assert!(health.starts_with("ok\nledger: cannot be used; resets go on"), "{health}");
+    let c: serde_json::Value = serde_json::from_str(&ledger_condition(ns, name)).expect("the ResetLedger condition");
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("LedgerUnavailable")), "{c}");
+    let message = c["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("cannot open the reset ledger in ") && message.contains("resets go on"), "{c}");
+    message
+}
+
+/// Waits until AnkkaFlow `name` in `ns` no longer carries the `ResetLedger` condition, and checks
+/// that `op` counts its ledger available again.
+fn wait_ledger_back(op: &Operator, ns: &str, name: &str) {
+    wait_until("the ResetLedger condition to go", Duration::from_secs(40), || {
+        ledger_condition(ns, name).is_empty().then_some(())
+    });
+    assert_eq!(series(&metrics(op), "ankka_flow_ledger_available"), Some(1.0));
 }
 
 /// The operator's metrics text.
@@ -114,18 +161,10 @@ fn the_ledger_directory_removed_mid_reset_loses_nothing() {
     let dir = fresh_dir(ns).join("ledger");
     let op = Operator::start(
         &dir,
-        &[
-            ("FLOW_WATCH_NAMESPACE", ns),
-            ("FLOW_METRICS_ADDRESS", "127.0.0.1:0"),
-            ("FLOW_FAULT_PAUSE_AT", "after-intent"),
-            ("FLOW_FAULT_PAUSE_SECONDS", "3"),
-            ("FLOW_FAULT_PAUSE_TIMES", "1"),
-        ],
+        &[&[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")], &PAUSE_AFTER_INTENT[..]].concat(),
     );
     let id = pipe.request();
-    wait_until("the operator between an intent and its commit", Duration::from_secs(60), || {
-        op.log_text().contains("fault injection: pausing here on purpose").then_some(())
-    });
+    paused(&op, "between an intent and its commit");
     std::fs::remove_dir_all(&dir).expect("remove the ledger directory");
     pipe.wait_done(&id, Duration::from_secs(90));
     pipe.assert_reset_once(&id);
@@ -137,53 +176,20 @@ fn the_ledger_directory_removed_mid_reset_loses_nothing() {
     assert_eq!(series(&text, "ankka_flow_ledger_available"), Some(1.0), "{text}");
 }
 
-/// A tmpfs of its own, mounted for one test and unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(name: &str, size: &str) -> Tmpfs {
-        let dir = bed().root.join("target/e2e-tmpfs").join(format!("{name}-{}", std::process::id()));
-        let _ = std::process::Command::new("umount").arg("-l").arg(&dir).status();
-        std::fs::create_dir_all(&dir).expect("mount point");
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mount a tmpfs at {} (the fault tests run as root)", dir.display());
-        Tmpfs(dir)
-    }
-
-    /// Writes zeros into a file of its own until the file system is full.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = std::fs::File::create(self.0.join("fill")).expect("fill file");
-        let chunk = vec![0u8; 64 * 1024];
-        while f.write_all(&chunk).and_then(|()| f.flush()).is_ok() {}
-        let _ = f.sync_all();
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-/// The ledger's disk is full when the operator starts (sled cannot even create its files; on a
-/// disk that fills up later, its writes fail the same way once they need a new page). The operator
-/// starts anyway, the reset goes on with its progress held by the status alone, and finishes: one
-/// commit per group, no false success; the resource carries the `ResetLedger` condition and the
-/// metrics count the failures. Once space is freed, the ledger is used again and the condition goes.
+/// The ledger's disk is full when the operator starts: sled cannot even create its files (a disk
+/// that fills up mid-reset is the next test's). The operator starts anyway, the reset goes on with
+/// its progress held by the status alone, and finishes: one commit per group, no false success; the
+/// resource carries the `ResetLedger` condition and the metrics count the failures. Once space is
+/// freed, the ledger is used again and the condition goes.
 #[test]
 fn a_full_ledger_disk_degrades_to_the_status_and_never_blocks_a_reset() {
     let _serial = serial();
     let ns = "faults-ledger-full";
     let pipe = Pipe::new(ns, "full", &["a", "b"]);
-    let disk = Tmpfs::mount(ns, "4m");
+    let disk = Disk::mount(ns, 4096);
     disk.fill();
     let op = Operator::start(
-        &disk.0.join("ledger"),
+        &disk.dir.join("ledger"),
         &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")],
     );
     let id = pipe.request();
@@ -191,50 +197,24 @@ fn a_full_ledger_disk_degrades_to_the_status_and_never_blocks_a_reset() {
     pipe.assert_reset_once(&id);
     let log = op.log_text();
     assert!(log.contains("cannot open the reset ledger"), "{log}");
-    let text = metrics(&op);
-    assert!(series(&text, "ankka_flow_ledger_errors_total{operation=\"open\"}").is_some_and(|n| n >= 1.0), "{text}");
-    assert_eq!(series(&text, "ankka_flow_ledger_available"), Some(0.0), "{text}");
-    let (code, health) = http_get(&metrics_address(&op), "/healthz");
-    assert_eq!(code, 200);
-    assert!(health.starts_with("ok\nledger: cannot be used; resets go on"), "{health}");
-    let condition = || {
-        kubectl_ok(&[
-            "-n",
-            ns,
-            "get",
-            "aflow",
-            "full",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"ResetLedger\")]}",
-        ])
-    };
-    let c: serde_json::Value = serde_json::from_str(&condition()).expect("the ResetLedger condition");
-    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("LedgerUnavailable")), "{c}");
-    let message = c["message"].as_str().unwrap_or_default();
-    assert!(message.starts_with("cannot open the reset ledger in ") && message.contains("resets go on"), "{c}");
+    assert_ledger_unavailable(&op, ns, "full", "open");
 
     // Space again: the catch-up's next reconcile (within the lag interval) opens the ledger.
-    std::fs::remove_file(disk.0.join("fill")).expect("free the disk");
-    wait_until("the ResetLedger condition to go", Duration::from_secs(40), || condition().is_empty().then_some(()));
-    assert_eq!(series(&metrics(&op), "ankka_flow_ledger_available"), Some(1.0));
-    assert!(disk.0.join("ledger/conf").exists(), "the ledger was opened");
+    disk.free();
+    wait_ledger_back(&op, ns, "full");
+    assert!(disk.dir.join("ledger/conf").exists(), "the ledger was opened");
 }
 
 /// Each crash point of the reset (before a fence, after an intent is durable, after a commit, after
-/// an outcome is durable, before the done write): the operator dies there; a new one starts on the
-/// same ledger, or, where the ledger is lost as well, on an empty one, and finishes the request. One
-/// commit per group, no false success, whatever was durable when it died.
+/// an outcome is durable, before the done write), each twice: the operator dies there; a new one
+/// starts on the same ledger, and again with the ledger lost as well, on an empty one, and finishes
+/// the request. One commit per group, no false success, whatever was durable when it died.
 #[test]
 fn each_crash_point_is_recovered_without_a_second_commit() {
     let _serial = serial();
-    for (point, lose_ledger) in [
-        ("before-fence", false),
-        ("after-intent", true),
-        ("after-commit", false),
-        ("after-commit", true),
-        ("after-outcome", true),
-        ("before-done", false),
-    ] {
+    let points = ["before-fence", "after-intent", "after-commit", "after-outcome", "before-done"];
+    for (point, lose_ledger) in points.into_iter().flat_map(|p| [(p, false), (p, true)]) {
+        let took = Instant::now();
         let ns = format!("faults-crash-{point}{}", if lose_ledger { "-lost" } else { "" });
         let pipe = Pipe::new(&ns, "crash", &["a", "b"]);
         let dir = fresh_dir(&ns);
@@ -248,7 +228,7 @@ fn each_crash_point_is_recovered_without_a_second_commit() {
         }
         let second = Operator::start(&dir, &[("FLOW_WATCH_NAMESPACE", ns.as_str())]);
         pipe.wait_done(&id, Duration::from_secs(60));
-        eprintln!("faults: crash at {point} (ledger lost: {lose_ledger}) recovered");
+        eprintln!("faults: crash at {point} (ledger lost: {lose_ledger}) recovered; {:?}", took.elapsed());
         pipe.assert_reset_once(&id);
         second.stop();
     }
@@ -276,9 +256,7 @@ fn the_api_server_gone_mid_reset_is_ridden_out() {
         ],
     );
     let id = pipe.request();
-    wait_until("the operator between an intent and its commit", Duration::from_secs(60), || {
-        op.log_text().contains("fault injection: pausing here on purpose").then_some(())
-    });
+    paused(&op, "between an intent and its commit");
     proxy.cut();
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(annotation(ns, "api", flow_testbed::cart::DONE), None, "not done while the API server is away");
@@ -286,4 +264,156 @@ fn the_api_server_gone_mid_reset_is_ridden_out() {
     pipe.wait_done(&id, Duration::from_secs(120));
     pipe.assert_reset_once(&id);
     assert!(op.running(), "the operator rode the outage out:\n{}", op.log_text());
+}
+
+/// The broker is stopped for 60 s mid-reset, between the intents and their commits (the operator
+/// paused there), and started again on its data. Meanwhile every commit fails; each group retries
+/// it, with a backoff of at most 30 s, for `FLOW_RESET_RETRY_SECONDS` (300 s by default) from its
+/// first failure, which covers the outage and the broker's start. While the broker is away the
+/// status names each group's failed call and reports none finished; then one commit per group, no
+/// false success.
+#[test]
+fn the_broker_stopped_for_a_minute_mid_reset_is_ridden_out() {
+    let _serial = serial();
+    let ns = "faults-broker";
+    let pipe = Pipe::new(ns, "broker", &["a", "b"]);
+    let pause = Duration::from_secs(15);
+    let dir = fresh_dir(ns);
+    let mut op = Operator::start(
+        &dir,
+        &[
+            ("FLOW_WATCH_NAMESPACE", ns),
+            ("FLOW_FAULT_PAUSE_AT", "after-intent"),
+            ("FLOW_FAULT_PAUSE_SECONDS", "15"),
+            ("FLOW_FAULT_PAUSE_TIMES", "1"),
+        ],
+    );
+    let id = pipe.request();
+    paused(&op, "between the intents and their commits");
+    let since_pause = Instant::now();
+    let (broker, stopping) = BrokerStopped::stop();
+    let stopped = Instant::now();
+    assert!(
+        since_pause.elapsed() < pause,
+        "the pause was over before the broker was down ({stopping:?} to stop): the commits did not meet it away"
+    );
+    std::thread::sleep(Duration::from_secs(60));
+    assert_eq!(annotation(ns, "broker", flow_testbed::cart::DONE), None, "not done while the broker is away");
+    let status = reset_status(ns, "broker");
+    assert_eq!(status["phase"], "Resetting", "{status}");
+    // Each group says which Kafka call failed, and none is reported finished.
+    let groups = status["groups"].as_array().cloned().unwrap_or_default();
+    let unfinished = |g: &serde_json::Value| {
+        ["Pending", "Committing", "Recovering"].contains(&g["outcome"].as_str().unwrap_or_default())
+    };
+    let says = |g: &serde_json::Value| g["message"].as_str().is_some_and(|m| !m.is_empty());
+    assert!(groups.len() == 2 && groups.iter().all(|g| unfinished(g) && says(g)), "{status}");
+    eprintln!("faults: the status while the broker is away: {status}");
+    let starting = broker.start();
+    let away = stopped.elapsed();
+    let back = Instant::now();
+    // The operator must ride the outage out. Should it have died, one started again (as Kubernetes
+    // would start its container again) must still finish with one commit per group; the test then
+    // fails on the death.
+    let done = || annotation(ns, "broker", flow_testbed::cart::DONE).as_deref() == Some(id.as_str());
+    wait_until("the request to be done or the operator to end", Duration::from_secs(120), || {
+        (done() || !op.running()).then_some(())
+    });
+    let died = (!op.running()).then(|| {
+        let log = op.log_text();
+        log.lines().rev().find(|l| !l.contains(" librdkafka: ")).unwrap_or_default().to_string()
+    });
+    let _restarted = died.is_some().then(|| {
+        let again = Operator::start(&dir, &[("FLOW_WATCH_NAMESPACE", ns)]);
+        pipe.wait_done(&id, Duration::from_secs(120));
+        again
+    });
+    eprintln!(
+        "faults: broker stopped in {stopping:?}, away {away:?} (its start {starting:?}), done {:?} after it was back{}",
+        back.elapsed(),
+        if died.is_some() { " (by an operator started again)" } else { "" }
+    );
+    pipe.assert_reset_once(&id);
+    assert_eq!(died, None, "the operator died while the broker was away or coming back (docs/faults.md)");
+}
+
+/// The API server is restarted for real mid-reset (`testbed/tb restart-apiserver`: stopped, started,
+/// ready), between the intents and their commits, while the operator's Lease lasts 6 s. An outage
+/// past the Lease's renewal deadline (4 s) makes the operator stop acting and end, never committing
+/// without the Lease; Kubernetes would start its container again, and here the test does. A shorter
+/// outage is ridden out in place. Either way one commit per group and no false success.
+#[test]
+fn the_api_server_restarted_mid_reset_never_commits_twice() {
+    let _serial = serial();
+    let ns = "faults-apiserver-restart";
+    let pipe = Pipe::new(ns, "restart", &["a", "b"]);
+    let dir = fresh_dir(ns);
+    let env = [("FLOW_WATCH_NAMESPACE", ns), ("FLOW_LEASE_DURATION_SECONDS", "6")];
+    let mut first = Operator::start(&dir, &[&env[..], &PAUSE_AFTER_INTENT[..]].concat());
+    let id = pipe.request();
+    paused(&first, "between the intents and their commits");
+    let away = outages::restart_apiserver();
+    let done = || annotation(ns, "restart", flow_testbed::cart::DONE).as_deref() == Some(id.as_str());
+    let ended = wait_until("the operator to end or finish", Duration::from_secs(60), || {
+        if !first.running() { Some(true) } else { done().then_some(false) }
+    });
+    let log = first.log_text();
+    // A restart that took longer than the Lease cannot have left the Lease renewed in time.
+    assert!(ended || away < Duration::from_secs(6), "kept the Lease through {away:?} away:\n{log}");
+    let _second = if ended {
+        assert_eq!(first.wait_exit(Duration::from_secs(5)), Some(1), "{log}");
+        assert!(log.contains("lost the lease"), "{log}");
+        assert!(!log.contains("reset request done"), "{log}");
+        assert_eq!(annotation(ns, "restart", flow_testbed::cart::DONE), None, "not done by the deposed operator");
+        // The container started again: it takes its own Lease back at once.
+        let second = Operator::start(&dir, &env);
+        pipe.wait_done(&id, Duration::from_secs(90));
+        assert!(second.log_text().contains("holding the lease"), "{}", second.log_text());
+        Some(second)
+    } else {
+        None
+    };
+    eprintln!(
+        "faults: API server away {away:?}; the operator {}",
+        if ended { "ended and its restart finished" } else { "rode it out" }
+    );
+    pipe.assert_reset_once(&id);
+}
+
+/// The ledger's disk fills up mid-reset: after the operator started and made the intents durable in
+/// its ledger, before their commits. The next ledger write fails for want of space; the status,
+/// which carries every write too, holds the progress alone, and the reset goes on: one commit per
+/// group, no false success; the resource carries the `ResetLedger` condition, the metrics count the
+/// failed write and `/healthz` says so. Once space is freed, the next request's ledger write works
+/// and the condition goes.
+#[test]
+fn the_ledger_disk_filling_up_mid_reset_degrades_to_the_status() {
+    let _serial = serial();
+    let ns = "faults-ledger-fills";
+    let pipe = Pipe::new(ns, "fills", &["a", "b"]);
+    let disk = Disk::mount(ns, 4096);
+    let op = Operator::start(
+        &disk.dir.join("ledger"),
+        &[&[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")], &PAUSE_AFTER_INTENT[..]].concat(),
+    );
+    let id = pipe.request();
+    paused(&op, "between the intents and their commits");
+    let text = metrics(&op);
+    assert_eq!(series(&text, "ankka_flow_ledger_available"), Some(1.0), "the intents are in the ledger: {text}");
+    disk.fill();
+    pipe.wait_done(&id, Duration::from_secs(90));
+    pipe.assert_reset_once(&id);
+    let log = op.log_text();
+    let failed = log.lines().find(|l| l.contains("cannot write the reset ledger")).unwrap_or_else(|| panic!("{log}"));
+    assert!(failed.contains("No space left on device"), "{failed}");
+    // The condition says what holds now: the ledger, dropped after the failed write, cannot be
+    // opened again on the full disk.
+    let message = assert_ledger_unavailable(&op, ns, "fills", "write");
+    assert!(message.contains("No space left on device"), "{message}");
+
+    // Space again: the next request's writes go into the ledger, and the condition goes.
+    disk.free();
+    let again = pipe.request();
+    pipe.wait_done(&again, Duration::from_secs(60));
+    wait_ledger_back(&op, ns, "fills");
 }

@@ -93,6 +93,16 @@ impl Pipe {
     }
 }
 
+impl Drop for Pipe {
+    /// A test that passed removes its namespace (without waiting for it to go); one that failed
+    /// leaves it to be looked at, and the next run's `fresh_namespace` removes it.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = kubectl(&["delete", "namespace", &self.ns, "--ignore-not-found", "--wait=false"]);
+        }
+    }
+}
+
 /// A fresh request id (a version 4 UUID made of the clock and the process, unique enough for tests).
 pub fn uuid() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
