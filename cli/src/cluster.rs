@@ -2,6 +2,7 @@
 //! command that talks to the cluster, and errors that name the API server and the cause.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
@@ -20,6 +21,11 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 }
 
+/// How long one API call may wait for its answer (and for its connection) before it fails: the CLI
+/// never watches, so no answer takes longer, and a hung API server costs at most this per call
+/// (kube's client waits for an answer without limit by default).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A client, the namespace of the kubeconfig context, and the API server's address for messages.
 pub struct Cluster {
     /// The client.
@@ -28,15 +34,18 @@ pub struct Cluster {
     pub namespace: String,
     /// The API server's URL.
     pub server: String,
+    /// The command, for the prefix of the API server's refusals: `<command> failed: <message>`.
+    command: &'static str,
 }
 
 impl Cluster {
-    /// Logs in as `args` say, the way kubectl does.
+    /// Logs in as `args` say, the way kubectl does, for `command` (`reset`, `rebuild`, `undo`),
+    /// which names the API server's refusals.
     ///
     /// # Errors
     /// `cannot reach Kubernetes: <reason>` when there is no usable kubeconfig (or in-cluster
     /// service account), the context is unknown, or the client cannot be built.
-    pub async fn connect(args: &ClusterArgs) -> Result<Cluster, Failure> {
+    pub async fn connect(args: &ClusterArgs, command: &'static str) -> Result<Cluster, Failure> {
         let unreachable = |reason: String| Failure::refused(format!("cannot reach Kubernetes: {reason}"));
         let kubeconfig = load_kubeconfig(args.kubeconfig.as_deref()).map_err(unreachable)?;
         let config = match kubeconfig {
@@ -62,24 +71,47 @@ impl Cluster {
                 ))
             })?,
         };
+        let mut config = config;
+        config.connect_timeout = Some(CALL_TIMEOUT);
+        config.read_timeout = Some(CALL_TIMEOUT);
+        // Counted from when a request is sent, not from when its pooled connection went idle.
+        config.reset_reader_on_write = true;
         let namespace = config.default_namespace.clone();
         let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
         let client = Client::try_from(config).map_err(|e| unreachable(format!("{server}: {}", causes(&e))))?;
-        Ok(Cluster { client, namespace, server })
+        Ok(Cluster { client, namespace, server, command })
     }
 
-    /// The failure of an API call: the API server's own answer as `reset failed: <message>`, or
-    /// `cannot reach Kubernetes: <server>: <cause>` when no answer came.
+    /// The failure of an API call: the API server's own answer as `<command> failed: <message>`
+    /// (`reset failed: ...` for `flow reset`), or `cannot reach Kubernetes: <server>: <cause>` when no
+    /// answer came.
     pub fn failure(&self, e: kube::Error) -> Failure {
+        Failure::refused(self.problem(&e))
+    }
+
+    /// The line [`Cluster::failure`] says for `e`.
+    pub fn problem(&self, e: &kube::Error) -> String {
+        let command = self.command;
         match e {
             // 401: the server is not at fault but the credentials, and the user needs to know which server.
-            kube::Error::Api(s) if s.code == 401 => Failure::refused(format!(
-                "reset failed: {} did not accept the kubeconfig's credentials ({})",
-                self.server, s.message
-            )),
-            kube::Error::Api(s) => Failure::refused(format!("reset failed: {}", s.message)),
-            other => Failure::refused(format!("cannot reach Kubernetes: {}: {}", self.server, causes(&other))),
+            kube::Error::Api(s) if s.code == 401 => {
+                format!("{command} failed: {} did not accept the kubeconfig's credentials ({})", self.server, s.message)
+            }
+            kube::Error::Api(s) => format!("{command} failed: {}", s.message),
+            other => format!("cannot reach Kubernetes: {}: {}", self.server, causes(other)),
         }
+    }
+}
+
+/// Whether an API call's failure may pass by itself, so that a command that waits tries again: no
+/// answer came (the connection was refused, reset or timed out), or the answer says to try again
+/// later (429 Too Many Requests, a 5xx). A refusal (401, 403, 404, ...) and an answer that cannot be
+/// read are final.
+pub fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
     }
 }
 

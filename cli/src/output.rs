@@ -43,6 +43,21 @@ pub fn render_in_stream<T: Serialize>(value: &T, format: Format) -> Result<Strin
     Ok(if format == Format::Yaml { format!("---\n{text}") } else { text })
 }
 
+/// `header` and `rows` as left-aligned columns three spaces apart, one line each (trailing spaces
+/// trimmed), each column as wide as its widest cell.
+pub fn columns<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let header = header.map(String::from);
+    let widths: Vec<usize> =
+        (0..N).map(|i| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(rows) {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(cells.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

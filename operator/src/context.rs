@@ -89,9 +89,9 @@ pub struct Context {
     pub failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
-    /// Every `AnkkaFlow` of every namespace, as last seen: the other resources a consumer group may
-    /// be shared with.
-    pub flows: kube::runtime::reflector::Store<AnkkaFlow>,
+    /// Every `AnkkaFlow` the operator watches, as last seen (one cache per watched namespace, or
+    /// one of every namespace): the other resources a consumer group may be shared with.
+    pub flows: Vec<kube::runtime::reflector::Store<AnkkaFlow>>,
     /// When each refusal or shared-group event (by namespace and event name) was last recorded or
     /// found recorded: reconciles repeat them, and asking the API server again each time would
     /// cost a request per event per reconcile.

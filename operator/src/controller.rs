@@ -28,7 +28,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -51,7 +50,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
         clusters_namespace = %settings.clusters_namespace(),
-        watch_namespace = settings.watch_namespace.as_deref().unwrap_or("(all)"),
+        watch_namespace = %crate::scope::Scope::of(&settings).shown(),
         leader_election = settings.leader_election,
         "starting"
     );
@@ -74,19 +73,24 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // Opened only by the Lease holder: a waiting instance touches nothing. A ledger that cannot be
     // opened is reported and tried again at each use, never a reason to stop.
     let ledger = crate::ledger::Ledger::open(&settings.ledger_dir, metrics.clone());
-    let (flows, deployments): (Api<AnkkaFlow>, Api<Deployment>) = match &settings.watch_namespace {
-        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
-    let controller = Controller::new(flows, watcher::Config::default())
-        .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
-        .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles));
-    // Every AnkkaFlow of every namespace, for the consumer groups they may share: the controller's
-    // own cache when it watches every namespace, else a cache of its own.
-    let all_flows = match &settings.watch_namespace {
-        None => controller.store(),
-        Some(_) => spawn_all_flows_cache(client.clone()),
-    };
+    // One controller per watched namespace (one of every namespace by default): a watch covers one
+    // namespace or all of them, and the operator's rights may be bound in the watched ones alone.
+    let scope = crate::scope::Scope::of(&settings);
+    let (flows, deployments) = (scope.apis::<AnkkaFlow>(&client), scope.apis::<Deployment>(&client));
+    // The reconciles in parallel, shared out between the controllers.
+    let concurrency = (settings.max_concurrent_reconciles / u16::try_from(flows.len()).unwrap_or(u16::MAX)).max(1);
+    let controllers: Vec<Controller<AnkkaFlow>> = flows
+        .into_iter()
+        .zip(deployments)
+        .map(|(flows, deployments)| {
+            Controller::new(flows, watcher::Config::default())
+                .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
+                .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        })
+        .collect();
+    // The controllers' caches: every AnkkaFlow the operator watches, for the consumer groups they
+    // may share.
+    let all_flows = controllers.iter().map(Controller::store).collect();
     let ctx = Arc::new(Context {
         client,
         ledger,
@@ -104,17 +108,20 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     });
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
-    let controller = controller
-        .reconcile_all_on(cluster_secret_changes(ctx.client.clone(), ctx.settings.clusters_namespace()))
-        .graceful_shutdown_on(stop.requested())
-        .run(reconcile_measured, error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
-                Err(e) if quiet(&e) => tracing::debug!(error = %e, "watch restarted or object gone"),
-                Err(e) => tracing::warn!(error = %e, "reconcile failed"),
-            }
-        });
+    let runs = controllers.into_iter().map(|controller| {
+        controller
+            .reconcile_all_on(cluster_secret_changes(ctx.client.clone(), ctx.settings.clusters_namespace()))
+            .graceful_shutdown_on(stop.clone().requested())
+            .run(reconcile_measured, error_policy, ctx.clone())
+            .boxed()
+    });
+    let controller = futures::stream::select_all(runs).for_each(|res| async move {
+        match res {
+            Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
+            Err(e) if quiet(&e) => tracing::debug!(error = %e, "watch restarted or object gone"),
+            Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+        }
+    });
     match leadership {
         None => controller.await,
         Some(mut held) => {
@@ -138,22 +145,6 @@ async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<A
     let result = reconcile(flow, ctx.clone()).await;
     ctx.metrics.reconciled(result.as_ref().map_or_else(Error::category, |_| "success"), started.elapsed());
     result
-}
-
-/// A cache of every `AnkkaFlow` in every namespace, kept by a watch of its own (for an operator that
-/// reconciles one namespace only). Without the right to list them everywhere it stays empty and
-/// says so in the log, with the watch's backoff.
-fn spawn_all_flows_cache(client: Client) -> Store<AnkkaFlow> {
-    let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher::watcher(Api::<AnkkaFlow>::all(client), watcher::Config::default()))
-        .default_backoff()
-        .for_each(|event| async move {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, "cannot watch the AnkkaFlows of every namespace; consumer groups shared with other namespaces go unnoticed until it can");
-            }
-        });
-    tokio::spawn(stream);
-    store
 }
 
 /// A tick whenever a Kafka cluster Secret (`kafka-cluster-<name>`) of the clusters namespace is

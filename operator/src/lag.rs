@@ -3,7 +3,7 @@
 //! lag as a metric every lag interval, and the catch-up of a finished reset, which writes each reset
 //! group's lag into the status until it reaches 0.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,12 +12,11 @@ use flow_core::request::ResetRequest;
 use flow_core::reset::KafkaFailure;
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use flow_core::targets::{self, InletTarget};
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
 use crate::connections::Connections;
 use crate::context::Context;
-use crate::metrics::{ClusterLabels, LagLabels};
+use crate::metrics::{ClusterLabels, GroupLabels, LagLabels};
 
 /// The lag of each inlet of `wanted` (an inlet with the resource that declares its topic), in the
 /// order given. Inlets are grouped by their connection's client, so that each connection is asked once: one
@@ -73,21 +72,31 @@ pub fn spawn_sampler(ctx: Arc<Context>) {
 /// Samples every inlet group's lag and the pending requests every lag interval, forever.
 async fn sample_forever(ctx: Arc<Context>) {
     let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
-    let api: Api<AnkkaFlow> = match &ctx.settings.watch_namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let scope = crate::scope::Scope::of(&ctx.settings);
+    // The connections the last sample went over.
+    let mut in_use: BTreeSet<String> = BTreeSet::new();
     loop {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => sample(&ctx, list.items).await,
+        match scope.list_flows(&ctx.client).await {
+            Ok(flows) => {
+                let now_in_use = sample(&ctx, flows).await;
+                // A connection no pipeline uses any more has nothing left to sample: its series go
+                // (else its last success would age and say that sampling fails).
+                for cluster in in_use.difference(&now_in_use) {
+                    let labels = ClusterLabels { cluster: cluster.clone() };
+                    ctx.metrics.lag_last_success.remove(&labels);
+                    ctx.metrics.lag_sample_errors.remove(&labels);
+                }
+                in_use = now_in_use;
+            }
             Err(e) => tracing::debug!(error = %e, "no lag sample: cannot list AnkkaFlows"),
         }
         tokio::time::sleep(interval).await;
     }
 }
 
-/// One sample: the pending requests, and the lag of every inlet of every pipeline.
-async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
+/// One sample: the pending requests, and the lag of every inlet of every pipeline. Returns the
+/// connections (by their label) that the inlets were sampled over.
+async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) -> BTreeSet<String> {
     let pending = flows
         .iter()
         .filter(|f| {
@@ -96,6 +105,7 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
         })
         .count();
     ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
+    publish_catch_ups(ctx, &flows);
 
     let wanted: Vec<(&AnkkaFlow, InletTarget)> = flows
         .iter()
@@ -137,14 +147,36 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
             }
         }
     }
-    for (cluster, ok) in clusters {
-        if ok {
-            ctx.metrics.lag_last_success.get_or_create(&ClusterLabels { cluster }).set(now);
+    for (cluster, ok) in &clusters {
+        if *ok {
+            ctx.metrics.lag_last_success.get_or_create(&ClusterLabels { cluster: cluster.clone() }).set(now);
         }
     }
     ctx.metrics.lag.clear();
     for (labels, lag) in seen {
         ctx.metrics.lag.get_or_create(&labels).set(lag);
+    }
+    clusters.into_keys().collect()
+}
+
+/// Publishes, per consumer group that a done reset moved and that has not caught up yet (as the
+/// status says, which [`follow_catch_up`] keeps), when that reset finished: what an alert on a lag
+/// that does not fall after a reset looks at. Rebuilt from the resources at each sample, so the
+/// series of a group go once it caught up or its pipeline went.
+fn publish_catch_ups(ctx: &Context, flows: &[AnkkaFlow]) {
+    ctx.metrics.catch_up_started.clear();
+    for flow in flows {
+        let Some(reset) = flow.status.as_ref().and_then(|s| s.reset.as_ref()) else { continue };
+        let finished = reset.finished_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        let Some(finished) = finished else { continue };
+        for i in flow_core::reset::catching_up(reset) {
+            let labels = GroupLabels {
+                namespace: flow.namespace().unwrap_or_default(),
+                pipeline: flow.name_any(),
+                client_id: reset.groups[i].group.clone(),
+            };
+            ctx.metrics.catch_up_started.get_or_create(&labels).set(finished.as_millisecond() as f64 / 1000.0);
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod ledger;
 mod metrics;
 mod observe;
 mod reset;
+mod scope;
 mod settings;
 mod tenancy;
 mod topics;

@@ -17,6 +17,9 @@
 //!   of series.
 //! - `ankka_flow_reset_groups_total{outcome}`: consumer groups finished by reset requests, `outcome`
 //!   is `reset` or `failed` (two series).
+//! - `ankka_flow_reset_catch_up_started_timestamp_seconds{namespace, pipeline, client_id}`: when a
+//!   done reset finished, for each consumer group it moved that has not caught up yet (its lag not
+//!   yet seen at 0); a group's series goes once it catches up. At most one series per inlet.
 //! - `ankka_flow_reset_duration_seconds`: histogram, from when the operator first saw a request to
 //!   when it finished.
 //! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
@@ -71,6 +74,17 @@ pub struct LagLabels {
     pub partition: String,
 }
 
+/// Labels of a series per consumer group of a pipeline.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct GroupLabels {
+    /// Namespace of the AnkkaFlow.
+    pub namespace: String,
+    /// The AnkkaFlow's name.
+    pub pipeline: String,
+    /// `<pipeline>.<streamlet>.<inlet>`: the consumer group (as in [`LagLabels`]).
+    pub client_id: String,
+}
+
 /// Label of the per-connection sampling series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ClusterLabels {
@@ -121,6 +135,8 @@ pub struct Metrics {
     pub lag: Family<LagLabels, Gauge>,
     /// Groups finished by reset requests.
     pub reset_groups: Family<OutcomeLabels, Counter>,
+    /// When the catch-up of each reset group not yet caught up started (Unix seconds).
+    pub catch_up_started: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     /// Request durations in seconds.
     pub reset_duration: Histogram,
     /// Requests not yet done.
@@ -237,11 +253,18 @@ impl Default for Metrics {
             "Failed uses of the reset ledger, by operation (lost: its directory was removed)",
             ledger_errors.clone(),
         );
+        let catch_up_started = Family::<GroupLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "ankka_flow_reset_catch_up_started_timestamp_seconds",
+            "When the reset of a consumer group that has not caught up yet finished, in Unix seconds",
+            catch_up_started.clone(),
+        );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry,
             lag,
             reset_groups,
+            catch_up_started,
             reset_duration,
             pending,
             leader,

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// The Ankka Flow operator.
 ///
-/// Watches AnkkaFlow resources in every namespace, renders one Deployment per streamlet, and carries
+/// Watches AnkkaFlow resources in every namespace (or those of --watch-namespace), renders one Deployment per streamlet, and carries
 /// out reset requests written by `flow reset`. Kubernetes access comes from the in-cluster service
 /// account or, outside a cluster, from KUBECONFIG.
 #[derive(Parser, Debug)]
@@ -34,9 +34,11 @@ pub const DEFAULT_INSTANCE: &str = "ankka-flow-operator";
 /// How the operator runs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Settings {
-    /// Watch only this namespace (default: every namespace).
-    #[arg(long, env = "FLOW_WATCH_NAMESPACE")]
-    pub watch_namespace: Option<String>,
+    /// Watch only these namespaces, separated by commas (default: every namespace). The operator
+    /// then lists and watches AnkkaFlows in these namespaces alone, so rights bound there suffice,
+    /// and finds consumer groups shared between pipelines among them only.
+    #[arg(long = "watch-namespace", env = "FLOW_WATCH_NAMESPACE", value_delimiter = ',', value_name = "NS[,NS...]")]
+    pub watch_namespaces: Vec<String>,
     /// Image of the sidecar container that runs beside every streamlet's process (and alone for a
     /// built-in streamlet): the platform's streamlet runtime. Unset or empty, every pipeline is
     /// refused (`SidecarImageMissing`), since no streamlet can run without it.

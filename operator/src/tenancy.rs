@@ -1,6 +1,6 @@
 //! The operator's side of the tenancy rules, which live in `flow_core::connection` and
-//! `flow_core::tenancy`: it observes (the cluster Secrets, every `AnkkaFlow`) and applies (events,
-//! status); it decides nothing itself.
+//! `flow_core::tenancy`: it observes (the cluster Secrets, every `AnkkaFlow` it watches) and applies
+//! (events, status); it decides nothing itself.
 
 use std::sync::Arc;
 
@@ -9,8 +9,7 @@ use flow_core::connection::Clusters;
 use flow_core::events::Event;
 use flow_core::resource::AnkkaFlow;
 use flow_core::tenancy::{self, FlowRef, Pipeline, SharedGroup};
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
 use crate::context::{Context, Error};
 
@@ -28,12 +27,14 @@ pub fn shared_groups(flow: &AnkkaFlow, all: &[Arc<AnkkaFlow>], clusters: &Cluste
 }
 
 /// Records a `ConsumerGroupShared` Warning on `flow` and on each other `AnkkaFlow` that shares one
-/// of its consumer groups (from the operator's cache of every `AnkkaFlow`), so that both sides
-/// learn it from whichever reconcile sees it first. Events already recorded are not repeated.
+/// of its consumer groups (from the operator's caches of the `AnkkaFlow`s it watches: with
+/// `FLOW_WATCH_NAMESPACE`, those of the watched namespaces only), so that both sides learn it from
+/// whichever reconcile sees it first. Events already recorded are not repeated.
 pub async fn warn_shared_groups(ctx: &Context, flow: &AnkkaFlow, clusters: &Clusters) {
-    // Right after the start, the cache may not have listed every resource yet.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ctx.flows.wait_until_ready()).await;
-    let all = ctx.flows.state();
+    // Right after the start, the caches may not have listed every resource yet.
+    let ready = futures::future::join_all(ctx.flows.iter().map(|store| store.wait_until_ready()));
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ready).await;
+    let all: Vec<Arc<AnkkaFlow>> = ctx.flows.iter().flat_map(|store| store.state()).collect();
     let shared = shared_groups(flow, &all, clusters);
     if shared.is_empty() {
         return;
@@ -52,8 +53,8 @@ pub async fn warn_shared_groups(ctx: &Context, flow: &AnkkaFlow, clusters: &Clus
 }
 
 /// Why a fresh reset request `id` of `flow`, targeting `groups`, is refused because another
-/// `AnkkaFlow` maps to one of them on the same cluster (read fresh from the API server, every
-/// namespace, so that a cache that has not synced never lets one through).
+/// `AnkkaFlow` maps to one of them on the same cluster (read fresh from the API server, in every
+/// namespace the operator watches, so that a cache that has not synced never lets one through).
 ///
 /// # Errors
 /// The `AnkkaFlow`s or the cluster Secrets could not be listed.
@@ -66,8 +67,8 @@ pub async fn shared_reset_refusal(
     if groups.is_empty() {
         return Ok(None);
     }
-    let api: Api<AnkkaFlow> = Api::all(ctx.client.clone());
-    let all: Vec<Arc<AnkkaFlow>> = api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect();
+    let scope = crate::scope::Scope::of(&ctx.settings);
+    let all: Vec<Arc<AnkkaFlow>> = scope.list_flows(&ctx.client).await?.into_iter().map(Arc::new).collect();
     let clusters = k::clusters(&ctx.client, ctx.settings.clusters_namespace()).await?;
     let shared = shared_groups(flow, &all, &clusters);
     Ok(tenancy::reset_refusal(id, groups, &shared))

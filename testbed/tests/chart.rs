@@ -1,7 +1,8 @@
 //! The Helm chart `charts/ankka-flow`: `helm lint`, `helm template` with every option, the same
 //! RBAC, settings and CRD as deploy/ (so that neither path can drift from the other), and a real
-//! `helm install` on the test bed, after which the operator, run with the chart's settings as the
-//! chart's ServiceAccount, carries out the scenario of docs/rebuild-from-the-start.md.
+//! `helm install` on the test bed (watching one namespace, with the chart's own CRD), after which
+//! the operator, run with the chart's settings as the chart's ServiceAccount, whose rights hold in
+//! the watched namespace only, carries out the scenario of docs/rebuild-from-the-start.md.
 //!
 //! Helm comes from `scripts/helm.sh`, which builds it from the Go module proxy into the test bed's
 //! cache the first time. The operator runs as a local process (kwok runs no containers) that logs
@@ -95,10 +96,12 @@ fn env_names(c: &serde_json::Value) -> BTreeSet<String> {
 fn the_chart_lints_and_renders_every_option() {
     let chart = chart();
     helm_ok(&["lint", "--strict", "--kube-version", KUBE_VERSION, &chart]);
+    // Watched namespaces that are also the release's and the cluster Secrets' namespaces, where
+    // the chart puts Roles and RoleBindings of its own.
     let all = render(
         "ops",
         &[
-            "watchNamespace=shop",
+            "watchNamespaces={shop,ops,kafka-secrets,shop}",
             "kafkaClustersNamespace=kafka-secrets",
             "ledger.persistence.enabled=true",
             "metrics.serviceMonitor.enabled=true",
@@ -124,11 +127,36 @@ fn the_chart_lints_and_renders_every_option() {
     ] {
         assert!(kinds.contains(k), "no {k} in {kinds:?}");
     }
-    // One watched namespace: the ClusterRole is bound there only, never cluster-wide.
+    // No two objects of one kind share a name in one namespace (the API server would take the
+    // second for the first).
+    let mut seen = BTreeSet::new();
+    for d in &all {
+        let key = (d["kind"].to_string(), d["metadata"]["namespace"].to_string(), d["metadata"]["name"].to_string());
+        assert!(seen.insert(key.clone()), "rendered twice: {key:?}");
+    }
+    // Watched namespaces: the ClusterRole is bound in each of them only, never cluster-wide, each
+    // once; the Roles' own bindings stay where the Secrets and the Lease are.
     assert!(of_kind(&all, "ClusterRoleBinding").is_empty());
-    let bindings: BTreeSet<&str> =
-        of_kind(&all, "RoleBinding").iter().filter_map(|b| b["metadata"]["namespace"].as_str()).collect();
-    assert_eq!(bindings, BTreeSet::from(["shop", "kafka-secrets", "ops"]));
+    let bindings: BTreeSet<(&str, &str, &str)> = of_kind(&all, "RoleBinding")
+        .iter()
+        .filter_map(|b| {
+            Some((
+                b["metadata"]["namespace"].as_str()?,
+                b["metadata"]["name"].as_str()?,
+                b["roleRef"]["kind"].as_str()?,
+            ))
+        })
+        .collect();
+    assert_eq!(
+        bindings,
+        BTreeSet::from([
+            ("kafka-secrets", "ankka-flow-operator", "Role"),
+            ("kafka-secrets", "ankka-flow-operator-watched", "ClusterRole"),
+            ("ops", "ankka-flow-operator", "Role"),
+            ("ops", "ankka-flow-operator-watched", "ClusterRole"),
+            ("shop", "ankka-flow-operator-watched", "ClusterRole"),
+        ])
+    );
     // Secrets only where the cluster Secrets are, the Lease only in the operator's namespace.
     let g = grants(&of_kind(&all, "Role"));
     assert_eq!(
@@ -144,7 +172,7 @@ fn the_chart_lints_and_renders_every_option() {
         .flatten()
         .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
         .collect();
-    assert_eq!(env.get("FLOW_WATCH_NAMESPACE"), Some(&"shop"));
+    assert_eq!(env.get("FLOW_WATCH_NAMESPACE"), Some(&"shop,ops,kafka-secrets"));
     assert_eq!(env.get("FLOW_KAFKA_CLUSTERS_NAMESPACE"), Some(&"kafka-secrets"));
     let rules = &of_kind(&all, "PrometheusRule")[0]["spec"]["groups"][0]["rules"];
     let alerts: BTreeMap<&str, &str> = rules
@@ -154,10 +182,33 @@ fn the_chart_lints_and_renders_every_option() {
         .filter_map(|r| Some((r["alert"].as_str()?, r["for"].as_str()?)))
         .collect();
     assert_eq!(alerts.get("AnkkaFlowNoLeader"), Some(&"10m"));
-    assert_eq!(alerts.get("AnkkaFlowLagNotFalling"), Some(&"30m"));
-    // A `latest` image is refused.
-    let o = helm(&["template", "ankka-flow", &chart, "--kube-version", KUBE_VERSION, "--set", "image.tag=latest"]);
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("not latest"), "{}", show(&o));
+    assert_eq!(alerts.get("AnkkaFlowLagNotFalling"), Some(&"15m"));
+    // A `latest` or untagged image is refused, the operator's and the sidecar's, and so is the
+    // old single `watchNamespace` (which would otherwise be ignored, leaving the rights cluster-wide).
+    for (set, says) in [
+        ("image.tag=latest", "not latest"),
+        ("sidecarImage=ghcr.io/thinkmorestupidless/ankka-flow-sidecar:latest", "not latest"),
+        ("sidecarImage=registry.example.com:5000/ankka-flow-sidecar", "name a version tag"),
+        ("watchNamespace=shop", "watchNamespaces, a list"),
+    ] {
+        let o = helm(&["template", "ankka-flow", &chart, "--kube-version", KUBE_VERSION, "--set", set]);
+        assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains(says), "{set}: {}", show(&o));
+    }
+    // By default the sidecar is a released version, never `latest`, as in deploy/; a digest is fine.
+    let sidecar = |docs: &[serde_json::Value]| {
+        container(docs)["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == "FLOW_SIDECAR_IMAGE")
+            .and_then(|e| e["value"].as_str().map(str::to_string))
+    };
+    let default = sidecar(&render("ankka-flow", &[])).expect("a sidecar image by default");
+    let tag = default.rsplit_once(':').map(|(_, t)| t).expect("a tag");
+    assert!(tag.split('.').count() == 3 && tag.split('.').all(|n| n.parse::<u32>().is_ok()), "{default}");
+    assert_eq!(Some(default), sidecar(&deploy_docs()), "the chart and deploy/ name the same sidecar");
+    let pinned = "ghcr.io/thinkmorestupidless/ankka-flow-sidecar@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    assert_eq!(sidecar(&render("ankka-flow", &[&format!("sidecarImage={pinned}")])).as_deref(), Some(pinned));
     // Kubernetes accepts what the chart renders by default (server-side dry run).
     let yaml =
         helm_ok(&["template", "ankka-flow", &chart, "--namespace", "ankka-flow", "--kube-version", KUBE_VERSION]);
@@ -194,8 +245,19 @@ fn the_chart_and_deploy_grant_the_same_rights_and_settings() {
     assert!(crd == deploy_crd, "charts/ankka-flow/files/crd.yaml differs from deploy/crd.yaml: copy it over");
 }
 
+/// The CRD, as the API server holds it.
+fn crd() -> serde_json::Value {
+    serde_json::from_str(&kubectl_ok(&["get", "crd", CRD, "-o", "json"])).expect("JSON")
+}
+
+const CRD: &str = "ankkaflows.flow.ankka.thinkmorestupidless.com";
+
+/// The marks by which Helm takes an existing object into a release (its ownership metadata).
+const HELM_OWNED: [&str; 3] =
+    ["meta.helm.sh/release-name", "meta.helm.sh/release-namespace", "helm.sh/resource-policy"];
+
 #[test]
-fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
+fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_service_account() {
     let _serial = serial();
     let (release_ns, ns, name) = ("flow-helm", "shop-helm", "ankka-flow-helm");
     install_crd();
@@ -203,9 +265,22 @@ fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
     let chart = chart();
     let _ = helm(&["uninstall", "ankka-flow", "--namespace", release_ns, "--wait"]);
     fresh_namespace(release_ns);
-    // The CRD is the test bed's (installed before, as every test does), so the chart leaves it out;
-    // its CRD is checked by the dry run of the test above. The cluster Secrets stay where the test
-    // bed keeps them.
+    // The watched namespace exists before the release, which binds the operator's rights there.
+    fresh_namespace(ns);
+    // The chart installs its own CRD (crds.install=true, the default). The test bed's CRD exists
+    // already (every test installs it, and deleting it would delete every AnkkaFlow of the test
+    // bed), so it is handed to the release the way Helm takes over an existing object: with the
+    // release's ownership marks. Helm then applies the chart's CRD over it.
+    kubectl_ok(&["label", "--overwrite", "crd", CRD, "app.kubernetes.io/managed-by=Helm"]);
+    kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "crd",
+        CRD,
+        "meta.helm.sh/release-name=ankka-flow",
+        &format!("meta.helm.sh/release-namespace={release_ns}"),
+    ]);
+    // The cluster Secrets stay where the test bed keeps them.
     helm_ok(&[
         "install",
         "ankka-flow",
@@ -215,7 +290,7 @@ fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
         "--set",
         &format!("fullnameOverride={name}"),
         "--set",
-        "crds.install=false",
+        &format!("watchNamespaces={{{ns}}}"),
         "--set",
         "kafkaClustersNamespace=ankka-flow",
         "--wait",
@@ -225,6 +300,24 @@ fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
     let status = helm_ok(&["status", "ankka-flow", "--namespace", release_ns, "-o", "json"]);
     let status: serde_json::Value = serde_json::from_str(&status).expect("JSON");
     assert_eq!(status["info"]["status"], "deployed", "{status}");
+    // The CRD is the chart's now: its keep policy is on it, and it is established.
+    let live = crd();
+    assert_eq!(live["metadata"]["annotations"]["helm.sh/resource-policy"], "keep", "{live}");
+    assert_eq!(live["metadata"]["annotations"]["meta.helm.sh/release-namespace"], release_ns);
+    kubectl_ok(&["wait", "--for=condition=Established", &format!("crd/{CRD}"), "--timeout=60s"]);
+
+    // The chart's ServiceAccount may reconcile AnkkaFlows of the watched namespace, and nowhere else.
+    let user = format!("system:serviceaccount:{release_ns}:{name}");
+    let can = |args: &[&str]| {
+        let o = kubectl(&[&["auth", "can-i"][..], args, &["--as", user.as_str()]].concat());
+        String::from_utf8_lossy(&o.stdout).trim() == "yes"
+    };
+    assert!(can(&["list", "ankkaflows", "-n", ns]) && can(&["patch", "ankkaflows/status", "-n", ns]));
+    assert!(can(&["create", "deployments", "-n", ns]) && can(&["create", "events.events.k8s.io", "-n", ns]));
+    assert!(!can(&["list", "ankkaflows", "--all-namespaces"]), "{user} may list AnkkaFlows cluster-wide");
+    assert!(!can(&["list", "ankkaflows", "-n", "default"]), "{user} may list AnkkaFlows outside {ns}");
+    assert!(!can(&["create", "deployments", "-n", "default"]));
+    assert!(can(&["list", "secrets", "-n", "ankka-flow"]) && !can(&["list", "secrets", "-n", ns]));
 
     // The chart's settings, as its Deployment holds them, for the operator run here.
     let deployment = kubectl_ok(&["-n", release_ns, "get", "deployment", name, "-o", "json"]);
@@ -245,8 +338,16 @@ fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
     env.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
 
-    // docs/rebuild-from-the-start.md: the pipeline runs, is stopped through the resource, and is reset.
-    let op = cart_scenario(ns, 1, &env);
+    // docs/rebuild-from-the-start.md: the pipeline runs, is stopped through the resource, and is
+    // reset. (As in `cart_scenario`, but in the namespace the release watches.)
+    kafka::recreate_topic(cart::TOPIC, 3);
+    kafka::produce(cart::TOPIC, 3, 20);
+    standin::read(cart::GROUP, cart::TOPIC, 60);
+    let op = Operator::start(&fresh_dir(ns), &env);
+    kubectl_apply(&cart_yaml(ns, 1));
+    wait_until("the pipeline's pods", Duration::from_secs(60), || {
+        (running_pipeline_pods(ns, "cart") == 1 && pipeline_pods(ns, "cart").len() == 1).then_some(())
+    });
     kubectl_apply(&cart_yaml(ns, 0));
     wait_until("the pipeline's pods to go", Duration::from_secs(60), || {
         pipeline_pods(ns, "cart").is_empty().then_some(())
@@ -297,6 +398,14 @@ fn helm_install_then_the_seed_scenario_as_the_charts_service_account() {
     assert_eq!(level, "debug");
     helm_ok(&["uninstall", "ankka-flow", "--namespace", release_ns, "--wait"]);
     assert!(!kubectl(&["get", "clusterrole", name]).status.success(), "the ClusterRole goes with the release");
-    kubectl_ok(&["get", "crd", "ankkaflows.flow.ankka.thinkmorestupidless.com"]);
+    assert!(
+        !kubectl(&["-n", ns, "get", "rolebinding", &format!("{name}-watched")]).status.success(),
+        "the binding in the watched namespace goes with the release"
+    );
+    kubectl_ok(&["get", "crd", CRD]);
     kubectl_ok(&["-n", ns, "get", "aflow", "cart"]);
+    // The CRD stays the test bed's, as it was before.
+    let marks: Vec<String> = HELM_OWNED.iter().map(|k| format!("{k}-")).collect();
+    kubectl_ok(&[&["annotate", "crd", CRD][..], &marks.iter().map(String::as_str).collect::<Vec<_>>()].concat());
+    kubectl_ok(&["label", "crd", CRD, "app.kubernetes.io/managed-by-"]);
 }

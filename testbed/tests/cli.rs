@@ -1,10 +1,17 @@
 //! The CLI as a kubectl user drives it, on the real test bed: `kubectl flow` as a plugin,
 //! `--kubeconfig` and `--context`, a namespace-scoped user, `--pipeline` without `-n`, a pipeline
-//! named `status`, `--watch -o yaml` as one YAML stream, and the exit codes and progress of
-//! `flow reset --wait [--timeout]`.
+//! named `status`, `--watch -o yaml` as one YAML stream, the exit codes and progress of
+//! `flow reset --wait [--timeout]`, `flow reset status` listing every namespace once, and waiting
+//! through an API server that drops its connections or stops answering (behind a TCP proxy of the
+//! test's own in front of the real API server).
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use flow_testbed::*;
 
@@ -165,6 +172,16 @@ subjects: [{{kind: ServiceAccount, name: viewer, namespace: {ns}}}]
     );
     let o = flow_with(&["reset", "status", &id, "--pipeline", "cart"], &[("KUBECONFIG", viewer)]);
     assert!(o.status.success(), "{}", show(&o));
+    // Without -n, every namespace is searched in one list, the one that shows whether the user may.
+    let lists = cluster_lists();
+    let o = flow(&["reset", "status", &id]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(cluster_lists() - lists, 1.0, "flow reset status <id> lists AnkkaFlows of every namespace once");
+    // Rebuild and undo name their own failures.
+    let o = flow(&["rebuild", "cart", "-n", ns, "--kubeconfig", refused.to_str().expect("utf-8")]);
+    assert!(text(&o.stderr).starts_with("rebuild failed: https://127.0.0.1:"), "{}", show(&o));
+    let o = flow(&["reset", "undo", &id, "-n", ns, "--kubeconfig", refused.to_str().expect("utf-8")]);
+    assert!(text(&o.stderr).starts_with("undo failed: https://127.0.0.1:"), "{}", show(&o));
     // -A asks for every namespace: refused, said plainly.
     let o = flow_with(&["reset", "status", &id, "-A"], &[("KUBECONFIG", viewer)]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
@@ -202,4 +219,200 @@ subjects: [{{kind: ServiceAccount, name: viewer, namespace: {ns}}}]
         "{err}"
     );
     assert_eq!(annotation(ns, "cart", cart::REQUEST).map(|a| a.contains(&id)), Some(true));
+}
+
+/// How many cluster-wide LISTs of AnkkaFlows the API server has answered so far (its own
+/// `apiserver_request_total`, every code).
+fn cluster_lists() -> f64 {
+    kubectl_ok(&["get", "--raw", "/metrics"])
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            l.contains("resource=\"ankkaflows\"") && l.contains("scope=\"cluster\"") && l.contains("verb=\"LIST\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// What [`Proxy`] does with the bytes between the client and the API server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Mode {
+    /// Passes them on.
+    Forward,
+    /// Closes every connection, and each new one at once: the API server is unreachable.
+    Drop,
+    /// Keeps every connection open and passes nothing on: the API server hangs.
+    Freeze,
+}
+
+/// A TCP proxy on loopback in front of the test bed's API server (TLS passes through it untouched),
+/// whose [`Mode`] the test switches.
+struct Proxy {
+    port: u16,
+    mode: Arc<AtomicU8>,
+}
+
+impl Proxy {
+    fn start() -> Proxy {
+        let admin = std::fs::read_to_string(&bed().kubeconfig).expect("the admin kubeconfig");
+        let upstream = admin
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: https://"))
+            .expect("the API server's address")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = listener.local_addr().expect("its address").port();
+        let mode = Arc::new(AtomicU8::new(Mode::Forward as u8));
+        let m = mode.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                if m.load(Ordering::SeqCst) == Mode::Drop as u8 {
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else { continue };
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    let (from, to, m) = (from.try_clone().expect("clone"), to.try_clone().expect("clone"), m.clone());
+                    std::thread::spawn(move || pump(from, to, &m));
+                }
+            }
+        });
+        Proxy { port, mode }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode.store(mode as u8, Ordering::SeqCst);
+    }
+
+    /// A copy of the admin kubeconfig that reaches the API server through the proxy.
+    fn kubeconfig(&self) -> PathBuf {
+        let admin = std::fs::read_to_string(&bed().kubeconfig).expect("the admin kubeconfig");
+        let text: String = admin
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("server: ") {
+                Some(_) => format!("{}server: https://127.0.0.1:{}\n", &l[..l.len() - l.trim_start().len()], self.port),
+                None => format!("{l}\n"),
+            })
+            .collect();
+        let path = bed().root.join("target/e2e-ledgers").join(format!("proxied-{}.kubeconfig", std::process::id()));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        std::fs::write(&path, text).expect("kubeconfig");
+        path
+    }
+}
+
+/// Copies `from` to `to` as the proxy's mode says, until either side closes.
+fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8) {
+    from.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match mode.load(Ordering::SeqCst) {
+            m if m == Mode::Drop as u8 => {
+                let _ = from.shutdown(std::net::Shutdown::Both);
+                let _ = to.shutdown(std::net::Shutdown::Both);
+                return;
+            }
+            m if m == Mode::Freeze as u8 => std::thread::sleep(Duration::from_millis(50)),
+            _ => match from.read(&mut buf) {
+                Ok(0) => {
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                    return;
+                }
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            },
+        }
+    }
+}
+
+/// `flow <args>` started in the background with `kubeconfig`, its output collected.
+fn spawn_flow(args: &[&str], kubeconfig: &Path) -> Child {
+    Command::new(bin("flow"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flow starts")
+}
+
+/// Waits up to `limit` for `child` to end; its output.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    wait_until("flow to end", limit, || child.try_wait().ok().flatten());
+    child.wait_with_output().expect("its output")
+}
+
+/// The request id of the request annotation of `cart` in `ns`, once it is not `old`.
+fn new_request(ns: &str, old: Option<&str>) -> String {
+    wait_until("the request to be written", Duration::from_secs(30), || {
+        let raw = annotation(ns, "cart", cart::REQUEST)?;
+        let v: serde_json::Value = serde_json::from_str(&raw).ok()?;
+        let id = v["id"].as_str()?.to_string();
+        (Some(id.as_str()) != old).then_some(id)
+    })
+}
+
+#[test]
+fn waiting_rides_out_a_lost_api_server_and_never_outlasts_its_timeout() {
+    let _serial = serial();
+    let ns = "shop-cli-proxy";
+    // Without an operator, a request stays Requested as long as the test wants.
+    cart_scenario(ns, 0, &[]).stop();
+    let proxy = Proxy::start();
+    let kubeconfig = proxy.kubeconfig();
+
+    // The API server drops every connection for a few seconds while `--wait` waits: said on
+    // stderr, tried again, and the wait goes on to the end.
+    let child = spawn_flow(&["reset", "cart", "-n", ns, "--wait", "--timeout", "120s"], &kubeconfig);
+    let id = new_request(ns, None);
+    std::thread::sleep(Duration::from_millis(1500));
+    proxy.set(Mode::Drop);
+    std::thread::sleep(Duration::from_secs(3));
+    proxy.set(Mode::Forward);
+    let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns)]);
+    let o = finish(child, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let err = text(&o.stderr);
+    let lost = format!("cannot reach Kubernetes: https://127.0.0.1:{}: ", proxy.port);
+    assert!(err.lines().any(|l| l.starts_with(&lost) && l.ends_with("; trying again")), "{}", show(&o));
+    assert!(err.lines().any(|l| l == format!("reset {id} of 'cart': Done, 1 of 1 consumer groups finished")), "{err}");
+    op.stop();
+
+    // `flow reset status --watch` without -n: one cluster-wide list to find the request, then only
+    // its AnkkaFlow, every second, until the operator refuses it.
+    let bad = "11111111-2222-4333-8444-666666666666";
+    write_request(ns, "cart", bad, &["nope"]);
+    let lists = cluster_lists();
+    let child = spawn_flow(&["reset", "status", bad, "--watch", "-o", "json"], &bed().kubeconfig);
+    std::thread::sleep(Duration::from_secs(3));
+    let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns)]);
+    let o = finish(child, Duration::from_secs(60));
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(cluster_lists() - lists, 1.0, "--watch lists every namespace once, not at every look");
+    op.stop();
+
+    // The API server stops answering mid-wait: `--timeout` still holds (exit 5 in time), though
+    // the call in flight never gets its answer.
+    let started = Instant::now();
+    let child = spawn_flow(&["reset", "cart", "-n", ns, "--replace", "--wait", "--timeout", "5s"], &kubeconfig);
+    let id = new_request(ns, Some(bad));
+    // The answer to the write has passed by then; the polls that follow get none.
+    std::thread::sleep(Duration::from_millis(500));
+    proxy.set(Mode::Freeze);
+    let o = finish(child, Duration::from_secs(60));
+    let took = started.elapsed();
+    proxy.set(Mode::Forward);
+    assert_eq!(o.status.code(), Some(5), "{}", show(&o));
+    assert!(took < Duration::from_secs(10), "a 5 s timeout took {took:?}: {}", show(&o));
+    assert!(
+        text(&o.stderr).contains(&format!("timed out after 5s waiting for reset {id} of 'cart' (")),
+        "{}",
+        show(&o)
+    );
 }

@@ -1,7 +1,8 @@
 //! The operator's metrics and readiness on the real test bed: lag series labelled with the
 //! AnkkaFlow's namespace and name, sampling errors counted per Kafka connection when a topic cannot
 //! be sampled, reconciles by outcome, build and process series, and `/readyz` once the instance
-//! holds the Lease and hears from the API server.
+//! holds the Lease and hears from the API server, and 503 without either; the shipped alerts
+//! evaluated by promtool; the same pipeline in two namespaces, and series that go with their pipelines.
 
 use std::time::Duration;
 
@@ -81,7 +82,10 @@ fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_le
     // Every series the shipped alerts and dashboard ask for is one the operator serves.
     for file in ["charts/ankka-flow/files/alerts.yaml", "charts/ankka-flow/files/dashboard.json"] {
         let text = std::fs::read_to_string(bed().root.join(file)).expect("file");
-        for name in metric_names(&text) {
+        // Served once a reset is catching up: the two-namespace test below checks it.
+        for name in
+            metric_names(&text).into_iter().filter(|n| n != "ankka_flow_reset_catch_up_started_timestamp_seconds")
+        {
             let base =
                 ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
             assert!(
@@ -105,4 +109,165 @@ fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
         }
     }
     names
+}
+
+/// The shipped alerts, evaluated by Prometheus's own rule engine (`promtool test rules`) against
+/// the series of testbed/tests/alerts/rules_test.yaml: `AnkkaFlowLagNotFalling` fires per
+/// namespace, pipeline and consumer group, only for a group whose reset has not caught up, and not
+/// while the reset itself is what raised the lag.
+#[test]
+fn the_alerts_fire_per_pipeline_and_only_for_groups_catching_up_after_a_reset() {
+    let promtool = bed().root.join("scripts/promtool.sh");
+    let check = std::process::Command::new(&promtool)
+        .args(["check", "rules", "charts/ankka-flow/files/alerts.yaml"])
+        .current_dir(&bed().root)
+        .output()
+        .expect("scripts/promtool.sh runs");
+    assert!(check.status.success(), "{}", show(&check));
+    let test = std::process::Command::new(&promtool)
+        .args(["test", "rules", "testbed/tests/alerts/rules_test.yaml"])
+        .current_dir(&bed().root)
+        .output()
+        .expect("scripts/promtool.sh runs");
+    assert!(test.status.success(), "{}", show(&test));
+}
+
+/// The series of `name` in `body` whose labels include every one of `labels` (`key="value"`).
+fn labelled<'a>(body: &'a str, name: &str, labels: &[&str]) -> Vec<&'a str> {
+    series(body, &format!("{name}{{")).into_iter().filter(|l| labels.iter().all(|x| l.contains(x))).collect()
+}
+
+#[test]
+fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it() {
+    let _serial = serial();
+    let (a, b) = ("shop-metrics-a", "shop-metrics-b");
+    install_crd();
+    install_cluster_secret();
+    fresh_namespace(a);
+    fresh_namespace(b);
+    kafka::recreate_topic(cart::TOPIC, 3);
+    kafka::produce(cart::TOPIC, 3, 20);
+    standin::read(cart::GROUP, cart::TOPIC, 60);
+    // One operator watching both namespaces (its Lease and identity named here: a namespace list is
+    // no name).
+    let watched = format!("{a},{b}");
+    let identity = format!("flow-operator-metrics-{}", std::process::id());
+    let op = Operator::start(
+        &fresh_dir(a),
+        &[
+            ("FLOW_WATCH_NAMESPACE", &watched),
+            ("FLOW_LAG_INTERVAL_SECONDS", "1"),
+            ("FLOW_LEASE_NAME", "ankka-flow-operator-metrics"),
+            ("HOSTNAME", &identity),
+        ],
+    );
+    let addr = metrics_address(&op);
+    // The same blueprint in both: the same consumer group on the same topic of the same cluster
+    // (the test bed's Secret allows that).
+    kubectl_apply(&cart_yaml(a, 0));
+    kubectl_apply(&cart_yaml(b, 0));
+    let lag = "ankka_flow_consumer_group_lag";
+    let group = "client_id=\"cart.router.in\"";
+    wait_until("a lag series per partition of each namespace's cart", Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics").1;
+        let each =
+            [a, b].map(|ns| labelled(&body, lag, &[&format!("namespace=\"{ns}\""), "pipeline=\"cart\"", group]).len());
+        (each == [3, 3]).then_some(())
+    });
+
+    // a's cart is reset: its group (b's too: it is the same group) has its 60 records to read
+    // again, and a's reset group is catching up, b's was never reset.
+    let o = flow(&["reset", "cart", "-n", a]);
+    assert!(o.status.success(), "{}", show(&o));
+    let caught = "ankka_flow_reset_catch_up_started_timestamp_seconds";
+    let body = wait_until("a's catch-up series", Duration::from_secs(60), || {
+        let body = http_get(&addr, "/metrics").1;
+        (!labelled(&body, caught, &[&format!("namespace=\"{a}\""), group]).is_empty()).then_some(body)
+    });
+    assert!(body.contains(&format!("# TYPE {caught} gauge")), "{body}");
+    let started = value(labelled(&body, caught, &[&format!("namespace=\"{a}\""), "pipeline=\"cart\"", group])[0]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
+    assert!((now - 120.0..=now + 1.0).contains(&started), "{started} is not the reset's end ({now} now)");
+    assert!(labelled(&body, caught, &[&format!("namespace=\"{b}\"")]).is_empty(), "{body}");
+    let body = wait_until("the lag after the reset in both namespaces", Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics").1;
+        let sums = [a, b].map(|ns| {
+            labelled(&body, lag, &[&format!("namespace=\"{ns}\""), group]).iter().map(|l| value(l)).sum::<f64>()
+        });
+        (sums == [60.0, 60.0]).then_some(body)
+    });
+    assert!(!series(&body, "ankka_flow_lag_last_success_timestamp_seconds{cluster=\"shop\"}").is_empty(), "{body}");
+
+    // Both pipelines go: so do their lag and catch-up series, and the series of the connection
+    // they used, whose last success would otherwise age into the sampling-failing alert.
+    for ns in [a, b] {
+        kubectl_ok(&["-n", ns, "delete", "aflow", "cart", "--wait=true", "--timeout=60s"]);
+    }
+    wait_until("the series of the pipelines and their connection to go", Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics").1;
+        let gone = series(&body, &format!("{lag}{{")).is_empty()
+            && series(&body, &format!("{caught}{{")).is_empty()
+            && series(&body, "ankka_flow_lag_last_success_timestamp_seconds{").is_empty()
+            && series(&body, "ankka_flow_lag_sample_errors_total{").is_empty();
+        gone.then_some(())
+    });
+    assert!(!op.log_text().contains("forbidden"), "{}", op.log_text());
+    op.stop();
+}
+
+#[test]
+fn readyz_answers_503_without_the_api_server_or_without_the_lease() {
+    let _serial = serial();
+    // An API server that does not answer: alive, not ready (leader election off, so that only the
+    // API server is missing).
+    let dir = fresh_dir("readyz-unreachable");
+    let unreachable = bed().root.join("testbed/tests/unreachable.kubeconfig");
+    let alone = Operator::start(
+        &dir,
+        &[
+            ("KUBECONFIG", unreachable.to_str().expect("utf-8")),
+            ("FLOW_LEADER_ELECTION", "false"),
+            ("FLOW_WATCH_NAMESPACE", "shop-metrics"),
+        ],
+    );
+    let addr = metrics_address(&alone);
+    assert_eq!(http_get(&addr, "/healthz").0, 200);
+    let (code, why) = http_get(&addr, "/readyz");
+    assert_eq!(code, 503, "{why}");
+    assert!(why.contains("apiserver: not answered yet"), "{why}");
+    // Some probes later it is still not ready.
+    std::thread::sleep(Duration::from_secs(3));
+    let (code, why) = http_get(&addr, "/readyz");
+    assert_eq!((code, why.contains("apiserver: not answered yet")), (503, true), "{why}");
+    // Dropped, not stopped: without an API server the operator does not end on SIGTERM alone (the
+    // drop kills it after 10 s).
+    drop(alone);
+
+    // Two instances, one Lease: the holder is ready, the one waiting for the Lease is alive and
+    // answers 503 until it gets it.
+    let ns = "shop-readyz";
+    fresh_namespace(ns);
+    let env = [("FLOW_WATCH_NAMESPACE", ns), ("FLOW_LEASE_DURATION_SECONDS", "15")];
+    let first = Operator::start(&fresh_dir("readyz-first"), &[&env[..], &[("HOSTNAME", "readyz-first")]].concat());
+    let first_addr = metrics_address(&first);
+    wait_until("the first instance to be ready", Duration::from_secs(30), || {
+        (http_get(&first_addr, "/readyz").0 == 200).then_some(())
+    });
+    let second = Operator::start(&fresh_dir("readyz-second"), &[&env[..], &[("HOSTNAME", "readyz-second")]].concat());
+    let second_addr = metrics_address(&second);
+    // It has heard from the API server, and still waits for the Lease.
+    let why = wait_until("the second instance to hear from the API server", Duration::from_secs(30), || {
+        let (code, why) = http_get(&second_addr, "/readyz");
+        assert_eq!(code, 503, "{why}");
+        why.contains("apiserver: answered").then_some(why)
+    });
+    assert!(why.contains("lease: waiting for it"), "{why}");
+    assert_eq!(http_get(&second_addr, "/healthz").0, 200);
+    assert_eq!(http_get(&first_addr, "/readyz").0, 200);
+    // The holder stops and gives the Lease back: the second takes it and is ready.
+    first.stop();
+    wait_until("the second instance to be ready", Duration::from_secs(30), || {
+        (http_get(&second_addr, "/readyz").0 == 200).then_some(())
+    });
+    second.stop();
 }

@@ -37,6 +37,37 @@ fn deploy_names_the_image_of_this_version() {
     assert_eq!(images, [format!("ankka-flow-operator:{}", workspace_version())]);
 }
 
+/// The Containerfile's `COPY . .` gets the workspace's sources and nothing of the build outputs or
+/// the git history: .containerignore leaves out target/ and .git and nothing the build reads.
+#[test]
+fn the_container_build_context_holds_the_sources_only() {
+    let text = std::fs::read_to_string(bed().root.join(".containerignore")).expect(".containerignore");
+    let patterns: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    for left_out in ["target", ".git"] {
+        assert!(patterns.contains(&left_out), "{left_out} is sent to the builder: {patterns:?}");
+    }
+    // What `cargo build --locked -p flow-operator` reads: the workspace's manifest and lock file,
+    // every member (cargo loads them all), and the build scripts' shared source.
+    let cargo = std::fs::read_to_string(bed().root.join("Cargo.toml")).expect("Cargo.toml");
+    let members = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("members = ["))
+        .expect("the workspace members")
+        .trim_end_matches(']')
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_string());
+    let needed: Vec<String> =
+        ["Cargo.toml", "Cargo.lock", "build-support"].map(String::from).into_iter().chain(members).collect();
+    for path in &needed {
+        assert!(bed().root.join(path).exists(), "{path} is not in the repository");
+        let top = path.split('/').next().unwrap_or_default();
+        assert!(
+            !patterns.iter().any(|p| *p == top || p.trim_end_matches('/') == top),
+            "{path} is left out of the build context: {patterns:?}"
+        );
+    }
+}
+
 #[test]
 fn dist_makes_archives_checksums_install_yaml_and_a_krew_manifest() {
     let version = workspace_version();

@@ -27,3 +27,33 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- printf "%s:%s" .Values.image.repository $tag -}}
 {{- end -}}
+
+{{- /* The watched namespaces, deduplicated, as a list; empty: every namespace. */ -}}
+{{- define "ankka-flow.watchNamespaces" -}}
+{{- if .Values.watchNamespace -}}
+{{- fail "watchNamespace is now watchNamespaces, a list: --set 'watchNamespaces={shop}'" -}}
+{{- end -}}
+{{- $all := list -}}
+{{- range .Values.watchNamespaces -}}
+{{- if not . -}}
+{{- fail "watchNamespaces: an empty namespace name" -}}
+{{- end -}}
+{{- $all = append $all (toString .) -}}
+{{- end -}}
+{{- toJson (uniq $all) -}}
+{{- end -}}
+
+{{- /* The sidecar image, refused when it names no version (no tag, or `latest`). */ -}}
+{{- define "ankka-flow.sidecarImage" -}}
+{{- $image := .Values.sidecarImage | default "" | trim -}}
+{{- if $image -}}
+{{- $last := last (splitList "/" $image) -}}
+{{- if not (or (contains "@" $last) (contains ":" $last)) -}}
+{{- fail (printf "sidecarImage %s: name a version tag (or a digest), not the default latest" $image) -}}
+{{- end -}}
+{{- if hasSuffix ":latest" $last -}}
+{{- fail (printf "sidecarImage %s: name a version tag (or a digest), not latest" $image) -}}
+{{- end -}}
+{{- end -}}
+{{- $image -}}
+{{- end -}}

@@ -19,8 +19,10 @@ use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
 
 pub mod plan;
+pub mod report;
 pub mod status;
 pub mod undo;
+pub mod wait;
 
 /// Arguments of `flow reset`.
 #[derive(clap::Args, Debug)]
@@ -89,6 +91,28 @@ impl Args {
     }
 }
 
+/// The options that `flow rebuild` and `flow reset undo` share: where the pipeline is, and how the
+/// request is written and followed (each command has its own `--wait`, which `--timeout` requires).
+#[derive(clap::Args, Debug)]
+pub struct RequestArgs {
+    /// Namespace of the AnkkaFlow. Default: the kubeconfig context's namespace.
+    #[arg(short = 'n', long = "namespace", value_name = "NS")]
+    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Supersede a request that is still pending.
+    #[arg(long)]
+    pub replace: bool,
+    /// With --wait: give up waiting after this long (30s, 5m, 1h30m); the request stays and the
+    /// operator carries it on.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Output format: text (the request line), json or yaml (the request; with --wait, the final
+    /// status as `flow reset status` prints it).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub output: Format,
+}
+
 /// Subcommands of `flow reset`.
 #[derive(clap::Subcommand, Debug)]
 enum Sub {
@@ -109,17 +133,29 @@ enum Sub {
     Undo(undo::Args),
 }
 
-/// What `flow reset -o json|yaml` prints.
-#[derive(Serialize, Debug)]
-struct Requested<'a> {
-    id: &'a str,
-    namespace: &'a str,
-    pipeline: &'a str,
-    /// The streamlets named with `--streamlet` (empty: every streamlet with an inlet).
-    streamlets: &'a [String],
+/// What `flow reset`, `flow rebuild` and `flow reset undo` print with `-o json|yaml`: the request
+/// written. Each command fills the fields it has.
+#[derive(Serialize, Debug, Default)]
+pub(crate) struct Requested<'a> {
+    pub id: &'a str,
+    pub namespace: &'a str,
+    pub pipeline: &'a str,
+    /// The streamlets named with `--streamlet` (empty: every streamlet with an inlet); not for an
+    /// undo.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streamlets: Option<&'a [String]>,
     /// The instant the groups go to (RFC 3339), with `--to-datetime` or `--by-duration`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    to: Option<&'a str>,
+    pub to: Option<&'a str>,
+    /// A rebuild.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rebuild: bool,
+    /// The reset an undo undoes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<&'a str>,
+    /// An undo's `--force`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
 }
 
 /// Runs the command.
@@ -135,78 +171,115 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
     }
     // Checked before anything is read, so that a typo costs no round trip.
     let to = destination(&args)?;
-    let cluster = Cluster::connect(&args.cluster).await?;
+    let cluster = Cluster::connect(&args.cluster, "reset").await?;
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
     // clap requires the pipeline when no subcommand is given.
     let pipeline = args.pipeline_name().unwrap_or_default().to_string();
     let planned = args.plan.as_deref().map(|path| plan::read(path, &ns, &pipeline)).transpose()?;
-    let api: Api<AnkkaFlow> = Api::namespaced(cluster.client.clone(), &ns);
-    // The write is conditional on the resource version read, so the guards are checked against what
-    // is written over. The operator's status writes also change the version: on a conflict, read again
-    // and check again, a few times.
-    for _ in 0..5 {
-        let flow = match api.get_opt(&pipeline).await {
-            Ok(Some(f)) => f,
-            Ok(None) => return Err(Failure::refused(format!("no pipeline '{pipeline}' in namespace '{ns}'"))),
-            Err(e) => return Err(cluster.failure(e)),
-        };
-        let mut request = checked_request(&cluster, &ns, &pipeline, &args, &flow, planned.as_ref()).await?;
+    let request = write_checked(&cluster, &ns, &pipeline, "flow reset", async |flow: &AnkkaFlow| {
+        let mut request = checked_request(&cluster, &ns, &pipeline, &args, flow, planned.as_ref()).await?;
         request.to = match &planned {
             Some(p) => Some(To::Plan(p.clone())),
             None => to.clone(),
         };
         request.dry_run = args.dry_run;
-        let version = flow.metadata.resource_version.as_deref();
-        match k::write_request(&api, &pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER).await {
-            Ok(()) => {
-                let line = format!("reset requested for '{pipeline}': {}\n", request.id);
-                if args.dry_run {
-                    // The plan is the answer: wait for it, whatever -o says.
-                    eprint!("{}", line.replace("reset requested", "plan requested"));
-                    let out = args.plan_out.clone();
-                    let render = move |r: &status::Report, format: Format| {
-                        let planned = plan::from_report(r);
-                        if let Some(path) = &out {
-                            plan::write(&planned, path)?;
-                        }
-                        plan::render(&planned, format)
-                    };
-                    return status::wait_with(&cluster, &ns, &pipeline, &request.id, args.timeout, args.output, render)
-                        .await;
-                }
-                if !args.wait {
-                    return Ok(Output::from(match args.output {
-                        Format::Text => line,
-                        other => output::render(
-                            &Requested {
-                                id: &request.id,
-                                namespace: &ns,
-                                pipeline: &pipeline,
-                                streamlets: &args.streamlets,
-                                to: match &request.to {
-                                    Some(To::Datetime(t)) => Some(t),
-                                    _ => None,
-                                },
-                            },
-                            other,
-                        )?,
-                    }));
-                }
-                // The request line first, at once, so that a user (or script) has the id while
-                // waiting: on stdout for text, on stderr when stdout carries one JSON or YAML document.
-                if args.output == Format::Text {
-                    print!("{line}");
-                } else {
-                    eprint!("{line}");
-                }
-                return status::wait(&cluster, &ns, &pipeline, &request.id, args.timeout, args.output).await;
+        Ok(request)
+    })
+    .await?;
+    let line = format!("reset requested for '{pipeline}': {}\n", request.id);
+    if args.dry_run {
+        // The plan is the answer: wait for it, whatever -o says.
+        eprint!("{}", line.replace("reset requested", "plan requested"));
+        let out = args.plan_out.clone();
+        let render = move |r: &report::Report, format: Format| {
+            let planned = plan::from_report(r);
+            if let Some(path) = &out {
+                plan::write(&planned, path)?;
             }
+            plan::render(&planned, format)
+        };
+        return wait::wait(
+            &cluster,
+            wait::Target::new(&ns, &pipeline, &request.id, args.timeout, args.output),
+            &render,
+        )
+        .await;
+    }
+    let requested = Requested {
+        id: &request.id,
+        namespace: &ns,
+        pipeline: &pipeline,
+        streamlets: Some(&args.streamlets),
+        to: match &request.to {
+            Some(To::Datetime(t)) => Some(t),
+            _ => None,
+        },
+        ..Requested::default()
+    };
+    let target = wait::Target::new(&ns, &pipeline, &request.id, args.timeout, args.output);
+    answer(&cluster, &line, &requested, args.output, args.wait.then_some(target)).await
+}
+
+/// What a command answers once its request is written: without `--wait` (`target` none), the
+/// request `line`, or `requested` for `-o json|yaml`; with it, the line at once (so that a user, or
+/// a script, has the id while waiting: on stdout for text, on stderr when stdout carries one JSON
+/// or YAML document), then the wait for `target`.
+///
+/// # Errors
+/// How the wait ended when it did not end well.
+pub(crate) async fn answer(
+    cluster: &Cluster,
+    line: &str,
+    requested: &Requested<'_>,
+    format: Format,
+    target: Option<wait::Target<'_>>,
+) -> Result<Output, Failure> {
+    let Some(target) = target else {
+        return Ok(Output::from(match format {
+            Format::Text => line.to_string(),
+            other => output::render(requested, other)?,
+        }));
+    };
+    if format == Format::Text {
+        print!("{line}");
+    } else {
+        eprint!("{line}");
+    }
+    wait::wait(cluster, target, &report::render).await
+}
+
+/// Writes the request that `check` makes of AnkkaFlow `pipeline` of `ns` as read (after checking
+/// its guards against it), conditional on the resource version read, so that the guards held for
+/// what is written over. The operator's status writes also change the version: on a conflict, it
+/// reads again and checks again, a few times. `command` is the command to run again when it never
+/// gets through.
+///
+/// # Errors
+/// No such pipeline, `check`'s refusal, the API server's, or a resource that kept changing.
+pub(crate) async fn write_checked(
+    cluster: &Cluster,
+    ns: &str,
+    pipeline: &str,
+    command: &str,
+    mut check: impl AsyncFnMut(&AnkkaFlow) -> Result<ResetRequest, Failure>,
+) -> Result<ResetRequest, Failure> {
+    let api: Api<AnkkaFlow> = Api::namespaced(cluster.client.clone(), ns);
+    for _ in 0..5 {
+        let flow = match api.get_opt(pipeline).await {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err(Failure::refused(format!("no pipeline '{pipeline}' in namespace '{ns}'"))),
+            Err(e) => return Err(cluster.failure(e)),
+        };
+        let request = check(&flow).await?;
+        let version = flow.metadata.resource_version.as_deref();
+        match k::write_request(&api, pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER).await {
+            Ok(()) => return Ok(request),
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => return Err(cluster.failure(e)),
         }
     }
     Err(Failure::refused(format!(
-        "pipeline '{pipeline}' kept changing while the request was being written; nothing was requested, run flow reset again"
+        "pipeline '{pipeline}' kept changing while the request was being written; nothing was requested, run {command} again"
     )))
 }
 

@@ -13,7 +13,7 @@ use flow_core::reset::LISTED_OFFSETS;
 use flow_core::resource::GroupStage;
 use serde::{Deserialize, Serialize};
 
-use super::status::Report;
+use super::report::Report;
 use crate::exit::Failure;
 use crate::output::{self, Format};
 
@@ -125,7 +125,6 @@ pub fn render(plan: &Plan, format: Format) -> Result<String, Failure> {
         plan.pipeline,
         plan.to.as_deref().unwrap_or("earliest")
     );
-    let header = ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "NEW", "TO REPROCESS"].map(String::from);
     let mut rows: Vec<[String; 6]> = vec![];
     for g in plan.groups.iter().filter(|g| g.outcome == GroupStage::Planned) {
         for p in &g.partitions {
@@ -149,13 +148,7 @@ pub fn render(plan: &Plan, format: Format) -> Result<String, Failure> {
             ]);
         }
     }
-    let widths: Vec<usize> =
-        (0..6).map(|i| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        out.push_str(cells.join("   ").trim_end());
-        out.push('\n');
-    }
+    out.push_str(&output::columns(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "NEW", "TO REPROCESS"], &rows));
     for g in &plan.groups {
         out.push_str(&format!("{}: {}\n", g.group, g.message));
         for w in &g.warnings {

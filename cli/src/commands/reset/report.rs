@@ -1,0 +1,334 @@
+//! What `flow reset status` and every waiting command say about a reset request: the [`Report`]
+//! read from the resource's status (written by the operator) and its annotations, how it ended
+//! (the exit code of `--wait`), and its table and progress lines.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use flow_adapters::kube as k;
+use flow_core::request::ResetRequest;
+use flow_core::resource::{AnkkaFlow, GroupStage, GroupStatus, RequestPhase};
+use kube::ResourceExt;
+use serde::Serialize;
+
+use crate::exit::{self, Failure};
+use crate::output::{self, Format};
+
+/// Where a request stands: what `-o json|yaml` prints.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The request id.
+    pub id: String,
+    /// Namespace of the AnkkaFlow.
+    pub namespace: String,
+    /// The AnkkaFlow's name.
+    pub pipeline: String,
+    /// `Requested` (the operator has not picked it up yet), `Waiting`, `Resetting`, `Done`,
+    /// `Refused` or `Superseded`.
+    pub phase: RequestPhase,
+    /// Why it waits or was refused.
+    pub detail: String,
+    /// The instant the groups go to (RFC 3339), for a reset to a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// When the operator first saw it (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    /// When it finished (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Per consumer group.
+    pub groups: Vec<GroupStatus>,
+}
+
+impl Report {
+    pub(super) fn finished(&self) -> bool {
+        self.phase.finished()
+    }
+
+    /// Finished, and every group it reset has caught up (its lag was seen at 0).
+    pub(super) fn caught_up(&self) -> bool {
+        self.finished()
+            && self.groups.iter().filter(|g| g.outcome == GroupStage::Reset).all(|g| g.caught_up_at.is_some())
+    }
+
+    /// One line for stderr while `--wait` waits: the phase, how many groups are finished, and why
+    /// it waits.
+    pub(super) fn progress(&self) -> String {
+        let mut line = format!("reset {} of '{}': {}", self.id, self.pipeline, self.phase);
+        if !self.groups.is_empty() {
+            let finished =
+                self.groups.iter().filter(|g| matches!(g.outcome, GroupStage::Reset | GroupStage::Failed)).count();
+            line.push_str(&format!(", {finished} of {} consumer groups finished", self.groups.len()));
+        }
+        if !self.detail.is_empty() {
+            line.push_str(&format!(" ({})", self.detail));
+        }
+        line
+    }
+
+    /// How a finished request ended, as the exit code of `flow reset --wait` and the line for
+    /// stderr; `None` while it is not finished, and for a request done with every group reset.
+    pub(super) fn ending(&self, ns: &str) -> Option<(u8, String)> {
+        let (id, pipeline) = (&self.id, &self.pipeline);
+        match self.phase {
+            RequestPhase::Refused => {
+                Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was refused: {}", self.detail)))
+            }
+            RequestPhase::Superseded => {
+                Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was superseded by a newer request")))
+            }
+            RequestPhase::Done => {
+                let failed: Vec<&str> =
+                    self.groups.iter().filter(|g| g.outcome == GroupStage::Failed).map(|g| g.group.as_str()).collect();
+                (!failed.is_empty()).then(|| {
+                    (
+                        exit::GROUPS_FAILED,
+                        format!(
+                            "reset {id} of '{pipeline}' is done, but {} of {} consumer groups could not be reset: {}; \
+                             kubectl -n {ns} get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsetsFailed \
+                             says why",
+                            failed.len(),
+                            self.groups.len(),
+                            failed.join(", ")
+                        ),
+                    )
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Records per second each group's lag fell by, between two looks (`--watch`).
+pub(super) type Rates = BTreeMap<String, f64>;
+
+/// Updates `rates` from the report `prev` seen at `at` to `r` seen at `now`: for each group whose
+/// lag moved, the records per second it fell by. A group whose lag did not move keeps its rate.
+pub(super) fn update_rates(rates: &mut Rates, prev: &Report, at: Instant, r: &Report, now: Instant) {
+    let secs = now.duration_since(at).as_secs_f64().max(0.001);
+    for g in &r.groups {
+        let before = prev.groups.iter().find(|p| p.group == g.group).and_then(|p| p.lag);
+        if let (Some(b), Some(l)) = (before, g.lag)
+            && b != l
+        {
+            rates.insert(g.group.clone(), (b - l) as f64 / secs);
+        }
+    }
+}
+
+/// What one resource says about request `id`, if anything.
+pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
+    let base = |phase: RequestPhase| Report {
+        id: id.to_string(),
+        namespace: flow.namespace().unwrap_or_default(),
+        pipeline: flow.name_any(),
+        phase,
+        detail: String::new(),
+        to: None,
+        requested_at: None,
+        finished_at: None,
+        groups: vec![],
+    };
+    let status = flow.status.as_ref();
+    if let Some(r) = status.and_then(|s| s.reset.as_ref()).filter(|r| r.id == id) {
+        return Some(Report {
+            detail: r.detail.clone(),
+            to: r.to.clone(),
+            requested_at: r.requested_at.clone(),
+            finished_at: r.finished_at.clone(),
+            groups: r.groups.clone(),
+            ..base(r.phase)
+        });
+    }
+    if let Some(h) = status.and_then(|s| s.reset_history.iter().find(|h| h.id == id)) {
+        return Some(base(h.phase));
+    }
+    let (raw, done) = k::reset_annotations(flow);
+    match raw.map(ResetRequest::parse) {
+        Some(Ok(r)) if r.id == id && done == Some(id) => Some(base(RequestPhase::Done)),
+        Some(Ok(r)) if r.id == id => Some(base(RequestPhase::Requested)),
+        _ => None,
+    }
+}
+
+/// Renders `r` in `format`.
+///
+/// # Errors
+/// The report cannot be serialised (not expected).
+pub fn render(r: &Report, format: Format) -> Result<String, Failure> {
+    match format {
+        Format::Text => Ok(table(r, &Rates::new())),
+        other => output::render(r, other),
+    }
+}
+
+/// One line per group whose lag is measured: records left of those to reprocess, percent done and,
+/// with a rate from `--watch`, the time to zero.
+pub(super) fn catch_up_lines(r: &Report, rates: &Rates) -> String {
+    let mut out = String::new();
+    for g in r.groups.iter().filter(|g| g.outcome == GroupStage::Reset) {
+        let Some(left) = g.lag else { continue };
+        if let Some(at) = &g.caught_up_at {
+            out.push_str(&format!("catch-up: {} caught up at {at}\n", g.group));
+            continue;
+        }
+        let total = g.records_to_reprocess.max(left).max(1);
+        let done = 100 * (total - left) / total;
+        out.push_str(&format!("catch-up: {} {left} of {total} records left ({done}% done)", g.group));
+        if let Some(rate) = rates.get(&g.group).filter(|r| **r > 0.0) {
+            out.push_str(&format!(", {rate:.1} records/s, about {:.0} s to zero", left as f64 / rate));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub(super) fn table(r: &Report, rates: &Rates) -> String {
+    let mut out = format!("reset {} of {}/{}: {}", r.id, r.namespace, r.pipeline, r.phase);
+    if !r.detail.is_empty() {
+        out.push_str(&format!(" ({})", r.detail));
+    }
+    out.push('\n');
+    if let Some(t) = &r.to {
+        out.push_str(&format!("to: {t}\n"));
+    }
+    if let Some(t) = &r.requested_at {
+        out.push_str(&format!("requested: {t}"));
+        if let Some(f) = &r.finished_at {
+            out.push_str(&format!("  finished: {f}"));
+        }
+        out.push('\n');
+    }
+    if r.groups.is_empty() {
+        return out;
+    }
+    let rows: Vec<[String; 6]> = r
+        .groups
+        .iter()
+        .map(|g| {
+            [
+                g.group.clone(),
+                g.topic.clone(),
+                g.partitions.to_string(),
+                g.records_to_reprocess.to_string(),
+                g.outcome.to_string(),
+                g.message.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&output::columns(["GROUP", "TOPIC", "PARTITIONS", "RECORDS", "OUTCOME", "MESSAGE"], &rows));
+    out.push_str(&catch_up_lines(r, rates));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_lines_up_groups() {
+        let r = Report {
+            requested_at: Some("2026-11-29T16:00:00Z".into()),
+            finished_at: Some("2026-11-29T16:00:01Z".into()),
+            groups: vec![GroupStatus {
+                group: "cart.router.in".into(),
+                topic: "shop.cart-events.v1".into(),
+                outcome: GroupStage::Reset,
+                message: "3 partition(s) of 'shop.cart-events.v1' to earliest".into(),
+                partitions: 3,
+                records_to_reprocess: 300,
+                ..Default::default()
+            }],
+            ..report(RequestPhase::Done, &[])
+        };
+        let t = table(&r, &Rates::new());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "reset u1 of shop/cart: Done");
+        assert_eq!(lines[1], "requested: 2026-11-29T16:00:00Z  finished: 2026-11-29T16:00:01Z");
+        assert!(lines[2].starts_with("GROUP            TOPIC"), "{}", lines[2]);
+        assert!(lines[3].starts_with("cart.router.in   shop.cart-events.v1   3            300"), "{}", lines[3]);
+        let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["groups"][0]["recordsToReprocess"], 300);
+    }
+
+    #[test]
+    fn catch_up_shows_records_left_percent_and_time_to_zero() {
+        let mut g = GroupStatus {
+            group: "cart.router.in".into(),
+            outcome: GroupStage::Reset,
+            records_to_reprocess: 300,
+            lag: Some(120),
+            ..Default::default()
+        };
+        let r = |g: GroupStatus| Report { groups: vec![g], ..report(RequestPhase::Done, &[]) };
+        let rates = Rates::from([("cart.router.in".to_string(), 40.0)]);
+        assert_eq!(
+            catch_up_lines(&r(g.clone()), &rates),
+            "catch-up: cart.router.in 120 of 300 records left (60% done), 40.0 records/s, about 3 s to zero\n"
+        );
+        assert!(!r(g.clone()).caught_up());
+        g.lag = Some(0);
+        g.caught_up_at = Some("2026-11-29T16:00:09Z".into());
+        assert_eq!(
+            catch_up_lines(&r(g.clone()), &Rates::new()),
+            "catch-up: cart.router.in caught up at 2026-11-29T16:00:09Z\n"
+        );
+        assert!(r(g).caught_up());
+    }
+
+    fn report(phase: RequestPhase, outcomes: &[GroupStage]) -> Report {
+        Report {
+            id: "u1".into(),
+            namespace: "shop".into(),
+            pipeline: "cart".into(),
+            phase,
+            detail: String::new(),
+            to: None,
+            requested_at: None,
+            finished_at: None,
+            groups: outcomes
+                .iter()
+                .enumerate()
+                .map(|(i, o)| GroupStatus { group: format!("cart.s{i}.in"), outcome: *o, ..Default::default() })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn how_a_waited_for_request_ended_is_its_exit_code() {
+        assert_eq!(
+            report(RequestPhase::Resetting, &[GroupStage::Reset, GroupStage::Pending]).ending("shop"),
+            None,
+            "not finished"
+        );
+        assert_eq!(
+            report(RequestPhase::Done, &[GroupStage::Reset, GroupStage::Reset]).ending("shop"),
+            None,
+            "done well: exit 0"
+        );
+        let (code, line) = report(RequestPhase::Done, &[GroupStage::Reset, GroupStage::Failed]).ending("shop").unwrap();
+        assert_eq!(code, exit::GROUPS_FAILED);
+        assert!(
+            line.starts_with("reset u1 of 'cart' is done, but 1 of 2 consumer groups could not be reset: cart.s1.in;")
+        );
+        let mut refused = report(RequestPhase::Refused, &[]);
+        refused.detail = "streamlet [router] still has 1 pod(s)".into();
+        assert_eq!(
+            refused.ending("shop"),
+            Some((exit::RESET_REFUSED, "reset u1 of 'cart' was refused: streamlet [router] still has 1 pod(s)".into()))
+        );
+        assert_eq!(report(RequestPhase::Superseded, &[]).ending("shop").unwrap().0, exit::RESET_REFUSED);
+    }
+
+    #[test]
+    fn progress_counts_finished_groups() {
+        assert_eq!(report(RequestPhase::Requested, &[]).progress(), "reset u1 of 'cart': Requested");
+        assert_eq!(
+            report(RequestPhase::Resetting, &[GroupStage::Reset, GroupStage::Committing, GroupStage::Failed])
+                .progress(),
+            "reset u1 of 'cart': Resetting, 2 of 3 consumer groups finished"
+        );
+    }
+}

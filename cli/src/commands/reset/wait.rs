@@ -1,0 +1,233 @@
+//! Following a request until it ends: `flow reset --wait`, `flow reset --dry-run`, `flow reset undo
+//! --wait` (until it is finished) and `flow rebuild --wait` (until it is finished and caught up).
+//!
+//! Every API call is bounded (by [`CALL_TIMEOUT`], and by what is left of `--timeout`), so that a
+//! hung API server cannot hold a command past its timeout; a transient failure (no answer, 429,
+//! 5xx) is said on stderr and tried again a second later, so that one lost answer does not end a
+//! long wait.
+
+use std::time::{Duration, Instant};
+
+use super::report::{self, Rates, Report};
+use super::status::{Scope, flows, search};
+use crate::cluster::{CALL_TIMEOUT, Cluster, transient};
+use crate::exit::{self, Failure, Output};
+use crate::output::Format;
+
+/// Why [`Poller::call`] gave up.
+#[derive(Debug)]
+pub(super) enum Stop {
+    /// A failure that does not pass by itself (or any failure, for [`Poller::once`]).
+    Final(kube::Error),
+    /// The deadline came first.
+    Deadline,
+}
+
+impl Stop {
+    /// As a failure of `cluster`'s command.
+    pub(super) fn failure(self, cluster: &Cluster) -> Failure {
+        match self {
+            Stop::Final(e) => cluster.failure(e),
+            Stop::Deadline => {
+                Failure::refused(format!("cannot reach Kubernetes: {}: no answer in time", cluster.server))
+            }
+        }
+    }
+}
+
+/// Makes the API calls of a command that reads a request, bounded and, when waiting, tried again.
+pub(super) struct Poller<'a> {
+    cluster: &'a Cluster,
+    deadline: Option<Instant>,
+    retry: bool,
+    /// The transient failure last said on stderr, so that it is said once while it lasts.
+    said: Option<String>,
+}
+
+impl<'a> Poller<'a> {
+    /// One look: each call bounded by [`CALL_TIMEOUT`], any failure final.
+    pub(super) fn once(cluster: &'a Cluster) -> Self {
+        Poller { cluster, deadline: None, retry: false, said: None }
+    }
+
+    /// For a command that waits until `deadline` (without one: as long as it takes): transient
+    /// failures are tried again every second.
+    pub(super) fn retrying(cluster: &'a Cluster, deadline: Option<Instant>) -> Self {
+        Poller { cluster, deadline, retry: true, said: None }
+    }
+
+    /// `call`, bounded by [`CALL_TIMEOUT`] and the deadline, and tried again after a transient
+    /// failure, which is said on stderr (`<problem>; trying again`) once while it lasts.
+    pub(super) async fn call<T, F, Fut>(&mut self, mut call: F) -> Result<T, Stop>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        loop {
+            let left = self.deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let limit = left.map_or(CALL_TIMEOUT, |l| l.min(CALL_TIMEOUT));
+            if limit.is_zero() {
+                return Err(Stop::Deadline);
+            }
+            let problem = match tokio::time::timeout(limit, call()).await {
+                Ok(Ok(v)) => {
+                    self.said = None;
+                    return Ok(v);
+                }
+                Ok(Err(e)) if self.retry && transient(&e) => self.cluster.problem(&e),
+                Ok(Err(e)) => return Err(Stop::Final(e)),
+                Err(_) if left.is_some_and(|l| l <= CALL_TIMEOUT) => return Err(Stop::Deadline),
+                Err(_) if self.retry => format!(
+                    "cannot reach Kubernetes: {}: no answer within {} s",
+                    self.cluster.server,
+                    CALL_TIMEOUT.as_secs()
+                ),
+                Err(_) => return Err(Stop::Deadline),
+            };
+            if self.said.as_deref() != Some(problem.as_str()) {
+                eprintln!("{problem}; trying again");
+                self.said = Some(problem);
+            }
+            let pause = self.deadline.map_or(Duration::from_secs(1), |d| {
+                d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))
+            });
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// Until when a command follows a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// The request is finished (`flow reset --wait`, `--dry-run`, `flow reset undo --wait`).
+    Finished,
+    /// The request is finished and every group it reset has caught up (`flow rebuild --wait`),
+    /// with each group's burn-down (records left, rate, time to zero) on stderr.
+    CaughtUp,
+}
+
+/// The request a command waits for, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// Namespace of the AnkkaFlow.
+    pub ns: &'a str,
+    /// The AnkkaFlow's name.
+    pub pipeline: &'a str,
+    /// The request id.
+    pub id: &'a str,
+    /// `--timeout`; none: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// `-o`, for the final status.
+    pub format: Format,
+    /// Until when.
+    pub until: Until,
+}
+
+impl<'a> Target<'a> {
+    /// Request `id` of `pipeline` in `ns`, followed until it is finished.
+    pub fn new(ns: &'a str, pipeline: &'a str, id: &'a str, timeout: Option<Duration>, format: Format) -> Self {
+        Target { ns, pipeline, id, timeout, format, until: Until::Finished }
+    }
+}
+
+/// Waits until the request of `t` ends as `t.until` says, reading it every second and printing its
+/// progress on stderr whenever it changes, then renders its status in `t.format` with `render`.
+///
+/// # Errors
+/// The cluster cannot be read (a final failure), or the request disappears; and, with its own exit
+/// code, a request that was refused or superseded, one done with groups that failed, and the
+/// timeout running out (which names the catch-up when a rebuild itself is done); `render`'s.
+pub async fn wait(
+    cluster: &Cluster,
+    t: Target<'_>,
+    render: &dyn Fn(&Report, Format) -> Result<String, Failure>,
+) -> Result<Output, Failure> {
+    let Target { ns, pipeline, id, timeout, format, until } = t;
+    let scope = Scope::Namespace(ns.to_string());
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut poller = Poller::retrying(cluster, deadline);
+    let (mut shown, mut shown_burn_down) = (String::new(), String::new());
+    let mut last: Option<(Report, Instant)> = None;
+    let mut rates = Rates::new();
+    loop {
+        let found = match poller.call(|| flows(cluster, &scope, Some(pipeline))).await {
+            Ok(found) => found,
+            Err(Stop::Deadline) => {
+                let last = last.as_ref().map(|(r, _)| r);
+                return Err(timed_out(last, (ns, pipeline, id), (timeout, format), until, render)?);
+            }
+            Err(stop) => return Err(stop.failure(cluster)),
+        };
+        let r = search(&found, &scope, Some(pipeline), id)?;
+        let now = Instant::now();
+        if let Some((prev, at)) = &last
+            && prev != &r
+        {
+            report::update_rates(&mut rates, prev, *at, &r, now);
+        }
+        // The progress line when it changes, then (for a rebuild) each change of the burn-down.
+        let line = r.progress();
+        if line != shown {
+            eprintln!("{line}");
+            shown = line;
+        }
+        if until == Until::CaughtUp {
+            let burn_down = report::catch_up_lines(&r, &rates);
+            if burn_down != shown_burn_down {
+                eprint!("{burn_down}");
+                shown_burn_down = burn_down;
+            }
+        }
+        if r.finished() {
+            if let Some((code, problem)) = r.ending(ns) {
+                return Err(Failure::with_code(code, render(&r, format)?, problem));
+            }
+            if until == Until::Finished || r.caught_up() {
+                return Ok(Output::from(render(&r, format)?));
+            }
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(timed_out(Some(&r), (ns, pipeline, id), (timeout, format), until, render)?);
+        }
+        if last.as_ref().is_none_or(|(l, _)| l != &r) {
+            last = Some((r, now));
+        }
+        let pause = deadline.map_or(Duration::from_secs(1), |d| {
+            d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))
+        });
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// The failure of a wait whose `timeout` ran out, `last` the request as last read (none when the
+/// API server never answered in time): its status on stdout, exit code [`exit::TIMED_OUT`].
+///
+/// # Errors
+/// `render`'s.
+fn timed_out(
+    last: Option<&Report>,
+    (ns, pipeline, id): (&str, &str, &str),
+    (timeout, format): (Option<Duration>, Format),
+    until: Until,
+    render: &dyn Fn(&Report, Format) -> Result<String, Failure>,
+) -> Result<Failure, Failure> {
+    let waited = match (until, last) {
+        (Until::Finished, _) => format!("for reset {id}"),
+        (Until::CaughtUp, Some(r)) if r.finished() => format!("for the catch-up of rebuild {id}"),
+        (Until::CaughtUp, _) => format!("for rebuild {id}"),
+    };
+    let phase = last.map_or_else(|| "the API server did not answer in time".to_string(), |r| r.phase.to_string());
+    let stdout = match last {
+        Some(r) => render(r, format)?,
+        None => String::new(),
+    };
+    Ok(Failure::with_code(
+        exit::TIMED_OUT,
+        stdout,
+        format!(
+            "timed out after {} waiting {waited} of '{pipeline}' ({phase}); the request stays and the operator \
+             carries it on: flow reset status {id} -n {ns} --watch",
+            humantime::format_duration(timeout.unwrap_or_default()),
+        ),
+    ))
+}

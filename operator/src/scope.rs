@@ -1,0 +1,89 @@
+//! Which namespaces the operator watches (`FLOW_WATCH_NAMESPACE`): every namespace, or the
+//! namespaces listed, where its rights may be bound alone (a RoleBinding to its ClusterRole in each,
+//! as the chart's `watchNamespaces` grants; see docs/install.md). Every list and watch of
+//! AnkkaFlows and of their Deployments is made through here, so that the operator never asks for
+//! objects outside the namespaces it watches, which RBAC would refuse it (403).
+
+use flow_core::resource::AnkkaFlow;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::ListParams;
+use kube::{Api, Client, Resource};
+
+use crate::settings::Settings;
+
+/// The namespaces the operator reconciles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace (`FLOW_WATCH_NAMESPACE` unset or empty).
+    All,
+    /// These namespaces only: sorted, each once, never empty.
+    Namespaces(Vec<String>),
+}
+
+impl Scope {
+    /// The scope `settings` ask for. Names are trimmed; empty ones and repeats are dropped.
+    pub fn of(settings: &Settings) -> Scope {
+        let mut names: Vec<String> =
+            settings.watch_namespaces.iter().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
+        names.sort();
+        names.dedup();
+        if names.is_empty() { Scope::All } else { Scope::Namespaces(names) }
+    }
+
+    /// One API handle per watched namespace, or one of every namespace.
+    pub fn apis<K>(&self, client: &Client) -> Vec<Api<K>>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    {
+        match self {
+            Scope::All => vec![Api::all(client.clone())],
+            Scope::Namespaces(names) => names.iter().map(|ns| Api::namespaced(client.clone(), ns)).collect(),
+        }
+    }
+
+    /// Every AnkkaFlow the operator watches, read from the API server: one list per watched
+    /// namespace, or one of every namespace.
+    ///
+    /// # Errors
+    /// The first list that fails.
+    pub async fn list_flows(&self, client: &Client) -> Result<Vec<AnkkaFlow>, kube::Error> {
+        let mut all = Vec::new();
+        for api in self.apis::<AnkkaFlow>(client) {
+            all.extend(api.list(&ListParams::default()).await?.items);
+        }
+        Ok(all)
+    }
+
+    /// For the log: `(all)`, or the namespaces joined with `,`.
+    pub fn shown(&self) -> String {
+        match self {
+            Scope::All => "(all)".to_string(),
+            Scope::Namespaces(names) => names.join(","),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Scope;
+    use crate::settings::Cli;
+
+    fn scope(args: &[&str]) -> Scope {
+        Scope::of(&Cli::parse_from(std::iter::once("flow-operator").chain(args.iter().copied())).settings)
+    }
+
+    #[test]
+    fn one_or_several_namespaces_or_all() {
+        assert_eq!(scope(&[]), Scope::All);
+        assert_eq!(scope(&["--watch-namespace", ""]), Scope::All);
+        assert_eq!(scope(&["--watch-namespace", "shop"]), Scope::Namespaces(vec!["shop".into()]));
+        assert_eq!(
+            scope(&["--watch-namespace", "tenant, shop,,tenant"]),
+            Scope::Namespaces(vec!["shop".into(), "tenant".into()])
+        );
+        assert_eq!(scope(&["--watch-namespace", "shop,tenant"]).shown(), "shop,tenant");
+        assert_eq!(scope(&[]).shown(), "(all)");
+    }
+}
