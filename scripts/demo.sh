@@ -33,7 +33,7 @@ seq 1 3000 | sed 's/.*/{"cart":&}/' | testbed/kafka-tool console-producer --boot
 
 say "Starting the operator"
 ledger=$(mktemp -d)
-FLOW_SIDECAR_IMAGE=ghcr.io/thinkmorestupidless/ankka-flow-sidecar:latest \
+FLOW_SIDECAR_IMAGE=ghcr.io/thinkmorestupidless/ankka-flow-sidecar:0.1.0 \
   FLOW_LEDGER_DIR=$ledger FLOW_LOG_FORMAT=text FLOW_LAG_INTERVAL_SECONDS=1 FLOW_METRICS_ADDRESS=127.0.0.1:19090 \
   RUST_LOG=warn,flow_operator=info flow-operator 2> target/demo-operator.log &
 op=$!
