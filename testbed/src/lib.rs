@@ -11,7 +11,8 @@
 //! - [`kafka`], [`groups`]: topics, records and consumer groups on the broker;
 //! - [`standin`]: the stand-in streamlet consumer, and a [`Container`] playing a pod's container;
 //! - [`cart`]: the example pipeline and a ready scenario around it;
-//! - `pipeline`: pipelines of a test's own, from the real `flow generate`.
+//! - `pipeline`: pipelines of a test's own, from the real `flow generate`;
+//! - `rights`: the operator's shipped rights, and a kubeconfig that logs in with them.
 
 mod bed;
 pub mod cart;
@@ -20,6 +21,7 @@ pub mod kafka;
 mod kube;
 mod operator;
 mod pipeline;
+mod rights;
 pub mod standin;
 
 pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, serial, show, wait_until};
@@ -29,4 +31,5 @@ pub use operator::{Operator, SIDECAR_IMAGE, http_get, lag_in_metrics, metrics_ad
 pub use pipeline::{
     Streamlet, apply_own_pipeline, apply_pipeline, flow, flow_reset, own_pipeline_yaml, pipeline_yaml, wait_done,
 };
+pub use rights::{install_operator_rights, shipped_rights_kubeconfig};
 pub use standin::Container;

@@ -7,41 +7,16 @@
 //! `system:serviceaccount:ankka-flow:ankka-flow-operator` (and `...-noevents`) in the test bed's
 //! token file, so RBAC treats the process exactly as it would treat the operator's pod.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use flow_testbed::*;
 
-/// The fixed test token of the operator's ServiceAccount user (testbed/tb, `test_token_lines`).
-const OPERATOR_TOKEN: &str = "ankka-flow-operator-test-token";
 const OPERATOR_USER: &str = "system:serviceaccount:ankka-flow:ankka-flow-operator";
-/// The same for the ServiceAccount of case E2, which gets no rights on events.
+/// The fixed test token of the ServiceAccount of case E2, which gets no rights on events
+/// (testbed/tb, `test_token_lines`).
 const NOEVENTS_TOKEN: &str = "ankka-flow-operator-noevents-test-token";
 const NOEVENTS_SA: &str = "ankka-flow-operator-noevents";
 const EVENT_FAILED: &str = "could not record the event";
-
-/// The YAML documents of deploy/operator.yaml whose kind is in `kinds`.
-fn manifests(kinds: &[&str]) -> String {
-    let text = std::fs::read_to_string(bed().root.join("deploy/operator.yaml")).expect("deploy/operator.yaml");
-    text.split("\n---\n")
-        .filter(|doc| doc.lines().any(|l| kinds.iter().any(|k| l == format!("kind: {k}"))))
-        .collect::<Vec<_>>()
-        .join("\n---\n")
-}
-
-/// Installs the CRD, the cluster Secret, and deploy/operator.yaml's identity and rights (not its
-/// Deployment: the test runs the operator binary itself). The whole file, Deployment included, and
-/// the kustomization are first checked by the API server (dry run).
-fn install_operator_rights() {
-    install_crd();
-    install_cluster_secret();
-    kubectl_ok(&["apply", "--dry-run=server", "-k", bed().root.join("deploy").to_str().expect("utf-8 path")]);
-    kubectl_apply(&manifests(&["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]));
-}
-
-fn restricted_kubeconfig() -> PathBuf {
-    kubeconfig_with_token("ankka-flow-operator", OPERATOR_TOKEN)
-}
 
 /// `kubectl auth can-i VERB RESOURCE [--subresource SUB] [-n NS]` as `user`; `resource` may end in
 /// `/<subresource>`.
@@ -99,7 +74,7 @@ fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
     let _serial = serial();
     let ns = "shop-rbac";
     install_operator_rights();
-    let kubeconfig = restricted_kubeconfig();
+    let kubeconfig = shipped_rights_kubeconfig();
     let kc = kubeconfig.to_str().expect("utf-8 path");
 
     // The pipeline at 1 replica: the restricted operator renders everything (server-side apply):
@@ -308,7 +283,7 @@ fn two_operators_one_leader_and_a_quick_hand_over() {
     let _serial = serial();
     let ns = "shop-leader";
     install_operator_rights();
-    let kubeconfig = restricted_kubeconfig();
+    let kubeconfig = shipped_rights_kubeconfig();
     let kc = kubeconfig.to_str().expect("utf-8 path");
     // Both in the same Lease, as two pods of one Deployment are; a short term keeps the test quick.
     let lease = "ankka-flow-operator-d3";
