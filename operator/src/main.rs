@@ -13,10 +13,10 @@ mod leader;
 mod ledger;
 mod metrics;
 mod observe;
+mod probe;
 mod reset;
 mod settings;
 mod tenancy;
-mod topics;
 
 use std::process::ExitCode;
 

@@ -145,8 +145,6 @@ pub struct Metrics {
 
 /// How recently the API server must have answered for `/readyz` to say ready.
 const APISERVER_FRESH: Duration = Duration::from_secs(30);
-/// How often the API server is asked while nothing else asks it.
-const APISERVER_PROBE: Duration = Duration::from_secs(10);
 
 fn reconcile_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
@@ -264,7 +262,7 @@ impl Metrics {
         self.reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
     }
 
-    /// Records that the API server answered this instance just now.
+    /// Records that the API server answered this instance just now (see `crate::probe`).
     pub fn apiserver_answered(&self) {
         let ms = u64::try_from(unix_now().as_millis()).unwrap_or(u64::MAX);
         self.apiserver_answered_ms.store(ms, Ordering::Relaxed);
@@ -311,21 +309,6 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
-}
-
-/// Asks the API server for its version every [`APISERVER_PROBE`] and records each answer, for
-/// `/readyz`.
-pub fn watch_apiserver(client: kube::Client, metrics: Arc<Metrics>) {
-    tokio::spawn(async move {
-        loop {
-            match tokio::time::timeout(APISERVER_PROBE, client.apiserver_version()).await {
-                Ok(Ok(_)) => metrics.apiserver_answered(),
-                Ok(Err(e)) => tracing::debug!(error = %e, "the API server did not answer the readiness probe"),
-                Err(_) => tracing::debug!("the API server did not answer the readiness probe in time"),
-            }
-            tokio::time::sleep(APISERVER_PROBE).await;
-        }
-    });
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` in the background. A failure to bind is logged:
