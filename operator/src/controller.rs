@@ -78,7 +78,13 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    let controller = Controller::new(flows, watcher::Config::default())
+    // The controller's cache of AnkkaFlows, and what wakes a reconcile of one: a change the reconcile
+    // has to act on (see [`acts_on`]), never a status write alone (its own, mostly).
+    let (store, writer) = reflector::store();
+    let changes = reflector::reflector(writer, watcher(flows, watcher::Config::default()))
+        .applied_objects()
+        .predicate_filter(acts_on, Default::default());
+    let controller = Controller::for_stream(changes, store)
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles));
     // Every AnkkaFlow of every namespace, for the consumer groups they may share: the controller's
@@ -136,6 +142,21 @@ async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<A
     let result = reconcile(flow, ctx.clone()).await;
     ctx.metrics.reconciled(result.as_ref().map_or_else(Error::category, |_| "success"), started.elapsed());
     result
+}
+
+/// What of an `AnkkaFlow` a reconcile acts on, hashed: its generation (the spec; the API server also
+/// bumps it when deletion starts), its annotations (the reset and rebuild requests, and their done
+/// marks), its finalizers and its deletion. A change of anything else, the status above all, does
+/// not wake a reconcile: every reconcile writes the status, and without this filter each write woke
+/// one more reconcile that had nothing to do (see docs/performance.md, "1,000 AnkkaFlows").
+fn acts_on(flow: &AnkkaFlow) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    flow.metadata.generation.hash(&mut h);
+    flow.annotations().hash(&mut h);
+    flow.finalizers().hash(&mut h);
+    flow.metadata.deletion_timestamp.as_ref().map(|t| t.0.to_string()).hash(&mut h);
+    Some(h.finish())
 }
 
 /// A cache of every `AnkkaFlow` in every namespace, kept by a watch of its own (for an operator that

@@ -182,3 +182,28 @@ mod quiet {
         )));
     }
 }
+
+/// A status write alone does not wake a reconcile; a spec change, a reset request and a deletion do.
+#[test]
+fn only_what_a_reconcile_acts_on_wakes_one() {
+    let flow = fixtures::cart();
+    let before = acts_on(&flow);
+    let mut status_only = flow.clone();
+    status_only.status = Some(flow_core::resource::AnkkaFlowStatus { detail: "written".into(), ..Default::default() });
+    status_only.metadata.resource_version = Some("101".into());
+    assert_eq!(acts_on(&status_only), before, "a status write");
+    let mut spec = flow.clone();
+    spec.metadata.generation = Some(2);
+    assert_ne!(acts_on(&spec), before, "a spec change");
+    let mut request = flow.clone();
+    request
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(flow_core::names::ANNOTATION_RESET.to_string(), "{}".into());
+    assert_ne!(acts_on(&request), before, "a reset request");
+    let mut deleted = flow.clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-12-01T00:00:00Z".parse().unwrap()));
+    assert_ne!(acts_on(&deleted), before, "a deletion");
+}
