@@ -80,6 +80,10 @@ fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
 /// The consumer behind a [`KafkaClient`].
 type Client = BaseConsumer<ClientLog>;
 
+/// How often librdkafka counts what a client sent (its statistics, delivered to [`ClientLog`] by the
+/// pump thread), for [`KafkaClient::requests_sent`].
+pub const STATISTICS_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How often the pump thread serves the client's queue.
 const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -131,7 +135,8 @@ impl KafkaClient {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
-            .set("socket.timeout.ms", d.request.as_millis().to_string());
+            .set("socket.timeout.ms", d.request.as_millis().to_string())
+            .set("statistics.interval.ms", STATISTICS_INTERVAL.as_millis().to_string());
         let log = ClientLog::new(&conn.bootstrap_servers, secrets.clone());
         let consumer: Client = cfg.create_with_context(log).map_err(|e| {
             KafkaFailure::configuration(
@@ -152,6 +157,13 @@ impl KafkaClient {
             })
             .map_err(|e| KafkaFailure::unavailable(format!("cannot start a Kafka client thread: {e}")))?;
         Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
+    }
+
+    /// The requests this client sent to the brokers so far, by request type (`Metadata`,
+    /// `ListOffsets`, `OffsetFetch`, ...), as librdkafka counted them at most
+    /// [`STATISTICS_INTERVAL`] ago.
+    pub fn requests_sent(&self) -> Requests {
+        self.consumer.context().requests()
     }
 
     /// Whether librdkafka reported a final failure (TLS or authentication) on this client: every
@@ -486,6 +498,7 @@ mod admin;
 mod log;
 
 use log::ClientLog;
+pub use log::Requests;
 
 #[cfg(test)]
 mod tests {

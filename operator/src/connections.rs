@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flow_adapters::kafka::{Deadlines, KafkaClient};
+use flow_adapters::kafka::{Deadlines, KafkaClient, Requests};
 use flow_adapters::kube as k;
 use flow_adapters::topics::TopicAdmin;
 use flow_core::connection::{self, Clusters, KafkaConnection, Resolution};
@@ -43,6 +43,8 @@ pub const LANES: usize = 8;
 pub struct Pool {
     deadlines: Deadlines,
     pooled: Mutex<Vec<Pooled>>,
+    /// What the group clients closed so far sent (see [`Pool::requests_sent`]).
+    retired: Mutex<Requests>,
 }
 
 /// One pooled client: its connection, which one of that connection's clients it is, and its last use.
@@ -89,7 +91,20 @@ impl Client {
 impl Pool {
     /// An empty pool whose clients' requests have deadlines `d`.
     pub fn new(d: Deadlines) -> Self {
-        Pool { deadlines: d, pooled: Mutex::new(Vec::new()) }
+        Pool { deadlines: d, pooled: Mutex::new(Vec::new()), retired: Mutex::new(Requests::new()) }
+    }
+
+    /// The requests the group clients (the reset driver's and the lag measurement's) sent to the
+    /// brokers since the start, by request type, as librdkafka counts them: those of the clients
+    /// open now and of those closed before. The metric `ankka_flow_kafka_requests_total` serves it.
+    pub fn requests_sent(&self) -> Requests {
+        let mut total = self.retired.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for p in self.pooled.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Client::Group(_, c) = &p.client {
+                add(&mut total, &c.requests_sent());
+            }
+        }
+        total
     }
 
     /// The group client of `conn` in lane `lane` (taken modulo [`LANES`]), connected already when it
@@ -132,6 +147,11 @@ impl Pool {
             .into_iter()
             .partition(|p| now.duration_since(p.used) > IDLE || p.client.failed_for_good());
         *pooled = kept;
+        for p in &closing {
+            if let Client::Group(_, c) = &p.client {
+                add(&mut self.retired.lock().unwrap_or_else(|p| p.into_inner()), &c.requests_sent());
+            }
+        }
         close(closing);
         if let Some(p) = pooled.iter_mut().find(|p| p.client.slot() == slot && p.conn == *conn) {
             p.used = now;
@@ -140,6 +160,13 @@ impl Pool {
         let client = make()?;
         pooled.push(Pooled { conn: conn.clone(), client: client.clone(), used: now });
         Ok(client)
+    }
+}
+
+/// Adds the counts of `more` to `total`.
+fn add(total: &mut Requests, more: &Requests) {
+    for (request, n) in more {
+        *total.entry(request.clone()).or_default() += n;
     }
 }
 

@@ -106,6 +106,10 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
     });
+    let counted = Arc::downgrade(&ctx);
+    ctx.metrics.count_kafka_requests(Box::new(move || {
+        counted.upgrade().map(|ctx| ctx.kafka.requests_sent()).unwrap_or_default()
+    }));
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
     let controller = controller

@@ -7,6 +7,7 @@ use flow_core::reset::{FailureKind, KafkaFailure};
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::statistics::Statistics;
 
 /// A failure that no retry of the same call can cure, as librdkafka reported it to the client's
 /// context: the calls themselves only time out.
@@ -27,11 +28,22 @@ pub struct ClientLog {
     bootstrap_servers: String,
     secrets: Secrets,
     cause: std::sync::Mutex<Option<Cause>>,
+    /// Requests sent to the brokers so far, by request type (`Metadata`, `ListOffsets`,
+    /// `OffsetFetch`, ...), as librdkafka's last statistics counted them.
+    requests: std::sync::Mutex<Requests>,
 }
+
+/// Requests sent, by request type.
+pub type Requests = std::collections::BTreeMap<String, u64>;
 
 impl ClientLog {
     pub(super) fn new(bootstrap_servers: &str, secrets: Secrets) -> Self {
-        ClientLog { bootstrap_servers: bootstrap_servers.to_string(), secrets, cause: std::sync::Mutex::new(None) }
+        ClientLog {
+            bootstrap_servers: bootstrap_servers.to_string(),
+            secrets,
+            cause: std::sync::Mutex::new(None),
+            requests: std::sync::Mutex::new(Requests::new()),
+        }
     }
 
     fn remember(&self, cause: Cause) {
@@ -52,6 +64,12 @@ impl ClientLog {
             }
         };
         Some(KafkaFailure::new(kind, self.secrets.redact(&reason)))
+    }
+
+    /// The requests sent to the brokers so far, by request type, as of librdkafka's last statistics
+    /// (see [`super::STATISTICS_INTERVAL`]).
+    pub(super) fn requests(&self) -> Requests {
+        self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// `text` with every credential of the client's configuration taken out.
@@ -136,6 +154,19 @@ impl ClientContext for ClientLog {
             rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {line}"),
             _ => tracing::error!(target: "librdkafka", "{fac} {line}"),
         }
+    }
+
+    /// librdkafka's statistics: the requests sent, summed over the brokers (and the bootstrap
+    /// connections), kept for [`ClientLog::requests`].
+    fn stats(&self, statistics: Statistics) {
+        let mut sent = Requests::new();
+        for broker in statistics.brokers.values() {
+            for (request, n) in &broker.req {
+                *sent.entry(request.clone()).or_default() += u64::try_from(*n).unwrap_or(0);
+            }
+        }
+        sent.retain(|_, n| *n > 0);
+        *self.requests.lock().unwrap_or_else(|p| p.into_inner()) = sent;
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

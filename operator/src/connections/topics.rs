@@ -30,6 +30,16 @@ impl Kafka {
         Kafka::Live(pool)
     }
 
+    /// What the pool's group clients sent to the brokers so far (see [`Pool::requests_sent`]);
+    /// nothing for the in-memory cluster.
+    pub fn requests_sent(&self) -> flow_adapters::kafka::Requests {
+        match self {
+            Kafka::Live(pool) => pool.requests_sent(),
+            #[cfg(test)]
+            Kafka::Fake(_) => flow_adapters::kafka::Requests::new(),
+        }
+    }
+
     /// The group client of `conn` in lane `lane` (see [`super::LANES`]), for the reset driver and the
     /// lag measurement.
     ///
