@@ -313,26 +313,45 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     crate::tenancy::warn_shared_groups(ctx, flow, &fetched.clusters).await;
 
     // 3. Fetch (needs Kafka and a client): each topic described in Kafka, the pipeline's objects.
-    let topics = observe::describe_topics(ctx, &valid).await;
-    let owned = step!(flow, observe::owned(ctx, flow).await);
-
     // 4. Build (pure, cannot fail): the ordered plan and the status it leads to.
-    let plan = valid.build(&Observed { topics: &topics, deployments: &owned.deployments, secrets: &owned.secrets });
-
     // 5. Apply (needs Kafka and a client): topics before Deployments, per-pipeline objects, each
     // streamlet's Secret then Deployment, removals. A failed step stops the plan; it is reported,
     // and the reset and status steps still run.
-    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside the
-    // apply, so that a request does not wait for a pipeline's objects to be applied (a reset acts
-    // only on the spec's stopped streamlets, which the apply cannot start); then the catch-up of a
-    // finished one. The driver writes the status itself while it runs, ahead of each Kafka effect
-    // (its write-ahead persists, see docs/reset.md); the reconcile's own write comes after.
     let conns: apply::Connections =
         valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect();
-    let mut status = plan.status.clone();
-    let (applied, recheck) =
-        tokio::join!(apply::plan(ctx, flow, &plan, &conns), crate::reset::drive(ctx, flow, &mut status));
-    let recheck = step!(flow, recheck);
+    let pipeline = async {
+        let topics = observe::describe_topics(ctx, &valid).await;
+        let owned = observe::owned(ctx, flow).await?;
+        let plan = valid.build(&Observed { topics: &topics, deployments: &owned.deployments, secrets: &owned.secrets });
+        let applied = apply::plan(ctx, flow, &plan, &conns).await;
+        Ok::<_, Error>((plan.status, applied))
+    };
+    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside steps
+    // 3-5, so that a request waits neither for the pipeline's objects to be read nor applied (a reset
+    // acts only on the spec's stopped streamlets, which the apply cannot start); then the catch-up of
+    // a finished one. The driver writes the status itself while it runs, ahead of each Kafka effect
+    // (its write-ahead persists, see docs/reset.md), on top of the stored status; the reconcile's own
+    // write comes after, with the reset's part of it.
+    let mut reset = flow.status.clone().unwrap_or_default();
+    let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset));
+    // A failure here keeps what the drive made of the reset in the status written.
+    let failed = |e: Error, reset: AnkkaFlowStatus| {
+        let mut ending = Ending::failed(flow, e);
+        if let Some(s) = ending.status.as_mut() {
+            s.status = reset;
+        }
+        ending
+    };
+    let (mut status, applied) = match pipeline {
+        Ok(done) => done,
+        Err(e) => return failed(e, reset),
+    };
+    let recheck = match recheck {
+        Ok(r) => r,
+        Err(e) => return failed(e, reset),
+    };
+    status.reset = reset.reset;
+    status.reset_history = reset.reset_history;
     let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
     // A rebuild: whether it holds streamlets at 0 replicas (the plan above rendered them so), and
     // whether its groups caught up, as conditions and, when that changes, an event.
