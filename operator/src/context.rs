@@ -86,6 +86,9 @@ pub struct Context {
     pub failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+    /// The `AnkkaFlow`s this instance reconciles (its watched namespace, or every one), as last seen:
+    /// the controller's cache.
+    pub watched: kube::runtime::reflector::Store<AnkkaFlow>,
     /// Every `AnkkaFlow` of every namespace, as last seen: the other resources a consumer group may
     /// be shared with.
     pub flows: kube::runtime::reflector::Store<AnkkaFlow>,

@@ -81,10 +81,11 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // The controller's cache of AnkkaFlows, and what wakes a reconcile of one: a change the reconcile
     // has to act on (see [`acts_on`]), never a status write alone (its own, mostly).
     let (store, writer) = reflector::store();
-    let changes = reflector::reflector(writer, watcher(flows, watcher::Config::default()))
-        .applied_objects()
-        .predicate_filter(acts_on, Default::default());
-    let controller = Controller::for_stream(changes, store)
+    let changes =
+        reflector::reflector(writer, watcher(flows, watcher::Config::default()).modify(forget_managed_fields))
+            .applied_objects()
+            .predicate_filter(acts_on, Default::default());
+    let controller = Controller::for_stream(changes, store.clone())
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.max_concurrent_reconciles));
     // Every AnkkaFlow of every namespace, for the consumer groups they may share: the controller's
@@ -102,6 +103,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
         metrics,
+        watched: store,
         flows: all_flows,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
@@ -163,12 +165,21 @@ fn acts_on(flow: &AnkkaFlow) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Drops an `AnkkaFlow`'s `metadata.managedFields` before it is cached: the operator never reads
+/// them (it writes with server-side apply), and they are a good part of each cached resource.
+fn forget_managed_fields(flow: &mut AnkkaFlow) {
+    flow.managed_fields_mut().clear();
+}
+
 /// A cache of every `AnkkaFlow` in every namespace, kept by a watch of its own (for an operator that
 /// reconciles one namespace only). Without the right to list them everywhere it stays empty and
 /// says so in the log, with the watch's backoff.
 fn spawn_all_flows_cache(client: Client) -> Store<AnkkaFlow> {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher::watcher(Api::<AnkkaFlow>::all(client), watcher::Config::default()))
+    let stream = reflector::reflector(
+        writer,
+        watcher::watcher(Api::<AnkkaFlow>::all(client), watcher::Config::default()).modify(forget_managed_fields),
+    )
         .default_backoff()
         .for_each(|event| async move {
             if let Err(e) = event {

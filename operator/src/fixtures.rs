@@ -74,6 +74,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         settings,
         failures: Mutex::new(HashMap::new()),
         metrics: Arc::new(crate::metrics::Metrics::default()),
+        watched: kube::runtime::reflector::store().0,
         flows: kube::runtime::reflector::store().0,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),

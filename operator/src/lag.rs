@@ -12,8 +12,7 @@ use flow_core::request::ResetRequest;
 use flow_core::reset::KafkaFailure;
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use flow_core::targets::{self, InletTarget};
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
 use crate::connections::Connections;
 use crate::context::Context;
@@ -73,21 +72,17 @@ pub fn spawn_sampler(ctx: Arc<Context>) {
 /// Samples every inlet group's lag and the pending requests every lag interval, forever.
 async fn sample_forever(ctx: Arc<Context>) {
     let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
-    let api: Api<AnkkaFlow> = match &ctx.settings.watch_namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    // The controller's own cache of the AnkkaFlows it reconciles: a list of them all every interval
+    // would parse every resource anew each time (see docs/performance.md, "1,000 AnkkaFlows").
+    ctx.watched.wait_until_ready().await.ok();
     loop {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => sample(&ctx, list.items).await,
-            Err(e) => tracing::debug!(error = %e, "no lag sample: cannot list AnkkaFlows"),
-        }
+        sample(&ctx, &ctx.watched.state()).await;
         tokio::time::sleep(interval).await;
     }
 }
 
 /// One sample: the pending requests, and the lag of every inlet of every pipeline.
-async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
+async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>]) {
     let pending = flows
         .iter()
         .filter(|f| {
@@ -99,7 +94,7 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) {
 
     let wanted: Vec<(&AnkkaFlow, InletTarget)> = flows
         .iter()
-        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f, ts)))
+        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f.as_ref(), ts)))
         .flat_map(|(f, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (f, i)))
         .collect();
     // Who each inlet is, for its labels: the AnkkaFlow's namespace and name, and the connection.
