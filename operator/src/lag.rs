@@ -73,11 +73,13 @@ pub fn spawn_sampler(ctx: Arc<Context>) {
 async fn sample_forever(ctx: Arc<Context>) {
     let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
     // The controller's own cache of the AnkkaFlows it reconciles: a list of them all every interval
-    // would parse every resource anew each time (see docs/performance.md, "1,000 AnkkaFlows").
-    ctx.watched.wait_until_ready().await.ok();
+    // would parse every resource anew each time (see docs/performance.md, "1,000 AnkkaFlows"). The
+    // first sample comes one interval after the start, when the cache holds its first list; the
+    // sampler never waits on the cache's readiness itself, since the controller does (a second
+    // waiter on it can take the controller's wake-up).
     loop {
-        sample(&ctx, &ctx.watched.state()).await;
         tokio::time::sleep(interval).await;
+        sample(&ctx, &ctx.watched.state()).await;
     }
 }
 

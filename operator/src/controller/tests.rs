@@ -207,3 +207,19 @@ fn only_what_a_reconcile_acts_on_wakes_one() {
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-12-01T00:00:00Z".parse().unwrap()));
     assert_ne!(acts_on(&deleted), before, "a deletion");
 }
+
+/// The controller's cache, as the lag sampler reads it: ready once the watch's first list is in.
+#[tokio::test]
+async fn the_cache_is_ready_after_the_first_list() {
+    use futures::StreamExt;
+    use kube::runtime::watcher::Event;
+    let (store, writer) = reflector::store();
+    let events = futures::stream::iter([Ok(Event::Init), Ok(Event::InitApply(fixtures::cart())), Ok(Event::InitDone)]);
+    let changes = reflector::reflector(writer, events.modify(forget_managed_fields))
+        .applied_objects()
+        .predicate_filter(acts_on, Default::default());
+    let seen: Vec<_> = changes.collect().await;
+    assert_eq!(seen.len(), 1);
+    tokio::time::timeout(Duration::from_secs(1), store.wait_until_ready()).await.expect("ready").expect("writer");
+    assert_eq!(store.state().len(), 1);
+}
