@@ -224,30 +224,18 @@ fn log_offsets(
     end: End,
     d: Deadlines,
 ) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
-    let mut tpl = TopicPartitionList::new();
     let at = match end {
         End::Start => Offset::Beginning,
         End::High => Offset::End,
     };
-    for p in ps {
-        tpl.add_partition_offset(topic, *p, at).map_err(|e| KafkaFailure::refused(e.to_string()))?;
-    }
-    let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
-    let mut out = BTreeMap::new();
-    for e in got.elements() {
-        if let Err(err) = e.error() {
-            let f = classify(&err);
-            return Err(KafkaFailure::new(f.kind, format!("partition {}: {}", e.partition(), f.reason)));
-        }
-        let Some(o) = absolute(e.offset()) else {
-            return Err(KafkaFailure::unavailable(format!(
-                "partition {}: Kafka gave no offset for the log's end",
-                e.partition()
-            )));
-        };
-        out.insert(e.partition(), o);
-    }
-    Ok(out)
+    list_offsets(c, topic, ps, at, d)?
+        .into_iter()
+        .map(|(p, o)| {
+            o.map(|o| (p, o)).ok_or_else(|| {
+                KafkaFailure::unavailable(format!("partition {p}: Kafka gave no offset for the log's end"))
+            })
+        })
+        .collect()
 }
 
 /// Each partition's first offset whose record's timestamp is at or after `at` (milliseconds since
@@ -260,9 +248,21 @@ fn time_offsets(
     at: i64,
     d: Deadlines,
 ) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
+    list_offsets(c, topic, ps, Offset::Offset(at), d)
+}
+
+/// Each partition's offset for `at` (a timestamp, or the log's start or end), in one ListOffsets
+/// request per partition leader; `None` where Kafka has none.
+fn list_offsets(
+    c: &Client,
+    topic: &str,
+    ps: &[i32],
+    at: Offset,
+    d: Deadlines,
+) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for p in ps {
-        tpl.add_partition_offset(topic, *p, Offset::Offset(at)).map_err(|e| KafkaFailure::refused(e.to_string()))?;
+        tpl.add_partition_offset(topic, *p, at).map_err(|e| KafkaFailure::refused(e.to_string()))?;
     }
     let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
     let mut out = BTreeMap::new();
