@@ -13,9 +13,8 @@ use flow_core::connection::KafkaConnection;
 use flow_core::redact::Secrets;
 use flow_core::reset::{Committed, FailureKind, Inspection, KafkaFailure, Positions};
 use flow_core::targets::InletTarget;
-use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::Metadata;
 use rdkafka::{Offset, TopicPartitionList};
@@ -78,150 +77,12 @@ fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
     KafkaFailure::new(kind, reason)
 }
 
-/// A failure that no retry of the same call can cure, as librdkafka reported it to the client's
-/// context: the calls themselves only time out.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Cause {
-    /// The TLS handshake failed: the broker's certificate was not trusted (wrong CA, wrong name), or
-    /// the broker refused the client's certificate (unknown CA, expired).
-    Tls(String),
-    /// SASL authentication failed: wrong username or password, a rejected token, or no token at all
-    /// (the OAuth token endpoint refused the client or could not be reached).
-    Authentication(String),
-}
-
-/// The client context of the operator's consumers. It keeps the first [`Cause`] librdkafka reports,
-/// and hands librdkafka's log lines to `tracing` with every credential of the client's configuration
-/// taken out.
-pub struct Watch {
-    bootstrap_servers: String,
-    secrets: Secrets,
-    cause: std::sync::Mutex<Option<Cause>>,
-}
-
-impl Watch {
-    fn new(bootstrap_servers: &str, secrets: Secrets) -> Self {
-        Watch { bootstrap_servers: bootstrap_servers.to_string(), secrets, cause: std::sync::Mutex::new(None) }
-    }
-
-    fn remember(&self, cause: Cause) {
-        let mut known = self.cause.lock().unwrap_or_else(|p| p.into_inner());
-        if known.is_none() {
-            *known = Some(cause);
-        }
-    }
-
-    /// The final failure librdkafka reported so far, if any, worded for the user.
-    pub(crate) fn cause(&self) -> Option<KafkaFailure> {
-        let cause = self.cause.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        let at = &self.bootstrap_servers;
-        let (kind, reason) = match cause {
-            Cause::Tls(r) => (FailureKind::Configuration, format!("TLS with the Kafka cluster at {at} failed: {r}")),
-            Cause::Authentication(r) => {
-                (FailureKind::Authentication, format!("authentication with the Kafka cluster at {at} failed: {r}"))
-            }
-        };
-        Some(KafkaFailure::new(kind, self.secrets.redact(&reason)))
-    }
-
-    /// Sorts one librdkafka report (a log line or an error event's text) into a [`Cause`], if it is
-    /// one.
-    fn sort(&self, text: &str) {
-        if let Some(cause) = cause_of(text) {
-            self.remember(cause);
-        }
-    }
-}
-
-/// The [`Cause`] a librdkafka log line or error text reports, if any. librdkafka words them as
-/// `<broker>: SSL handshake failed: <OpenSSL's reason> (after <n>ms in state <state>)`, `<broker>:
-/// SASL authentication error: <broker's reason> (after ...)` and `Failed to acquire SASL OAUTHBEARER
-/// token: <reason>`; the broker name and the timing are left out.
-fn cause_of(text: &str) -> Option<Cause> {
-    let after = |marker: &str| {
-        text.find(marker).map(|at| {
-            let rest = &text[at + marker.len()..];
-            rest.split(" (after ").next().unwrap_or(rest).trim().to_string()
-        })
-    };
-    if let Some(r) = after("SSL handshake failed: ") {
-        return Some(Cause::Tls(tls_reason(&r)));
-    }
-    // TLS 1.3: the broker checks the client's certificate after the client thinks the handshake
-    // done, and answers with an alert on the first read ("Receive failed: ...:ssl/tls alert bad
-    // certificate: SSL alert number 42").
-    if text.contains("alert") && (text.contains("SSL routines") || text.contains("SSL alert number")) {
-        let r =
-            after("Receive failed: ").or_else(|| after("SSL transport error: ")).unwrap_or_else(|| text.to_string());
-        return Some(Cause::Tls(tls_reason(&r)));
-    }
-    if let Some(r) = after("SASL authentication error: ") {
-        return Some(Cause::Authentication(r));
-    }
-    if let Some(r) = after("Failed to acquire SASL OAUTHBEARER token: ") {
-        return Some(Cause::Authentication(format!("no OAUTHBEARER token: {r}")));
-    }
-    None
-}
-
-/// OpenSSL's reason with the meaning a user needs put first.
-fn tls_reason(openssl: &str) -> String {
-    let l = openssl.to_ascii_lowercase();
-    let meaning = if l.contains("certificate verify failed") || l.contains("could not be verified") {
-        "the broker's certificate is not signed by a CA the client trusts (ssl.ca.pem / ssl.ca.location) or does not name the broker"
-    } else if l.contains("certificate expired") {
-        "the broker refused the client's certificate: it has expired"
-    } else if l.contains("unknown ca") || l.contains("bad certificate") {
-        "the broker refused the client's certificate: it is not signed by a CA the broker trusts, or none was sent"
-    } else if l.contains("certificate unknown") {
-        // what a Java broker answers for a certificate its CA signed that fails validation
-        "the broker refused the client's certificate: it has expired, is not valid yet, or is not for client authentication"
-    } else if l.contains("certificate required") {
-        "the broker requires a client certificate (ssl.certificate.pem and ssl.key.pem)"
-    } else if l.contains("bad decrypt") || l.contains("ssl.key") {
-        "the client's private key cannot be read (a wrong ssl.key.password?)"
-    } else {
-        return openssl.to_string();
-    };
-    format!("{meaning} ({openssl})")
-}
-
-impl ClientContext for Watch {
-    /// librdkafka's log lines: delivered whenever the client's queue is served (the client's pump
-    /// thread does it), scrubbed of credentials, then logged. A failed TLS handshake (facility `FAIL`)
-    /// and a failed SASL authentication reach the context only here, or as an error event.
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
-        self.sort(log_message);
-        let line = self.secrets.redact(log_message);
-        match level {
-            rdkafka::config::RDKafkaLogLevel::Debug | rdkafka::config::RDKafkaLogLevel::Info => {
-                tracing::debug!(target: "librdkafka", "{fac} {line}")
-            }
-            rdkafka::config::RDKafkaLogLevel::Notice => tracing::info!(target: "librdkafka", "{fac} {line}"),
-            rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {line}"),
-            _ => tracing::error!(target: "librdkafka", "{fac} {line}"),
-        }
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.sort(reason);
-        if self.cause.lock().unwrap_or_else(|p| p.into_inner()).is_none()
-            && matches!(
-                error.rdkafka_error_code(),
-                Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
-            )
-        {
-            self.remember(Cause::Authentication(reason.to_string()));
-        }
-        let (error, reason) = (self.secrets.redact(&error.to_string()), self.secrets.redact(reason));
-        tracing::debug!(%error, reason, "librdkafka");
-    }
-}
-
-impl ConsumerContext for Watch {}
-
 /// The consumer behind a [`KafkaClient`].
-type Client = BaseConsumer<Watch>;
+type Client = BaseConsumer<ClientLog>;
+
+/// How often librdkafka counts what a client sent (its statistics, delivered to [`ClientLog`] by the
+/// pump thread), for [`KafkaClient::requests_sent`].
+pub const STATISTICS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often the pump thread serves the client's queue.
 const PUMP_INTERVAL: Duration = Duration::from_millis(100);
@@ -274,9 +135,10 @@ impl KafkaClient {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
-            .set("socket.timeout.ms", d.request.as_millis().to_string());
-        let watch = Watch::new(&conn.bootstrap_servers, secrets.clone());
-        let consumer: Client = cfg.create_with_context(watch).map_err(|e| {
+            .set("socket.timeout.ms", d.request.as_millis().to_string())
+            .set("statistics.interval.ms", STATISTICS_INTERVAL.as_millis().to_string());
+        let log = ClientLog::new(&conn.bootstrap_servers, secrets.clone());
+        let consumer: Client = cfg.create_with_context(log).map_err(|e| {
             KafkaFailure::configuration(
                 secrets.redact(&format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers)),
             )
@@ -297,6 +159,13 @@ impl KafkaClient {
         Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
     }
 
+    /// The requests this client sent to the brokers so far, by request type (`Metadata`,
+    /// `ListOffsets`, `OffsetFetch`, ...), as librdkafka counted them at most
+    /// [`STATISTICS_INTERVAL`] ago.
+    pub fn requests_sent(&self) -> Requests {
+        self.consumer.context().requests()
+    }
+
     /// Whether librdkafka reported a final failure (TLS or authentication) on this client: every
     /// failure of its calls is then worded as that one, so a client kept for reuse is replaced.
     pub fn has_final_failure(&self) -> bool {
@@ -309,7 +178,7 @@ impl KafkaClient {
         let c = &*self.consumer;
         f(c, self.deadlines).map_err(|failure| match c.context().cause() {
             Some(cause) => cause,
-            None => KafkaFailure { reason: c.context().secrets.redact(&failure.reason), ..failure },
+            None => KafkaFailure { reason: c.context().redact(&failure.reason), ..failure },
         })
     }
 }
@@ -355,30 +224,18 @@ fn log_offsets(
     end: End,
     d: Deadlines,
 ) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
-    let mut tpl = TopicPartitionList::new();
     let at = match end {
         End::Start => Offset::Beginning,
         End::High => Offset::End,
     };
-    for p in ps {
-        tpl.add_partition_offset(topic, *p, at).map_err(|e| KafkaFailure::refused(e.to_string()))?;
-    }
-    let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
-    let mut out = BTreeMap::new();
-    for e in got.elements() {
-        if let Err(err) = e.error() {
-            let f = classify(&err);
-            return Err(KafkaFailure::new(f.kind, format!("partition {}: {}", e.partition(), f.reason)));
-        }
-        let Some(o) = absolute(e.offset()) else {
-            return Err(KafkaFailure::unavailable(format!(
-                "partition {}: Kafka gave no offset for the log's end",
-                e.partition()
-            )));
-        };
-        out.insert(e.partition(), o);
-    }
-    Ok(out)
+    list_offsets(c, topic, ps, at, d)?
+        .into_iter()
+        .map(|(p, o)| {
+            o.map(|o| (p, o)).ok_or_else(|| {
+                KafkaFailure::unavailable(format!("partition {p}: Kafka gave no offset for the log's end"))
+            })
+        })
+        .collect()
 }
 
 /// Each partition's first offset whose record's timestamp is at or after `at` (milliseconds since
@@ -391,9 +248,21 @@ fn time_offsets(
     at: i64,
     d: Deadlines,
 ) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
+    list_offsets(c, topic, ps, Offset::Offset(at), d)
+}
+
+/// Each partition's offset for `at` (a timestamp, or the log's start or end), in one ListOffsets
+/// request per partition leader; `None` where Kafka has none.
+fn list_offsets(
+    c: &Client,
+    topic: &str,
+    ps: &[i32],
+    at: Offset,
+    d: Deadlines,
+) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for p in ps {
-        tpl.add_partition_offset(topic, *p, Offset::Offset(at)).map_err(|e| KafkaFailure::refused(e.to_string()))?;
+        tpl.add_partition_offset(topic, *p, at).map_err(|e| KafkaFailure::refused(e.to_string()))?;
     }
     let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
     let mut out = BTreeMap::new();
@@ -473,10 +342,7 @@ pub async fn fence(
     if offsets.is_empty() {
         return Ok(());
     }
-    blocking(client, move |c, d| {
-        admin::alter_group_offsets(c, target.group.as_str(), &target.topic, &offsets, &metadata, d)
-    })
-    .await
+    write_offsets(client, target, offsets, metadata, false).await.map(drop)
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every
@@ -491,9 +357,24 @@ pub async fn commit(
     offsets: BTreeMap<i32, i64>,
     metadata: String,
 ) -> Result<Committed, KafkaFailure> {
+    write_offsets(client, target, offsets, metadata, true).await
+}
+
+/// Commits `offsets` with `metadata` for the group without joining it, and with `read_back` reads
+/// the committed offsets of those partitions back (else the result is empty).
+async fn write_offsets(
+    client: Arc<KafkaClient>,
+    target: InletTarget,
+    offsets: BTreeMap<i32, i64>,
+    metadata: String,
+    read_back: bool,
+) -> Result<Committed, KafkaFailure> {
     blocking(client, move |c, d| {
         let group = target.group.as_str();
         admin::alter_group_offsets(c, group, &target.topic, &offsets, &metadata, d)?;
+        if !read_back {
+            return Ok(Committed::new());
+        }
         let ps: Vec<i32> = offsets.keys().copied().collect();
         committed(c, group, &target.topic, &ps, d)
     })
@@ -614,6 +495,10 @@ pub async fn lags(
 }
 
 mod admin;
+mod log;
+
+use log::ClientLog;
+pub use log::Requests;
 
 #[cfg(test)]
 mod tests {
@@ -639,59 +524,6 @@ mod tests {
         assert!(f.reason.contains("consumers are still active"), "{}", f.reason);
         let f = classify(&KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed));
         assert!(!f.transient());
-    }
-
-    /// librdkafka's own wording, as logged on the test bed's listeners.
-    #[test]
-    fn final_causes_from_librdkafka_reports() {
-        let tls = |t: &str| match cause_of(t) {
-            Some(Cause::Tls(r)) => r,
-            other => panic!("{t}: {other:?}"),
-        };
-        let auth = |t: &str| match cause_of(t) {
-            Some(Cause::Authentication(r)) => r,
-            other => panic!("{t}: {other:?}"),
-        };
-        let r = tls(
-            "ssl://127.0.0.1:19100/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package) (after 4ms in state SSL_HANDSHAKE)",
-        );
-        assert!(r.starts_with("the broker's certificate is not signed by a CA the client trusts"), "{r}");
-        assert!(!r.contains("after 4ms"), "{r}");
-        let r = tls(
-            "ssl://127.0.0.1:19101/bootstrap: Receive failed: error:0A000416:SSL routines::ssl/tls alert certificate unknown: SSL alert number 46 (after 130ms in state APIVERSION_QUERY)",
-        );
-        assert!(r.contains("expired") && r.ends_with("SSL alert number 46)"), "{r}");
-        let r = tls(
-            "ssl://127.0.0.1:19101/bootstrap: Receive failed: error:0A000412:SSL routines::ssl/tls alert bad certificate: SSL alert number 42 (after 1ms in state APIVERSION_QUERY)",
-        );
-        assert!(r.contains("not signed by a CA the broker trusts"), "{r}");
-        let r = auth(
-            "sasl_ssl://127.0.0.1:19102/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 312ms in state AUTH_REQ)",
-        );
-        assert_eq!(
-            r,
-            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
-        );
-        let r = auth(
-            "Failed to acquire SASL OAUTHBEARER token: Failed to retrieve OIDC token from \"http://127.0.0.1:19110/token\": 401",
-        );
-        assert!(r.starts_with("no OAUTHBEARER token: "), "{r}");
-        assert_eq!(
-            cause_of("ssl://127.0.0.1:19100/bootstrap: Connect to ipv4#127.0.0.1:19100 failed: Connection refused"),
-            None
-        );
-        assert_eq!(cause_of("Disconnected (after 2ms in state UP)"), None);
-    }
-
-    #[test]
-    fn a_cause_is_worded_for_the_user_and_holds_no_secret() {
-        let w = Watch::new("kafka:9093", Secrets::from_values(["hunter2-secret".to_string()]));
-        assert_eq!(w.cause(), None);
-        w.sort("x: SASL authentication error: bad password hunter2-secret (after 1ms in state AUTH_REQ)");
-        w.sort("x: SSL handshake failed: later (after 1ms in state SSL_HANDSHAKE)");
-        let f = w.cause().expect("a cause");
-        assert!(!f.transient());
-        assert_eq!(f.reason, "authentication with the Kafka cluster at kafka:9093 failed: bad password [redacted]");
     }
 
     #[test]

@@ -62,16 +62,16 @@ pub enum Deleted {
     Missing,
 }
 
-/// The client context of the admin client: librdkafka's log lines go to `tracing`, and the last
-/// authentication failure is kept. librdkafka reports a failed SASL handshake only through the
+/// The librdkafka client context of a [`TopicAdmin`]: librdkafka's log lines go to `tracing`, and
+/// the last authentication failure is kept. librdkafka reports a failed SASL handshake only through the
 /// log and error callbacks; the admin call itself just times out, which would read as a transient
 /// failure.
 #[derive(Default)]
-pub struct AdminWatch {
+pub struct AdminLog {
     auth: Mutex<Option<String>>,
 }
 
-impl AdminWatch {
+impl AdminLog {
     fn remember_auth(&self, reason: &str) {
         *self.auth.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
     }
@@ -81,7 +81,7 @@ impl AdminWatch {
     }
 }
 
-impl ClientContext for AdminWatch {
+impl ClientContext for AdminLog {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
         if let Some(at) = log_message.find("SASL authentication error: ") {
             let reason = &log_message[at + "SASL authentication error: ".len()..];
@@ -111,7 +111,7 @@ impl ClientContext for AdminWatch {
 /// An admin client of one Kafka connection. Building one costs a bootstrap connection, so the
 /// operator keeps one per connection and shares it between reconciles.
 pub struct TopicAdmin {
-    admin: AdminClient<AdminWatch>,
+    admin: AdminClient<AdminLog>,
     bootstrap_servers: String,
     deadlines: Deadlines,
 }
@@ -129,7 +129,7 @@ impl TopicAdmin {
         cfg.set("bootstrap.servers", &conn.bootstrap_servers)
             .set("client.id", CLIENT_ID)
             .set("socket.timeout.ms", d.request.as_millis().to_string());
-        let admin = cfg.create_with_context(AdminWatch::default()).map_err(|e| {
+        let admin = cfg.create_with_context(AdminLog::default()).map_err(|e| {
             KafkaFailure::configuration(format!(
                 "cannot build a Kafka admin client for {}: {e}",
                 conn.bootstrap_servers

@@ -1,96 +1,219 @@
-//! The Kafka connections of a resource's topics: the cluster Secrets read at most once per use, and
-//! one [`KafkaClient`] per distinct connection, shared by every group read over it and kept
-//! connected between uses (a [`Clients`] pool). The reset driver and the lag measurement both reach
-//! Kafka through here.
+//! The operator's Kafka connections, all in one place: the one [`Pool`] of librdkafka clients, kept
+//! connected between reconciles (the group clients of the reset driver and the lag measurement, in
+//! lanes, and one topic admin client per connection); topic administration over it ([`Kafka`]); and
+//! the resolution of a resource's topics to their connections, from the cluster Secrets read at
+//! most once per use ([`Connections`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flow_adapters::kafka::KafkaClient;
+use flow_adapters::kafka::{Deadlines, KafkaClient, Requests};
 use flow_adapters::kube as k;
+use flow_adapters::topics::TopicAdmin;
 use flow_core::connection::{self, Clusters, KafkaConnection, Resolution};
 use flow_core::reset::KafkaFailure;
 use flow_core::resource::AnkkaFlow;
 use kube::ResourceExt;
 
-use crate::context::Context;
+mod topics;
 
-/// How long a pooled client stays connected without a use before it is closed.
+pub use topics::Kafka;
+#[cfg(test)]
+pub use topics::fake;
+
+/// How long a pooled client stays connected without a use before it is closed (so an edited
+/// cluster Secret does not leave the old connection's client open for ever).
 const IDLE: Duration = Duration::from_secs(600);
 
-/// Clients at most per connection, each its own connection to the brokers. A broker answers one
-/// connection's requests one at a time, in order, so the commits of different consumer groups run
-/// side by side only over different connections (see docs/performance.md, "The floor").
+/// Group clients at most per connection, each its own connection to the brokers. A broker answers
+/// one connection's requests one at a time, in order, so the commits of different consumer groups
+/// run side by side only over different connections (see docs/performance.md, "The floor").
 pub const LANES: usize = 8;
 
-/// The operator's Kafka clients, one per distinct connection, kept between reconciles.
+/// The operator's librdkafka clients, kept between reconciles: per distinct connection, up to
+/// [`LANES`] group clients ([`KafkaClient`]) and one topic admin client ([`TopicAdmin`]).
 ///
 /// A new client costs a bootstrap, a metadata request and a connection to each broker it talks to
 /// (about 100 ms on a loopback broker, more over TLS and SASL), which a reset would otherwise pay
 /// on its critical path and the lag sampler once per sample. A client is shared only by resources
 /// whose connection is the very same (servers, credentials and every property), so no tenant uses
-/// another's credentials; one unused for [`IDLE`] is closed.
-#[derive(Default)]
-pub struct Clients {
+/// another's credentials; one unused for [`IDLE`] is closed, and so is a group client that met a
+/// final TLS or authentication failure.
+pub struct Pool {
+    deadlines: Deadlines,
     pooled: Mutex<Vec<Pooled>>,
+    /// What the group clients closed so far sent (see [`Pool::requests_sent`]).
+    retired: Mutex<Requests>,
 }
 
+/// One pooled client: its connection, which one of that connection's clients it is, and its last use.
 struct Pooled {
     conn: KafkaConnection,
-    lane: usize,
-    client: Arc<KafkaClient>,
+    client: Client,
     used: Instant,
 }
 
-impl Clients {
-    /// The client of `conn` in lane `lane` (below [`LANES`]), connected already when it was used
-    /// within [`IDLE`].
+/// A pooled client of either kind.
+#[derive(Clone)]
+enum Client {
+    /// A group client, in lane `.0`.
+    Group(usize, Arc<KafkaClient>),
+    /// The topic admin client.
+    Topics(Arc<TopicAdmin>),
+}
+
+/// Which of a connection's clients is asked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Group(usize),
+    Topics,
+}
+
+impl Client {
+    fn slot(&self) -> Slot {
+        match self {
+            Client::Group(lane, _) => Slot::Group(*lane),
+            Client::Topics(_) => Slot::Topics,
+        }
+    }
+
+    /// A client with a final TLS or authentication failure would word every later failure as that
+    /// one, even after the cause was fixed: it is closed, and the next use connects anew.
+    fn failed_for_good(&self) -> bool {
+        match self {
+            Client::Group(_, c) => c.has_final_failure(),
+            Client::Topics(_) => false,
+        }
+    }
+}
+
+impl Pool {
+    /// An empty pool whose clients' requests have deadlines `d`.
+    pub fn new(d: Deadlines) -> Self {
+        Pool { deadlines: d, pooled: Mutex::new(Vec::new()), retired: Mutex::new(Requests::new()) }
+    }
+
+    /// The requests the group clients (the reset driver's and the lag measurement's) sent to the
+    /// brokers since the start, by request type, as librdkafka counts them: those of the clients
+    /// open now and of those closed before. The metric `ankka_flow_kafka_requests_total` serves it.
+    pub fn requests_sent(&self) -> Requests {
+        let mut total = self.retired.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for p in self.pooled.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Client::Group(_, c) = &p.client {
+                add(&mut total, &c.requests_sent());
+            }
+        }
+        total
+    }
+
+    /// The group client of `conn` in lane `lane` (taken modulo [`LANES`]), connected already when it
+    /// was used within [`IDLE`].
     ///
     /// # Errors
     /// librdkafka rejecting the connection's properties.
-    fn get(&self, conn: &KafkaConnection, lane: usize, ctx: &Context) -> Result<Arc<KafkaClient>, KafkaFailure> {
+    pub fn group_client(&self, conn: &KafkaConnection, lane: usize) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let lane = lane % LANES;
+        match self.get(conn, Slot::Group(lane), || {
+            Ok(Client::Group(lane, Arc::new(KafkaClient::new(conn, self.deadlines)?)))
+        })? {
+            Client::Group(_, c) => Ok(c),
+            Client::Topics(_) => unreachable!("a group slot holds a group client"),
+        }
+    }
+
+    /// The topic admin client of `conn`, connected already when it was used within [`IDLE`].
+    ///
+    /// # Errors
+    /// librdkafka rejecting the connection's properties.
+    pub fn topic_admin(&self, conn: &KafkaConnection) -> Result<Arc<TopicAdmin>, KafkaFailure> {
+        match self.get(conn, Slot::Topics, || Ok(Client::Topics(Arc::new(TopicAdmin::new(conn, self.deadlines)?))))? {
+            Client::Topics(c) => Ok(c),
+            Client::Group(..) => unreachable!("the topics slot holds an admin client"),
+        }
+    }
+
+    /// The client in `slot` of `conn`, made by `make` when there is none; closes the clients unused
+    /// for [`IDLE`] and those failed for good first.
+    fn get(
+        &self,
+        conn: &KafkaConnection,
+        slot: Slot,
+        make: impl FnOnce() -> Result<Client, KafkaFailure>,
+    ) -> Result<Client, KafkaFailure> {
         let now = Instant::now();
         let mut pooled = self.pooled.lock().unwrap_or_else(|p| p.into_inner());
-        let (idle, kept): (Vec<Pooled>, Vec<Pooled>) = std::mem::take(&mut *pooled).into_iter().partition(|p| {
-            // A client with a final TLS or authentication failure would word every later failure
-            // as that one, even after the cause was fixed: it is closed, and the next use
-            // connects anew.
-            now.duration_since(p.used) > IDLE || p.client.has_final_failure()
-        });
+        let (closing, kept): (Vec<Pooled>, Vec<Pooled>) = std::mem::take(&mut *pooled)
+            .into_iter()
+            .partition(|p| now.duration_since(p.used) > IDLE || p.client.failed_for_good());
         *pooled = kept;
-        if !idle.is_empty() {
-            // Closing a librdkafka client waits for its threads: done on the blocking pool, not on
-            // a runtime worker.
-            tokio::task::spawn_blocking(move || drop(idle));
+        for p in &closing {
+            if let Client::Group(_, c) = &p.client {
+                add(&mut self.retired.lock().unwrap_or_else(|p| p.into_inner()), &c.requests_sent());
+            }
         }
-        if let Some(p) = pooled.iter_mut().find(|p| p.lane == lane && p.conn == *conn) {
+        close(closing);
+        if let Some(p) = pooled.iter_mut().find(|p| p.client.slot() == slot && p.conn == *conn) {
             p.used = now;
-            return Ok(Arc::clone(&p.client));
+            return Ok(p.client.clone());
         }
-        let client = Arc::new(KafkaClient::new(conn, ctx.deadlines)?);
-        pooled.push(Pooled { conn: conn.clone(), lane, client: Arc::clone(&client), used: now });
+        let client = make()?;
+        pooled.push(Pooled { conn: conn.clone(), client: client.clone(), used: now });
         Ok(client)
     }
 }
 
+/// Adds the counts of `more` to `total`.
+fn add(total: &mut Requests, more: &Requests) {
+    for (request, n) in more {
+        *total.entry(request.clone()).or_default() += n;
+    }
+}
+
+/// Closes `clients` off the runtime's workers: closing a librdkafka client waits for its threads,
+/// so it is done on the blocking pool.
+fn close(clients: Vec<Pooled>) {
+    if !clients.is_empty()
+        && let Ok(rt) = tokio::runtime::Handle::try_current()
+    {
+        rt.spawn_blocking(move || drop(clients));
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        close(std::mem::take(&mut *self.pooled.lock().unwrap_or_else(|p| p.into_inner())));
+    }
+}
+
+/// What [`Connections`] work with: the Kubernetes client (to read the cluster Secrets), the
+/// namespace of the cluster Secrets, and the operator's Kafka clients. `crate::context::Context`
+/// converts into it, so `Connections::new(ctx)` takes the reconcile's context.
+pub struct Parts<'a> {
+    /// The Kubernetes client.
+    pub client: &'a kube::Client,
+    /// The namespace of the Kafka cluster Secrets.
+    pub clusters_namespace: &'a str,
+    /// The operator's Kafka clients.
+    pub kafka: &'a Kafka,
+}
+
 /// Kafka connections of resources' topics, read from the cluster Secrets at most once per use,
-/// and one [`KafkaClient`] per distinct connection, from the context's [`Clients`].
+/// and their clients, from the operator's [`Pool`].
 pub struct Connections<'a> {
-    ctx: &'a Context,
+    parts: Parts<'a>,
     clusters: Option<Clusters>,
     /// Each resource's resolution, by namespace and name, once per use.
     resolved: HashMap<(String, String), Resolution>,
 }
 
 impl<'a> Connections<'a> {
-    /// Connections of `ctx`'s cluster Secrets, read lazily.
-    pub fn new(ctx: &'a Context) -> Self {
-        Connections { ctx, clusters: None, resolved: HashMap::new() }
+    /// Connections of the cluster Secrets of `parts` (the reconcile's context), read lazily.
+    pub fn new(parts: impl Into<Parts<'a>>) -> Self {
+        Connections { parts: parts.into(), clusters: None, resolved: HashMap::new() }
     }
 
-    /// The client of topic `topic_id`'s connection in `flow`, from the context's [`Clients`].
+    /// The client of topic `topic_id`'s connection in `flow`, from the operator's [`Pool`].
     ///
     /// # Errors
     /// As [`Connections::get`], or librdkafka rejecting the connection's properties.
@@ -110,7 +233,7 @@ impl<'a> Connections<'a> {
         lane: usize,
     ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let conn = self.get(flow, topic_id).await?;
-        self.ctx.clients.get(&conn, lane, self.ctx)
+        self.parts.kafka.group_client(&conn, lane)
     }
 
     /// The operator's connection of topic `topic_id` of `flow`, resolved by the same rules as the
@@ -128,8 +251,8 @@ impl<'a> Connections<'a> {
         let key = (flow.namespace().unwrap_or_default(), flow.name_any());
         if !self.resolved.contains_key(&key) {
             if self.clusters.is_none() {
-                let ns = self.ctx.settings.clusters_namespace();
-                let listed = k::clusters(&self.ctx.client, ns).await.map_err(|e| {
+                let ns = self.parts.clusters_namespace;
+                let listed = k::clusters(self.parts.client, ns).await.map_err(|e| {
                     KafkaFailure::unavailable(format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"))
                 })?;
                 self.clusters = Some(listed);

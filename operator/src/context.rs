@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use flow_adapters::kafka::Deadlines;
 use flow_core::resource::AnkkaFlow;
 use kube::Client;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::connections::{Kafka, Parts};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 
@@ -79,18 +79,16 @@ pub struct Context {
     pub ledger: crate::ledger::Ledger,
     /// The operator's settings.
     pub settings: Settings,
-    /// Deadlines of Kafka calls.
-    pub deadlines: Deadlines,
-    /// The Kafka clients of the reset driver and the lag measurement, kept between reconciles.
-    pub clients: crate::connections::Clients,
-    /// Topic administration (describe, create, delete), one admin client per connection.
-    pub kafka: crate::topics::Kafka,
+    /// Kafka: the operator's one pool of clients, kept between reconciles, and topic administration
+    /// over it (see `crate::connections`).
+    pub kafka: Kafka,
     /// Failed reconciles in a row, per resource: the retry backoff's exponent.
     pub failures: Mutex<HashMap<ObjectRef<AnkkaFlow>, u32>>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
-    /// Every `AnkkaFlow` the operator watches, as last seen (one cache per watched namespace, or
-    /// one of every namespace): the other resources a consumer group may be shared with.
+    /// The controllers' caches of the `AnkkaFlow`s this instance reconciles (one per watched
+    /// namespace, or one of every namespace), as last seen: what the lag sampler reads, and the other
+    /// resources a consumer group may be shared with.
     pub flows: Vec<kube::runtime::reflector::Store<AnkkaFlow>>,
     /// When each refusal or shared-group event (by namespace and event name) was last recorded or
     /// found recorded: reconciles repeat them, and asking the API server again each time would
@@ -99,4 +97,10 @@ pub struct Context {
     /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
     /// the lag is measured at most once per lag interval whatever triggers them.
     pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
+}
+
+impl<'a> From<&'a Context> for Parts<'a> {
+    fn from(ctx: &'a Context) -> Self {
+        Parts { client: &ctx.client, clusters_namespace: ctx.settings.clusters_namespace(), kafka: &ctx.kafka }
+    }
 }

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -61,7 +61,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // Served before the Lease is held, so that a waiting instance answers its probes.
     let metrics = Arc::new(crate::metrics::Metrics::default());
     crate::metrics::serve_in_background(settings.metrics_address, metrics.clone());
-    crate::metrics::watch_apiserver(client.clone(), metrics.clone());
+    crate::probe::spawn(client.clone(), metrics.clone());
     let leadership = if settings.leader_election {
         match Leadership::acquire(client.clone(), &settings, stop.clone()).await? {
             Some(held) => Some(held),
@@ -83,29 +83,38 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         .into_iter()
         .zip(deployments)
         .map(|(flows, deployments)| {
-            Controller::new(flows, watcher::Config::default())
+            // The controller's cache of AnkkaFlows, and what wakes a reconcile of one: a change the
+            // reconcile has to act on (see [`acts_on`]), never a status write alone (its own, mostly).
+            let (store, writer) = reflector::store();
+            let changes =
+                reflector::reflector(writer, watcher(flows, watcher::Config::default()).modify(forget_managed_fields))
+                    .applied_objects()
+                    .predicate_filter(acts_on, Default::default());
+            Controller::for_stream(changes, store)
                 .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
                 .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         })
         .collect();
-    // The controllers' caches: every AnkkaFlow the operator watches, for the consumer groups they
-    // may share.
+    // The controllers' caches: every AnkkaFlow the operator watches, for the lag sampler and the
+    // consumer groups they may share.
     let all_flows = controllers.iter().map(Controller::store).collect();
     let ctx = Arc::new(Context {
         client,
         ledger,
-        deadlines: Deadlines { request: Duration::from_secs(settings.kafka_request_timeout_seconds) },
-        kafka: crate::topics::Kafka::new(Deadlines {
+        kafka: crate::connections::Kafka::new(crate::connections::Pool::new(Deadlines {
             request: Duration::from_secs(settings.kafka_request_timeout_seconds),
-        }),
+        })),
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
         metrics,
         flows: all_flows,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
-        clients: crate::connections::Clients::default(),
     });
+    let counted = Arc::downgrade(&ctx);
+    ctx.metrics.count_kafka_requests(Box::new(move || {
+        counted.upgrade().map(|ctx| ctx.kafka.requests_sent()).unwrap_or_default()
+    }));
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
     let runs = controllers.into_iter().map(|controller| {
@@ -145,6 +154,27 @@ async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<A
     let result = reconcile(flow, ctx.clone()).await;
     ctx.metrics.reconciled(result.as_ref().map_or_else(Error::category, |_| "success"), started.elapsed());
     result
+}
+
+/// What of an `AnkkaFlow` a reconcile acts on, hashed: its generation (the spec; the API server also
+/// bumps it when deletion starts), its annotations (the reset and rebuild requests, and their done
+/// marks), its finalizers and its deletion. A change of anything else, the status above all, does
+/// not wake a reconcile: every reconcile writes the status, and without this filter each write woke
+/// one more reconcile that had nothing to do (see docs/performance.md, "1,000 AnkkaFlows").
+fn acts_on(flow: &AnkkaFlow) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    flow.metadata.generation.hash(&mut h);
+    flow.annotations().hash(&mut h);
+    flow.finalizers().hash(&mut h);
+    flow.metadata.deletion_timestamp.as_ref().map(|t| t.0.to_string()).hash(&mut h);
+    Some(h.finish())
+}
+
+/// Drops an `AnkkaFlow`'s `metadata.managedFields` before it is cached: the operator never reads
+/// them (it writes with server-side apply), and they are a good part of each cached resource.
+fn forget_managed_fields(flow: &mut AnkkaFlow) {
+    flow.managed_fields_mut().clear();
 }
 
 /// A tick whenever a Kafka cluster Secret (`kafka-cluster-<name>`) of the clusters namespace is
@@ -189,26 +219,68 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
     Action::requeue(delay)
 }
 
-/// One reconcile; a failure is reported on the resource (a Warning event whose reason is the
-/// error's category, and the `Applied` condition) before it is returned for a retry.
+/// One reconcile: its steps, then its one status write, then, for a failure, a Warning event whose
+/// reason is the error's category. A failure also shows in the `Applied` condition: the status
+/// written is the computed one when the steps got that far (a failed step of the plan), else the
+/// stored one with the failure. It is returned for a retry with backoff.
 pub async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
-    match steps(&flow, &ctx).await {
-        Ok(action) => {
+    let Ending { status, result } = steps(&flow, &ctx).await;
+    let result = match status {
+        Some(status) => {
+            let written = write_status(&ctx, &flow, status.status, &status.outcome).await;
+            result.and_then(|action| written.map(|()| action))
+        }
+        None => result,
+    };
+    match &result {
+        Ok(_) => {
             ctx.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&ObjectRef::from_obj(flow.as_ref()));
-            Ok(action)
         }
-        Err(e) => {
-            report_failure(&ctx, &flow, &e).await;
-            Err(e)
-        }
+        Err(e) => report_failure(&ctx, &flow, e).await,
+    }
+    result
+}
+
+/// What a reconcile's steps end with: the status to write (none while the resource is deleted), and
+/// what to return.
+struct Ending {
+    status: Option<Status>,
+    result: Result<Action, Error>,
+}
+
+/// A status to write, and the outcome of the apply for its `Applied` condition.
+struct Status {
+    status: AnkkaFlowStatus,
+    outcome: ApplyOutcome,
+}
+
+impl Ending {
+    /// Steps that stopped at `e` before computing a status: the stored status is written with the
+    /// failure in its `Applied` condition, unless the resource is being deleted.
+    fn failed(flow: &AnkkaFlow, e: Error) -> Self {
+        let status = (flow.metadata.deletion_timestamp.is_none() && flow.namespace().is_some()).then(|| Status {
+            status: flow.status.clone().unwrap_or_default(),
+            outcome: ApplyOutcome::Failed { message: format!("reconcile failed: {e}") },
+        });
+        Ending { status, result: Err(e) }
     }
 }
 
-async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
+/// `result?` for [`steps`]: a failure ends the steps with [`Ending::failed`].
+macro_rules! step {
+    ($flow:expr, $result:expr) => {
+        match $result {
+            Ok(v) => v,
+            Err(e) => return Ending::failed($flow, Error::from(e)),
+        }
+    };
+}
+
+async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     let resync = Action::requeue(Duration::from_secs(ctx.settings.resync_seconds));
 
     // 1. Fetch (needs a client): the Kafka cluster Secrets, the Secrets the built-ins name.
-    let fetched = observe::fetch(ctx, flow).await?;
+    let fetched = step!(flow, observe::fetch(ctx, flow).await);
 
     // 2. Decide (pure): delete, refuse, or a valid pipeline.
     let inputs = Inputs {
@@ -217,11 +289,12 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
         clusters: &fetched.clusters,
         stage_secrets: &fetched.stage_secrets,
     };
-    let valid = match plan::decide(&inputs)? {
-        // 2a. Deletion (needs Kafka and a client): managed topics, then the finalizer. Nothing else.
+    let valid = match step!(flow, plan::decide(&inputs)) {
+        // 2a. Deletion (needs Kafka and a client): managed topics, then the finalizer. Nothing else,
+        // and no status.
         Decision::Delete(deletion) => {
-            apply::deletion(ctx, flow, &deletion).await?;
-            return Ok(Action::await_change());
+            let result = apply::deletion(ctx, flow, &deletion).await.map(|()| Action::await_change());
+            return Ending { status: None, result };
         }
         // 2b. Refusal (needs a client): one Warning event per problem, status Failed, nothing
         // applied, no reset carried out.
@@ -229,8 +302,7 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
             apply::refusal(ctx, flow, &refusal).await;
             let mut status = refusal.status.clone();
             keep_reset(flow, &mut status);
-            write_status(ctx, flow, status, &refusal.outcome()).await?;
-            return Ok(resync);
+            return Ending { status: Some(Status { status, outcome: refusal.outcome() }), result: Ok(resync) };
         }
         Decision::Apply(valid) => valid,
     };
@@ -238,25 +310,45 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
     crate::tenancy::warn_shared_groups(ctx, flow, &fetched.clusters).await;
 
     // 3. Fetch (needs Kafka and a client): each topic described in Kafka, the pipeline's objects.
-    let topics = observe::describe_topics(ctx, &valid).await;
-    let owned = observe::owned(ctx, flow).await?;
-
     // 4. Build (pure, cannot fail): the ordered plan and the status it leads to.
-    let plan = valid.build(&Observed { topics: &topics, deployments: &owned.deployments, secrets: &owned.secrets });
-
     // 5. Apply (needs Kafka and a client): topics before Deployments, per-pipeline objects, each
     // streamlet's Secret then Deployment, removals. A failed step stops the plan; it is reported,
     // and the reset and status steps still run.
-    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside the
-    // apply, so that a request does not wait for a pipeline's objects to be applied (a reset acts
-    // only on the spec's stopped streamlets, which the apply cannot start); then the catch-up of a
-    // finished one.
     let conns: apply::Connections =
         valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect();
-    let mut status = plan.status.clone();
-    let (applied, recheck) =
-        tokio::join!(apply::plan(ctx, flow, &plan, &conns), crate::reset::drive(ctx, flow, &mut status));
-    let recheck = recheck?;
+    let pipeline = async {
+        let topics = observe::describe_topics(ctx, &valid).await;
+        let owned = observe::owned(ctx, flow).await?;
+        let plan = valid.build(&Observed { topics: &topics, deployments: &owned.deployments, secrets: &owned.secrets });
+        let applied = apply::plan(ctx, flow, &plan, &conns).await;
+        Ok::<_, Error>((plan.status, applied))
+    };
+    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside steps
+    // 3-5, so that a request waits neither for the pipeline's objects to be read nor applied (a reset
+    // acts only on the spec's stopped streamlets, which the apply cannot start); then the catch-up of
+    // a finished one. The driver writes the status itself while it runs, ahead of each Kafka effect
+    // (its write-ahead persists, see docs/reset.md), on top of the stored status; the reconcile's own
+    // write comes after, with the reset's part of it.
+    let mut reset = flow.status.clone().unwrap_or_default();
+    let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset));
+    // A failure here keeps what the drive made of the reset in the status written.
+    let failed = |e: Error, reset: AnkkaFlowStatus| {
+        let mut ending = Ending::failed(flow, e);
+        if let Some(s) = ending.status.as_mut() {
+            s.status = reset;
+        }
+        ending
+    };
+    let (mut status, applied) = match pipeline {
+        Ok(done) => done,
+        Err(e) => return failed(e, reset),
+    };
+    let recheck = match recheck {
+        Ok(r) => r,
+        Err(e) => return failed(e, reset),
+    };
+    status.reset = reset.reset;
+    status.reset_history = reset.reset_history;
     let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
     // A rebuild: whether it holds streamlets at 0 replicas (the plan above rendered them so), and
     // whether its groups caught up, as conditions and, when that changes, an event.
@@ -272,15 +364,16 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
         status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));
     }
 
-    // 7. Status (needs a client): one write, when it changed.
-    let outcome = applied.as_ref().map_or_else(|(_, o)| o.clone(), |()| ApplyOutcome::Applied);
-    write_status(ctx, flow, status, &outcome).await?;
-    if let Err((e, _)) = applied {
-        return Err(e);
-    }
-    let resync = Duration::from_secs(ctx.settings.resync_seconds);
-    let next = [recheck, follow].into_iter().flatten().min().map_or(resync, |r| r.min(resync));
-    Ok(Action::requeue(next))
+    // 7. Status (needs a client): one write, when it changed, done by [`reconcile`].
+    let (outcome, result) = match applied {
+        Ok(()) => {
+            let resync = Duration::from_secs(ctx.settings.resync_seconds);
+            let next = [recheck, follow].into_iter().flatten().min().map_or(resync, |r| r.min(resync));
+            (ApplyOutcome::Applied, Ok(Action::requeue(next)))
+        }
+        Err((e, outcome)) => (outcome, Err(e)),
+    };
+    Ending { status: Some(Status { status, outcome }), result }
 }
 
 /// The reset part of the stored status, for a status the reset driver does not fill in (a refused
@@ -323,217 +416,15 @@ fn quiet<R>(e: &kube::runtime::controller::Error<R, kube::runtime::watcher::Erro
 }
 
 /// Reports a failed reconcile on the resource (needs a client): a Warning event whose reason is the
-/// error's category, and the `Applied` condition set to it. A failed step of the plan was reported
-/// where it failed. A report that cannot be written is logged.
+/// error's category (the `Applied` condition was set by the reconcile's status write). A failed
+/// step of the plan was reported where it failed. An event that cannot be recorded is logged.
 async fn report_failure(ctx: &Context, flow: &AnkkaFlow, e: &Error) {
     if matches!(e, Error::Apply(_)) || flow.namespace().is_none() {
         return;
     }
     let note = format!("reconcile failed: {e}");
-    apply::record(ctx, flow, &Event::new(EventType::Warning, e.category(), note.clone(), note.clone())).await;
-    if flow.metadata.deletion_timestamp.is_some() {
-        return;
-    }
-    let status = flow.status.clone().unwrap_or_default();
-    if let Err(w) = write_status(ctx, flow, status, &ApplyOutcome::Failed { message: note }).await {
-        tracing::warn!(namespace = flow.namespace(), name = %flow.name_any(), error = %w, "could not write the failure into the status");
-    }
-}
-
-/// One reconcile of the example pipeline `cart`, below end to end: against a mocked API server that
-/// checks every call, and an in-memory Kafka.
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use flow_core::render::topics::LiveTopic;
-    use http::{Method, StatusCode};
-    use serde_json::json;
-
-    use super::*;
-    use crate::fixtures::{self, ApiServer};
-    use crate::topics::fake::FakeKafka;
-
-    const SHOP: &str = "127.0.0.1:19092";
-
-    fn clusters() -> serde_json::Value {
-        fixtures::secret_list(vec![
-            fixtures::secret(
-                "ankka-flow",
-                "kafka-cluster-shop",
-                "shop",
-                &[("bootstrap.servers", SHOP), ("connection-config", "security.protocol=PLAINTEXT\n")],
-            ),
-            fixtures::secret(
-                "ankka-flow",
-                "kafka-cluster-default",
-                "shop",
-                &[("bootstrap.servers", SHOP), ("partitions", "3"), ("replicas", "1")],
-            ),
-            fixtures::secret("ankka-flow", "unrelated", "", &[("x", "y")]),
-        ])
-    }
-
-    #[tokio::test]
-    async fn the_cart_example_first_reconcile() {
-        let kafka = Arc::new(FakeKafka::default());
-        // The input topic exists; the managed ones do not yet.
-        kafka.topics.lock().unwrap().insert(
-            (SHOP.into(), "shop.cart-events.v1".into()),
-            LiveTopic { partitions: 3, replication: 1, configs: Default::default() },
-        );
-        let (ctx, handle) = fixtures::context(kafka.clone());
-        let flow = Arc::new(fixtures::cart());
-        let stored = serde_json::to_value(flow.as_ref()).unwrap();
-        let server = tokio::spawn(async move {
-            let mut api = ApiServer(handle);
-            // Fetch: the cluster Secrets.
-            api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
-            // Fetch: the pipeline's Deployments, by its labels.
-            let listed = api
-                .expect(
-                    Method::GET,
-                    "/apis/apps/v1/namespaces/shop/deployments",
-                    StatusCode::OK,
-                    fixtures::empty_list("apps/v1", "DeploymentList"),
-                )
-                .await;
-            assert!(listed.uri.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dankka-flow%2Cflow.ankka.thinkmorestupidless.com%2Fpipeline%3Dcart"), "{}", listed.uri);
-            // Topics first: each created managed topic's event (review-carts, then valid-carts).
-            for (topic, partitions) in [("cart.review-carts", 3), ("cart.valid-carts", 6)] {
-                let event = api
-                    .expect(
-                        Method::POST,
-                        "/apis/events.k8s.io/v1/namespaces/shop/events",
-                        StatusCode::CREATED,
-                        json!({}),
-                    )
-                    .await;
-                assert_eq!(event.body["reason"], "TopicCreated");
-                assert_eq!(event.body["note"], format!("created topic '{topic}' with {partitions} partitions"));
-                assert_eq!(event.body["type"], "Normal");
-                assert_eq!(event.body["regarding"]["uid"], "5f0c1e2a-cart");
-            }
-            // The pipeline's identity, then the streamlet's Secret and Deployment.
-            let sa = api.apply("/api/v1/namespaces/shop/serviceaccounts/flow-cart").await;
-            assert_eq!(sa.body["automountServiceAccountToken"], false);
-            assert_eq!(sa.body["metadata"]["ownerReferences"][0]["uid"], "5f0c1e2a-cart");
-            let role = api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
-            assert_eq!(
-                role.body["rules"],
-                json!([{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}])
-            );
-            let binding = api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
-            assert_eq!(binding.body["roleRef"]["name"], "flow-cart");
-            assert_eq!(binding.body["subjects"][0]["name"], "flow-cart");
-            let secret = api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
-            let conf = secret.body["stringData"]["streamlet.conf"].as_str().unwrap_or_default().to_string();
-            assert!(
-                conf.contains(r#"group = "cart.router.in""#)
-                    && conf.contains(&format!(r#"bootstrap.servers = "{SHOP}""#)),
-                "{conf}"
-            );
-            let deployment = api.apply("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router").await;
-            let containers: Vec<&str> = deployment.body["spec"]["template"]["spec"]["containers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["name"].as_str().unwrap())
-                .collect();
-            assert_eq!(containers, ["sidecar", "process"]);
-            assert_eq!(deployment.body["spec"]["replicas"], 1);
-            // Status: one write, Pending while the Deployment rolls out.
-            let status = api.status_write(&stored).await;
-            let s = &status.body["status"];
-            assert_eq!(s["phase"], "Pending");
-            assert_eq!(s["detail"], "router: rolling out");
-            assert_eq!(s["topics"].as_array().map(Vec::len), Some(3));
-            let applied: Vec<_> =
-                s["conditions"].as_array().unwrap().iter().filter(|c| c["type"] == "Applied").collect();
-            assert_eq!(applied[0]["status"], "True");
-            api.done().await;
-        });
-        let action =
-            tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
-        assert!(action.is_ok(), "{action:?}");
-        server.await.expect("the scenario holds");
-        // One describe per connection (cluster `shop` has its own connection settings, so it is
-        // another connection than `default`, on the same brokers), asked concurrently; then the
-        // creations, in topic order.
-        let mut calls = kafka.calls.lock().unwrap().clone();
-        calls[..2].sort();
-        assert_eq!(
-            calls,
-            [
-                format!("describe {SHOP} cart.review-carts,cart.valid-carts"),
-                format!("describe {SHOP} shop.cart-events.v1"),
-                format!("create {SHOP} cart.review-carts"),
-                format!("create {SHOP} cart.valid-carts"),
-            ]
-        );
-        let created = kafka.topics.lock().unwrap()[&(SHOP.to_string(), "cart.valid-carts".to_string())].clone();
-        assert_eq!((created.partitions, created.replication), (6, 1));
-        assert_eq!(created.configs.get("retention.ms").map(String::as_str), Some("86400000"));
-    }
-
-    /// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
-    fn clusters_without_shop() -> serde_json::Value {
-        fixtures::secret_list(vec![fixtures::secret(
-            "ankka-flow",
-            "kafka-cluster-default",
-            "shop",
-            &[("bootstrap.servers", SHOP), ("partitions", "3"), ("replicas", "1")],
-        )])
-    }
-
-    #[tokio::test]
-    async fn a_refused_pipeline_records_its_problem_writes_failed_and_applies_nothing() {
-        let kafka = Arc::new(FakeKafka::default());
-        let (ctx, handle) = fixtures::context(kafka.clone());
-        let flow = Arc::new(fixtures::cart());
-        let stored = serde_json::to_value(flow.as_ref()).unwrap();
-        let server = tokio::spawn(async move {
-            let mut api = ApiServer(handle);
-            // Fetch: the cluster Secrets, without the input topic's.
-            api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters_without_shop())
-                .await;
-            // Refuse: one Warning event for the problem, then one status write; nothing applied.
-            let event = api
-                .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", StatusCode::CREATED, json!({}))
-                .await;
-            assert_eq!(event.body["type"], "Warning");
-            assert_eq!(event.body["regarding"]["uid"], "5f0c1e2a-cart");
-            let note = event.body["note"].as_str().unwrap_or_default();
-            assert!(note.contains("kafka-cluster-shop"), "{note}");
-            let status = api.status_write(&stored).await;
-            assert_eq!(status.body["status"]["phase"], "Failed");
-            api.done().await;
-        });
-        let action =
-            tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
-        assert!(action.is_ok(), "{action:?}");
-        server.await.expect("the scenario holds");
-        assert_eq!(kafka.calls.lock().unwrap().clone(), Vec::<String>::new(), "Kafka is never asked");
-    }
+    apply::record(ctx, flow, &Event::new(EventType::Warning, e.category(), note.clone(), note)).await;
 }
 
 #[cfg(test)]
-mod quiet_tests {
-    use kube::core::Status;
-    use kube::runtime::controller::Error as C;
-    use kube::runtime::watcher::Error as W;
-
-    fn watch_error(code: u16) -> C<std::io::Error, W> {
-        C::QueueError(W::WatchError(Box::new(Status { code, ..Status::default() })))
-    }
-
-    #[test]
-    fn an_expired_watch_is_quiet_and_a_forbidden_one_is_not() {
-        assert!(super::quiet(&watch_error(410)));
-        assert!(!super::quiet(&watch_error(403)));
-        assert!(!super::quiet(&C::<std::io::Error, W>::ReconcilerFailed(
-            std::io::Error::other("apply failed"),
-            Box::new(kube::runtime::reflector::ObjectRef::<flow_core::resource::AnkkaFlow>::new("cart").erase()),
-        )));
-    }
-}
+mod tests;

@@ -2,23 +2,22 @@
 //! `reconcile` against a `kube::Client` whose every request goes to a scenario that asserts, call by
 //! call, the method, the path, the query and the body, and answers as the API server would. A
 //! missing call, or one too many, fails the test (a timeout catches the first). Kafka's side is the
-//! in-memory cluster of `crate::topics::fake`, which logs every call.
+//! in-memory cluster of `crate::connections::fake`, which logs every call.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
-use flow_adapters::kafka::Deadlines;
 use flow_core::blueprint::{DescriptorSource, GenerateInput, Source, VerifyInput, generate};
 use flow_core::resource::AnkkaFlow;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{Value, json};
 
+use crate::connections::{Kafka, fake::FakeKafka};
 use crate::context::Context;
 use crate::settings::Cli;
-use crate::topics::{Kafka, fake::FakeKafka};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
@@ -71,7 +70,6 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
     let ctx = Context {
         client,
         ledger: crate::ledger::Ledger::open(&dir, Arc::new(crate::metrics::Metrics::default())),
-        deadlines: Deadlines::default(),
         kafka: Kafka::Fake(kafka),
         settings,
         failures: Mutex::new(HashMap::new()),
@@ -79,7 +77,6 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         flows: vec![kube::runtime::reflector::store().0],
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
-        clients: crate::connections::Clients::default(),
     };
     (Arc::new(ctx), handle)
 }

@@ -72,31 +72,31 @@ pub fn spawn_sampler(ctx: Arc<Context>) {
 /// Samples every inlet group's lag and the pending requests every lag interval, forever.
 async fn sample_forever(ctx: Arc<Context>) {
     let interval = Duration::from_secs(ctx.settings.lag_interval_seconds.max(1));
-    let scope = crate::scope::Scope::of(&ctx.settings);
+    // The controllers' own caches of the AnkkaFlows they reconcile: a list of them all every
+    // interval would parse every resource anew each time (see docs/performance.md, "1,000
+    // AnkkaFlows"). The first sample comes one interval after the start, when the caches hold their
+    // first list; the sampler never waits on a cache's readiness itself, since the controller does (a
+    // second waiter on it can take the controller's wake-up).
     // The connections the last sample went over.
     let mut in_use: BTreeSet<String> = BTreeSet::new();
     loop {
-        match scope.list_flows(&ctx.client).await {
-            Ok(flows) => {
-                let now_in_use = sample(&ctx, flows).await;
-                // A connection no pipeline uses any more has nothing left to sample: its series go
-                // (else its last success would age and say that sampling fails).
-                for cluster in in_use.difference(&now_in_use) {
-                    let labels = ClusterLabels { cluster: cluster.clone() };
-                    ctx.metrics.lag_last_success.remove(&labels);
-                    ctx.metrics.lag_sample_errors.remove(&labels);
-                }
-                in_use = now_in_use;
-            }
-            Err(e) => tracing::debug!(error = %e, "no lag sample: cannot list AnkkaFlows"),
-        }
         tokio::time::sleep(interval).await;
+        let flows: Vec<Arc<AnkkaFlow>> = ctx.flows.iter().flat_map(|store| store.state()).collect();
+        let now_in_use = sample(&ctx, &flows).await;
+        // A connection no pipeline uses any more has nothing left to sample: its series go (else its
+        // last success would age and say that sampling fails).
+        for cluster in in_use.difference(&now_in_use) {
+            let labels = ClusterLabels { cluster: cluster.clone() };
+            ctx.metrics.lag_last_success.remove(&labels);
+            ctx.metrics.lag_sample_errors.remove(&labels);
+        }
+        in_use = now_in_use;
     }
 }
 
 /// One sample: the pending requests, and the lag of every inlet of every pipeline. Returns the
 /// connections (by their label) that the inlets were sampled over.
-async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) -> BTreeSet<String> {
+async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>]) -> BTreeSet<String> {
     let pending = flows
         .iter()
         .filter(|f| {
@@ -105,11 +105,11 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) -> BTreeSet<String> {
         })
         .count();
     ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
-    publish_catch_ups(ctx, &flows);
+    publish_catch_ups(ctx, flows);
 
     let wanted: Vec<(&AnkkaFlow, InletTarget)> = flows
         .iter()
-        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f, ts)))
+        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f.as_ref(), ts)))
         .flat_map(|(f, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (f, i)))
         .collect();
     // Who each inlet is, for its labels: the AnkkaFlow's namespace and name, and the connection.
@@ -163,7 +163,7 @@ async fn sample(ctx: &Context, flows: Vec<AnkkaFlow>) -> BTreeSet<String> {
 /// status says, which [`follow_catch_up`] keeps), when that reset finished: what an alert on a lag
 /// that does not fall after a reset looks at. Rebuilt from the resources at each sample, so the
 /// series of a group go once it caught up or its pipeline went.
-fn publish_catch_ups(ctx: &Context, flows: &[AnkkaFlow]) {
+fn publish_catch_ups(ctx: &Context, flows: &[Arc<AnkkaFlow>]) {
     ctx.metrics.catch_up_started.clear();
     for flow in flows {
         let Some(reset) = flow.status.as_ref().and_then(|s| s.reset.as_ref()) else { continue };

@@ -13,11 +13,11 @@ mod leader;
 mod ledger;
 mod metrics;
 mod observe;
+mod probe;
 mod reset;
 mod scope;
 mod settings;
 mod tenancy;
-mod topics;
 
 use std::process::ExitCode;
 

@@ -23,6 +23,10 @@
 //! - `ankka_flow_reset_duration_seconds`: histogram, from when the operator first saw a request to
 //!   when it finished.
 //! - `ankka_flow_reset_requests_pending`: requests written and not yet done, over all pipelines.
+//! - `ankka_flow_kafka_requests_total{request}`: requests the operator's group clients (the reset
+//!   driver's and the lag sampler's) sent to the Kafka brokers, by request type (`Metadata`,
+//!   `ListOffsets`, `OffsetFetch`, ...), as librdkafka counts them (its statistics, at most 1 s
+//!   old); about fifteen series at most, one per request type used.
 //! - `ankka_flow_leader`: 1 while this instance holds the Lease (or runs without leader election)
 //!   and reconciles, 0 while it waits for the Lease.
 //! - `ankka_flow_ledger_available`, `ankka_flow_ledger_errors_total{operation}`: whether the Lease
@@ -41,10 +45,11 @@
 //! instance as alive. This module is the registry and the HTTP endpoint only: the lag is measured by
 //! the sampler in `crate::lag`, which runs only in the Lease holder.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http_body_util::Full;
@@ -157,12 +162,15 @@ pub struct Metrics {
     pub reconcile_duration: Family<ReconcileLabels, Histogram, fn() -> Histogram>,
     /// When the API server last answered this instance (Unix milliseconds; 0: never).
     apiserver_answered_ms: AtomicU64,
+    /// Where `ankka_flow_kafka_requests_total` comes from, once the Kafka clients exist.
+    kafka_requests: Arc<OnceLock<RequestSource>>,
 }
+
+/// The requests sent to Kafka so far, by request type.
+pub type RequestSource = Box<dyn Fn() -> BTreeMap<String, u64> + Send + Sync>;
 
 /// How recently the API server must have answered for `/readyz` to say ready.
 const APISERVER_FRESH: Duration = Duration::from_secs(30);
-/// How often the API server is asked while nothing else asks it.
-const APISERVER_PROBE: Duration = Duration::from_secs(10);
 
 fn reconcile_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
@@ -260,6 +268,8 @@ impl Default for Metrics {
             catch_up_started.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
+        let kafka_requests = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(KafkaRequestsCollector(Arc::clone(&kafka_requests))));
         Metrics {
             registry,
             lag,
@@ -275,6 +285,7 @@ impl Default for Metrics {
             reconciles,
             reconcile_duration,
             apiserver_answered_ms: AtomicU64::new(0),
+            kafka_requests,
         }
     }
 }
@@ -287,7 +298,12 @@ impl Metrics {
         self.reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
     }
 
-    /// Records that the API server answered this instance just now.
+    /// Serves `ankka_flow_kafka_requests_total` from `source` (once; a second source is ignored).
+    pub fn count_kafka_requests(&self, source: RequestSource) {
+        let _ = self.kafka_requests.set(source);
+    }
+
+    /// Records that the API server answered this instance just now (see `crate::probe`).
     pub fn apiserver_answered(&self) {
         let ms = u64::try_from(unix_now().as_millis()).unwrap_or(u64::MAX);
         self.apiserver_answered_ms.store(ms, Ordering::Relaxed);
@@ -334,21 +350,6 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
-}
-
-/// Asks the API server for its version every [`APISERVER_PROBE`] and records each answer, for
-/// `/readyz`.
-pub fn watch_apiserver(client: kube::Client, metrics: Arc<Metrics>) {
-    tokio::spawn(async move {
-        loop {
-            match tokio::time::timeout(APISERVER_PROBE, client.apiserver_version()).await {
-                Ok(Ok(_)) => metrics.apiserver_answered(),
-                Ok(Err(e)) => tracing::debug!(error = %e, "the API server did not answer the readiness probe"),
-                Err(_) => tracing::debug!("the API server did not answer the readiness probe in time"),
-            }
-            tokio::time::sleep(APISERVER_PROBE).await;
-        }
-    });
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` in the background. A failure to bind is logged:
@@ -482,6 +483,40 @@ impl Collector for ProcessCollector {
     }
 }
 
+/// `ankka_flow_kafka_requests_total{request}`, read from its source at each scrape.
+struct KafkaRequestsCollector(Arc<OnceLock<RequestSource>>);
+
+impl std::fmt::Debug for KafkaRequestsCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KafkaRequestsCollector")
+    }
+}
+
+/// Label of `ankka_flow_kafka_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    /// The Kafka request type, as librdkafka names it.
+    request: String,
+}
+
+impl Collector for KafkaRequestsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(source) = self.0.get() else { return Ok(()) };
+        let mut family = encoder.encode_descriptor(
+            "ankka_flow_kafka_requests",
+            "Requests the reset driver's and the lag sampler's Kafka clients sent to the brokers, by request type",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (request, n) in source() {
+            let labels = RequestLabels { request };
+            let counter = ConstCounter::new(n);
+            counter.encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,12 +558,14 @@ mod tests {
         m.reconciled("success", Duration::from_millis(20));
         m.reconciled("KubernetesApiFailed", Duration::from_millis(3));
         m.lag_sample_errors.get_or_create(&ClusterLabels { cluster: "shop".into() }).inc();
+        m.count_kafka_requests(Box::new(|| BTreeMap::from([("OffsetFetch".to_string(), 7)])));
         let text = m.encode();
         for needle in [
             "ankka_flow_reconciles_total{outcome=\"success\"} 1",
             "ankka_flow_reconciles_total{outcome=\"KubernetesApiFailed\"} 1",
             "ankka_flow_reconcile_duration_seconds_count{outcome=\"success\"} 1",
             "ankka_flow_lag_sample_errors_total{cluster=\"shop\"} 1",
+            "ankka_flow_kafka_requests_total{request=\"OffsetFetch\"} 7",
             "process_cpu_seconds_total ",
             "process_resident_memory_bytes ",
             "process_open_fds ",

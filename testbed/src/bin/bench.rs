@@ -130,7 +130,11 @@ impl Ctx {
     /// Starts an operator for the part of the run that `tag` names.
     pub fn start_op(&mut self, tag: &str) -> Op {
         self.starts += 1;
-        let op = Op::start(&self.release.join("flow-operator"), &self.ledger);
+        // FLOW_BENCH_OPERATOR: another program to run as the operator, for example a script that runs
+        // the release operator under a heap profiler (`heaptrack`), to find what holds its memory.
+        let binary =
+            std::env::var_os("FLOW_BENCH_OPERATOR").map_or_else(|| self.release.join("flow-operator"), PathBuf::from);
+        let op = Op::start(&binary, &self.ledger);
         eprintln!("operator {} ({tag}) logs to {}", self.starts, op.log().display());
         op
     }

@@ -28,12 +28,29 @@ pub fn flows_row(args: &Args, cx: &mut Ctx, n: usize) -> FlowsRow {
     eprintln!(
         "{n} flows: kubectl apply {apply_ms:.0} ms, all reconciled {reconciled:.0} ms, all Ready {ready:.0} ms, {pods} pods Running"
     );
+    let reconciles = total(&op.counters("ankka_flow_reconciles_total", "outcome"));
     std::thread::sleep(Duration::from_secs(5));
     let cpu0 = op.cpu_secs();
+    let sent0 = op.counters("ankka_flow_kafka_requests_total", "request");
     std::thread::sleep(Duration::from_secs(args.cpu_window));
     let cpu_window = op.cpu_secs() - cpu0;
+    // What the Kafka clients sent over the window (no reset runs: the lag sampler alone), per lag
+    // interval, by request type.
+    let intervals = args.cpu_window as f64 / LAG_INTERVAL_SECONDS;
+    let lag_requests: Vec<(String, f64)> = op
+        .counters("ankka_flow_kafka_requests_total", "request")
+        .into_iter()
+        .map(|(request, n)| {
+            let before = sent0.get(&request).copied().unwrap_or(0.0);
+            (request, (n - before) / intervals)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
     let (rss, hwm) = (op.rss_kib(), op.hwm_kib());
-    eprintln!("{n} flows: RSS {rss} KiB (peak {hwm} KiB), CPU {cpu_window:.2} s over {} s", args.cpu_window);
+    eprintln!(
+        "{n} flows: RSS {rss} KiB (peak {hwm} KiB), CPU {cpu_window:.2} s over {} s, Kafka requests per lag interval {lag_requests:?}",
+        args.cpu_window
+    );
 
     op.stop();
     // Bump every resource's generation while the operator is down, so that the restarted one has to
@@ -47,7 +64,10 @@ pub fn flows_row(args: &Args, cx: &mut Ctx, n: usize) -> FlowsRow {
     let (restart_reconciled, restart_ready) = watch.wait(n, t, Duration::from_secs(1200));
     drop(watch);
     let restart_cpu = op.cpu_secs();
-    eprintln!("{n} flows: restart, all reconciled {restart_reconciled:.0} ms, all Ready {restart_ready:.0} ms");
+    let restart_reconciles = total(&op.counters("ankka_flow_reconciles_total", "outcome"));
+    eprintln!(
+        "{n} flows: restart, all reconciled {restart_reconciled:.0} ms, all Ready {restart_ready:.0} ms, {restart_reconciles:.0} reconciles"
+    );
     std::thread::sleep(Duration::from_secs(5));
     let (restart_rss, restart_hwm) = (op.rss_kib(), op.hwm_kib());
     op.stop();
@@ -76,5 +96,15 @@ pub fn flows_row(args: &Args, cx: &mut Ctx, n: usize) -> FlowsRow {
         restart_rss,
         restart_hwm,
         delete_ms,
+        reconciles,
+        restart_reconciles,
+        lag_requests,
     }
+}
+
+/// The operator's lag interval (its default, `FLOW_LAG_INTERVAL_SECONDS`), in seconds.
+const LAG_INTERVAL_SECONDS: f64 = 10.0;
+
+fn total(counts: &std::collections::BTreeMap<String, f64>) -> f64 {
+    counts.values().sum()
 }

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use flow_testbed::Operator;
+use std::collections::BTreeMap;
+
+use flow_testbed::{Operator, http_get, metrics_address};
 
 use crate::NS;
 
@@ -45,6 +47,21 @@ impl Op {
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or_else(|| panic!("{key} in /proc/<pid>/status"))
+    }
+
+    /// The operator's counters `name` (a Prometheus counter, `_total` included) from `/metrics`, by
+    /// the value of their label `label`.
+    pub fn counters(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
+        let Some(op) = self.running.as_ref() else { return BTreeMap::new() };
+        let (_, body) = http_get(&metrics_address(op), "/metrics");
+        let prefix = format!("{name}{{{label}=\"");
+        body.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(&prefix)?;
+                let (value, after) = rest.split_once('"')?;
+                Some((value.to_string(), after.rsplit(' ').next()?.parse().ok()?))
+            })
+            .collect()
     }
 
     /// Resident set size now.

@@ -95,6 +95,12 @@ pub struct FlowsRow {
     pub restart_rss: u64,
     pub restart_hwm: u64,
     pub delete_ms: f64,
+    /// Reconciles from the start until all were reconciled after the apply.
+    pub reconciles: f64,
+    /// Reconciles from the restart until all were reconciled.
+    pub restart_reconciles: f64,
+    /// Requests to the brokers per lag interval with all Ready, by request type.
+    pub lag_requests: Vec<(String, f64)>,
 }
 
 #[derive(Default)]
@@ -206,10 +212,20 @@ impl Report {
             t.push_str(&row(&format!("operator CPU over {} s with all Ready (s)", args.cpu_window), &|f| {
                 format!("{:.2}", f.cpu_window)
             }));
+            t.push_str(&row("Kafka requests per lag interval with all Ready (lag sampler), total", &|f| {
+                format!("{:.0}", f.lag_requests.iter().map(|(_, n)| n).sum::<f64>())
+            }));
+            t.push_str(&row("the same by request type", &|f| {
+                f.lag_requests.iter().map(|(r, n)| format!("{r} {n:.0}")).collect::<Vec<_>>().join(", ")
+            }));
+            t.push_str(&row("reconciles until all reconciled after the apply", &|f| format!("{:.0}", f.reconciles)));
             t.push_str(&row("re-apply with a new `spec.version` while stopped (ms)", &|f| {
                 format!("{:.0}", f.reapply_ms)
             }));
             t.push_str(&row("**restart → all reconciled (ms)**", &|f| format!("**{:.0}**", f.restart_reconciled)));
+            t.push_str(&row("reconciles from the restart until all reconciled", &|f| {
+                format!("{:.0}", f.restart_reconciles)
+            }));
             t.push_str(&row("restart → all Ready (ms)", &|f| format!("{:.0}", f.restart_ready)));
             t.push_str(&row("operator CPU from the restart until all Ready (s)", &|f| format!("{:.1}", f.restart_cpu)));
             t.push_str(&row("RSS after the restart (MiB)", &|f| mib(f.restart_rss)));

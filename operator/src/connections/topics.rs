@@ -1,37 +1,56 @@
-//! The operator's way to Kafka topic administration: one admin client per Kafka connection, kept
-//! between reconciles, and the calls the reconcile makes through it (describe, create, delete).
-//!
-//! A connection is what `flow_core::connection::resolve` makes of a topic and the cluster Secrets,
-//! the same the reset uses. A client unused for [`IDLE`] is closed, so an edited cluster Secret does
-//! not leave the old connection's client open for ever.
+//! Topic administration as the reconcile sees it (describe, create, delete): over the pooled admin
+//! client of each connection, or, in the mocked-API test of the reconcile, an in-memory cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+#[cfg(test)]
+use std::sync::Mutex;
 
-use flow_adapters::kafka::Deadlines;
-use flow_adapters::topics::{Created, Deleted, TopicAdmin, TopicState};
+use flow_adapters::kafka::KafkaClient;
+use flow_adapters::topics::{Created, Deleted, TopicState};
 use flow_core::connection::KafkaConnection;
 use flow_core::render::topics::{KafkaTopic, LiveTopic, TopicCreation};
 use flow_core::reset::KafkaFailure;
 
-/// How long an admin client may stay unused before it is closed.
-pub const IDLE: Duration = Duration::from_secs(600);
+use super::Pool;
 
 /// Where the reconcile's topic calls go: Kafka, or (in the mocked-API test of the reconcile) an
 /// in-memory stand-in.
 pub enum Kafka {
-    /// Kafka, over one cached admin client per connection.
-    Admin(AdminCache),
+    /// Kafka, over the pool's admin client of each connection.
+    Live(Pool),
     /// An in-memory cluster for the mocked-API test.
     #[cfg(test)]
     Fake(Arc<fake::FakeKafka>),
 }
 
 impl Kafka {
-    /// Kafka itself, whose requests have deadlines `d`.
-    pub fn new(d: Deadlines) -> Self {
-        Kafka::Admin(AdminCache { deadlines: d, clients: Mutex::new(Vec::new()) })
+    /// Kafka itself, over `pool`.
+    pub fn new(pool: Pool) -> Self {
+        Kafka::Live(pool)
+    }
+
+    /// What the pool's group clients sent to the brokers so far (see [`Pool::requests_sent`]);
+    /// nothing for the in-memory cluster.
+    pub fn requests_sent(&self) -> flow_adapters::kafka::Requests {
+        match self {
+            Kafka::Live(pool) => pool.requests_sent(),
+            #[cfg(test)]
+            Kafka::Fake(_) => flow_adapters::kafka::Requests::new(),
+        }
+    }
+
+    /// The group client of `conn` in lane `lane` (see [`super::LANES`]), for the reset driver and the
+    /// lag measurement.
+    ///
+    /// # Errors
+    /// librdkafka rejecting the connection's properties; the in-memory cluster has no group clients.
+    pub fn group_client(&self, conn: &KafkaConnection, lane: usize) -> Result<Arc<KafkaClient>, KafkaFailure> {
+        match self {
+            Kafka::Live(pool) => pool.group_client(conn, lane),
+            #[cfg(test)]
+            Kafka::Fake(_) => Err(KafkaFailure::unavailable("the in-memory Kafka has no group clients")),
+        }
     }
 
     /// What Kafka says of each topic of `wanted` (Kafka name -> configuration keys whose live values
@@ -42,7 +61,7 @@ impl Kafka {
         wanted: BTreeMap<String, BTreeSet<String>>,
     ) -> BTreeMap<String, KafkaTopic> {
         match self {
-            Kafka::Admin(cache) => match cache.client(conn) {
+            Kafka::Live(pool) => match pool.topic_admin(conn) {
                 Err(f) => wanted.into_keys().map(|n| (n, KafkaTopic::Unreachable(f.reason.clone()))).collect(),
                 Ok(admin) => admin.describe(wanted).await.into_iter().map(|(n, s)| (n, from_state(s))).collect(),
             },
@@ -57,7 +76,7 @@ impl Kafka {
     /// Kafka's refusal, or the deadline.
     pub async fn create(&self, conn: &KafkaConnection, c: &TopicCreation) -> Result<Created, KafkaFailure> {
         match self {
-            Kafka::Admin(cache) => cache.client(conn)?.create(&c.name, c.partitions, c.replication, &c.config).await,
+            Kafka::Live(pool) => pool.topic_admin(conn)?.create(&c.name, c.partitions, c.replication, &c.config).await,
             #[cfg(test)]
             Kafka::Fake(f) => f.create(conn, c),
         }
@@ -70,7 +89,7 @@ impl Kafka {
         names: &[String],
     ) -> Vec<(String, Result<Deleted, KafkaFailure>)> {
         match self {
-            Kafka::Admin(cache) => match cache.client(conn) {
+            Kafka::Live(pool) => match pool.topic_admin(conn) {
                 Err(f) => names.iter().map(|n| (n.clone(), Err(f.clone()))).collect(),
                 Ok(admin) => admin.delete(names).await,
             },
@@ -86,45 +105,6 @@ fn from_state(s: TopicState) -> KafkaTopic {
         TopicState::Unreachable(r) => KafkaTopic::Unreachable(r),
         TopicState::Exists(d) => {
             KafkaTopic::Exists(LiveTopic { partitions: d.partitions, replication: d.replication, configs: d.configs })
-        }
-    }
-}
-
-/// One admin client per connection, with when it was last used.
-pub struct AdminCache {
-    deadlines: Deadlines,
-    clients: Mutex<Vec<(KafkaConnection, Arc<TopicAdmin>, Instant)>>,
-}
-
-impl AdminCache {
-    /// The client of `conn`, built on first use; clients idle for [`IDLE`] are closed.
-    fn client(&self, conn: &KafkaConnection) -> Result<Arc<TopicAdmin>, KafkaFailure> {
-        let now = Instant::now();
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        let (idle, kept): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut *clients).into_iter().partition(|(c, _, used)| c != conn && now - *used > IDLE);
-        *clients = kept;
-        if !idle.is_empty() {
-            // Closing a librdkafka client waits for its threads: not on a runtime worker.
-            tokio::task::spawn_blocking(move || drop(idle));
-        }
-        if let Some((_, admin, used)) = clients.iter_mut().find(|(c, _, _)| c == conn) {
-            *used = now;
-            return Ok(Arc::clone(admin));
-        }
-        let admin = Arc::new(TopicAdmin::new(conn, self.deadlines)?);
-        clients.push((conn.clone(), Arc::clone(&admin), now));
-        Ok(admin)
-    }
-}
-
-impl Drop for AdminCache {
-    fn drop(&mut self) {
-        let clients = std::mem::take(&mut *self.clients.lock().unwrap_or_else(|p| p.into_inner()));
-        if !clients.is_empty()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            rt.spawn_blocking(move || drop(clients));
         }
     }
 }

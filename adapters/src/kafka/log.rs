@@ -1,0 +1,245 @@
+//! What librdkafka reports to the operator's group clients (log lines, error events): logged with
+//! the credentials taken out, and sorted into the final failures (TLS, authentication) that no retry
+//! of a call can cure, since the calls themselves only time out.
+
+use flow_core::redact::Secrets;
+use flow_core::reset::{FailureKind, KafkaFailure};
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::statistics::Statistics;
+
+/// A failure that no retry of the same call can cure, as librdkafka reported it to the client's
+/// context: the calls themselves only time out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Cause {
+    /// The TLS handshake failed: the broker's certificate was not trusted (wrong CA, wrong name), or
+    /// the broker refused the client's certificate (unknown CA, expired).
+    Tls(String),
+    /// SASL authentication failed: wrong username or password, a rejected token, or no token at all
+    /// (the OAuth token endpoint refused the client or could not be reached).
+    Authentication(String),
+}
+
+/// The librdkafka client context of a [`super::KafkaClient`]: it takes librdkafka's log lines and
+/// error events, hands them to `tracing` with every credential of the client's configuration taken
+/// out, and keeps the first final [`Cause`] they report.
+pub struct ClientLog {
+    bootstrap_servers: String,
+    secrets: Secrets,
+    cause: std::sync::Mutex<Option<Cause>>,
+    /// Requests sent to the brokers so far, by request type (`Metadata`, `ListOffsets`,
+    /// `OffsetFetch`, ...), as librdkafka's last statistics counted them.
+    requests: std::sync::Mutex<Requests>,
+}
+
+/// Requests sent, by request type.
+pub type Requests = std::collections::BTreeMap<String, u64>;
+
+impl ClientLog {
+    pub(super) fn new(bootstrap_servers: &str, secrets: Secrets) -> Self {
+        ClientLog {
+            bootstrap_servers: bootstrap_servers.to_string(),
+            secrets,
+            cause: std::sync::Mutex::new(None),
+            requests: std::sync::Mutex::new(Requests::new()),
+        }
+    }
+
+    fn remember(&self, cause: Cause) {
+        let mut known = self.cause.lock().unwrap_or_else(|p| p.into_inner());
+        if known.is_none() {
+            *known = Some(cause);
+        }
+    }
+
+    /// The final failure librdkafka reported so far, if any, worded for the user.
+    pub(crate) fn cause(&self) -> Option<KafkaFailure> {
+        let cause = self.cause.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let at = &self.bootstrap_servers;
+        let (kind, reason) = match cause {
+            Cause::Tls(r) => (FailureKind::Configuration, format!("TLS with the Kafka cluster at {at} failed: {r}")),
+            Cause::Authentication(r) => {
+                (FailureKind::Authentication, format!("authentication with the Kafka cluster at {at} failed: {r}"))
+            }
+        };
+        Some(KafkaFailure::new(kind, self.secrets.redact(&reason)))
+    }
+
+    /// The requests sent to the brokers so far, by request type, as of librdkafka's last statistics
+    /// (see [`super::STATISTICS_INTERVAL`]).
+    pub(super) fn requests(&self) -> Requests {
+        self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `text` with every credential of the client's configuration taken out.
+    pub(super) fn redact(&self, text: &str) -> String {
+        self.secrets.redact(text)
+    }
+
+    /// Sorts one librdkafka report (a log line or an error event's text) into a [`Cause`], if it is
+    /// one.
+    fn sort(&self, text: &str) {
+        if let Some(cause) = cause_of(text) {
+            self.remember(cause);
+        }
+    }
+}
+
+/// The [`Cause`] a librdkafka log line or error text reports, if any. librdkafka words them as
+/// `<broker>: SSL handshake failed: <OpenSSL's reason> (after <n>ms in state <state>)`, `<broker>:
+/// SASL authentication error: <broker's reason> (after ...)` and `Failed to acquire SASL OAUTHBEARER
+/// token: <reason>`; the broker name and the timing are left out.
+fn cause_of(text: &str) -> Option<Cause> {
+    let after = |marker: &str| {
+        text.find(marker).map(|at| {
+            let rest = &text[at + marker.len()..];
+            rest.split(" (after ").next().unwrap_or(rest).trim().to_string()
+        })
+    };
+    if let Some(r) = after("SSL handshake failed: ") {
+        return Some(Cause::Tls(tls_reason(&r)));
+    }
+    // TLS 1.3: the broker checks the client's certificate after the client thinks the handshake
+    // done, and answers with an alert on the first read ("Receive failed: ...:ssl/tls alert bad
+    // certificate: SSL alert number 42").
+    if text.contains("alert") && (text.contains("SSL routines") || text.contains("SSL alert number")) {
+        let r =
+            after("Receive failed: ").or_else(|| after("SSL transport error: ")).unwrap_or_else(|| text.to_string());
+        return Some(Cause::Tls(tls_reason(&r)));
+    }
+    if let Some(r) = after("SASL authentication error: ") {
+        return Some(Cause::Authentication(r));
+    }
+    if let Some(r) = after("Failed to acquire SASL OAUTHBEARER token: ") {
+        return Some(Cause::Authentication(format!("no OAUTHBEARER token: {r}")));
+    }
+    None
+}
+
+/// OpenSSL's reason with the meaning a user needs put first.
+fn tls_reason(openssl: &str) -> String {
+    let l = openssl.to_ascii_lowercase();
+    let meaning = if l.contains("certificate verify failed") || l.contains("could not be verified") {
+        "the broker's certificate is not signed by a CA the client trusts (ssl.ca.pem / ssl.ca.location) or does not name the broker"
+    } else if l.contains("certificate expired") {
+        "the broker refused the client's certificate: it has expired"
+    } else if l.contains("unknown ca") || l.contains("bad certificate") {
+        "the broker refused the client's certificate: it is not signed by a CA the broker trusts, or none was sent"
+    } else if l.contains("certificate unknown") {
+        // what a Java broker answers for a certificate its CA signed that fails validation
+        "the broker refused the client's certificate: it has expired, is not valid yet, or is not for client authentication"
+    } else if l.contains("certificate required") {
+        "the broker requires a client certificate (ssl.certificate.pem and ssl.key.pem)"
+    } else if l.contains("bad decrypt") || l.contains("ssl.key") {
+        "the client's private key cannot be read (a wrong ssl.key.password?)"
+    } else {
+        return openssl.to_string();
+    };
+    format!("{meaning} ({openssl})")
+}
+
+impl ClientContext for ClientLog {
+    /// librdkafka's log lines: delivered whenever the client's queue is served (the client's pump
+    /// thread does it), scrubbed of credentials, then logged. A failed TLS handshake (facility `FAIL`)
+    /// and a failed SASL authentication reach the context only here, or as an error event.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        self.sort(log_message);
+        let line = self.secrets.redact(log_message);
+        match level {
+            rdkafka::config::RDKafkaLogLevel::Debug | rdkafka::config::RDKafkaLogLevel::Info => {
+                tracing::debug!(target: "librdkafka", "{fac} {line}")
+            }
+            rdkafka::config::RDKafkaLogLevel::Notice => tracing::info!(target: "librdkafka", "{fac} {line}"),
+            rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {line}"),
+            _ => tracing::error!(target: "librdkafka", "{fac} {line}"),
+        }
+    }
+
+    /// librdkafka's statistics: the requests sent, summed over the brokers (and the bootstrap
+    /// connections), kept for [`ClientLog::requests`].
+    fn stats(&self, statistics: Statistics) {
+        let mut sent = Requests::new();
+        for broker in statistics.brokers.values() {
+            for (request, n) in &broker.req {
+                *sent.entry(request.clone()).or_default() += u64::try_from(*n).unwrap_or(0);
+            }
+        }
+        sent.retain(|_, n| *n > 0);
+        *self.requests.lock().unwrap_or_else(|p| p.into_inner()) = sent;
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.sort(reason);
+        if self.cause.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+            && matches!(
+                error.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+            )
+        {
+            self.remember(Cause::Authentication(reason.to_string()));
+        }
+        let (error, reason) = (self.secrets.redact(&error.to_string()), self.secrets.redact(reason));
+        tracing::debug!(%error, reason, "librdkafka");
+    }
+}
+
+impl ConsumerContext for ClientLog {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// librdkafka's own wording, as logged on the test bed's listeners.
+    #[test]
+    fn final_causes_from_librdkafka_reports() {
+        let tls = |t: &str| match cause_of(t) {
+            Some(Cause::Tls(r)) => r,
+            other => panic!("{t}: {other:?}"),
+        };
+        let auth = |t: &str| match cause_of(t) {
+            Some(Cause::Authentication(r)) => r,
+            other => panic!("{t}: {other:?}"),
+        };
+        let r = tls(
+            "ssl://127.0.0.1:19100/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package) (after 4ms in state SSL_HANDSHAKE)",
+        );
+        assert!(r.starts_with("the broker's certificate is not signed by a CA the client trusts"), "{r}");
+        assert!(!r.contains("after 4ms"), "{r}");
+        let r = tls(
+            "ssl://127.0.0.1:19101/bootstrap: Receive failed: error:0A000416:SSL routines::ssl/tls alert certificate unknown: SSL alert number 46 (after 130ms in state APIVERSION_QUERY)",
+        );
+        assert!(r.contains("expired") && r.ends_with("SSL alert number 46)"), "{r}");
+        let r = tls(
+            "ssl://127.0.0.1:19101/bootstrap: Receive failed: error:0A000412:SSL routines::ssl/tls alert bad certificate: SSL alert number 42 (after 1ms in state APIVERSION_QUERY)",
+        );
+        assert!(r.contains("not signed by a CA the broker trusts"), "{r}");
+        let r = auth(
+            "sasl_ssl://127.0.0.1:19102/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 312ms in state AUTH_REQ)",
+        );
+        assert_eq!(
+            r,
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+        );
+        let r = auth(
+            "Failed to acquire SASL OAUTHBEARER token: Failed to retrieve OIDC token from \"http://127.0.0.1:19110/token\": 401",
+        );
+        assert!(r.starts_with("no OAUTHBEARER token: "), "{r}");
+        assert_eq!(
+            cause_of("ssl://127.0.0.1:19100/bootstrap: Connect to ipv4#127.0.0.1:19100 failed: Connection refused"),
+            None
+        );
+        assert_eq!(cause_of("Disconnected (after 2ms in state UP)"), None);
+    }
+
+    #[test]
+    fn a_cause_is_worded_for_the_user_and_holds_no_secret() {
+        let w = ClientLog::new("kafka:9093", Secrets::from_values(["hunter2-secret".to_string()]));
+        assert_eq!(w.cause(), None);
+        w.sort("x: SASL authentication error: bad password hunter2-secret (after 1ms in state AUTH_REQ)");
+        w.sort("x: SSL handshake failed: later (after 1ms in state SSL_HANDSHAKE)");
+        let f = w.cause().expect("a cause");
+        assert!(!f.transient());
+        assert_eq!(f.reason, "authentication with the Kafka cluster at kafka:9093 failed: bad password [redacted]");
+    }
+}

@@ -1,0 +1,225 @@
+//! One reconcile of the example pipeline `cart`, below end to end: against a mocked API server that
+//! checks every call, and an in-memory Kafka.
+
+use std::sync::Arc;
+
+use flow_core::render::topics::LiveTopic;
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use super::*;
+use crate::connections::fake::FakeKafka;
+use crate::fixtures::{self, ApiServer};
+
+const SHOP: &str = "127.0.0.1:19092";
+
+fn clusters() -> serde_json::Value {
+    fixtures::secret_list(vec![
+        fixtures::secret(
+            "ankka-flow",
+            "kafka-cluster-shop",
+            "shop",
+            &[("bootstrap.servers", SHOP), ("connection-config", "security.protocol=PLAINTEXT\n")],
+        ),
+        fixtures::secret(
+            "ankka-flow",
+            "kafka-cluster-default",
+            "shop",
+            &[("bootstrap.servers", SHOP), ("partitions", "3"), ("replicas", "1")],
+        ),
+        fixtures::secret("ankka-flow", "unrelated", "", &[("x", "y")]),
+    ])
+}
+
+#[tokio::test]
+async fn the_cart_example_first_reconcile() {
+    let kafka = Arc::new(FakeKafka::default());
+    // The input topic exists; the managed ones do not yet.
+    kafka.topics.lock().unwrap().insert(
+        (SHOP.into(), "shop.cart-events.v1".into()),
+        LiveTopic { partitions: 3, replication: 1, configs: Default::default() },
+    );
+    let (ctx, handle) = fixtures::context(kafka.clone());
+    let flow = Arc::new(fixtures::cart());
+    let stored = serde_json::to_value(flow.as_ref()).unwrap();
+    let server = tokio::spawn(async move {
+        let mut api = ApiServer(handle);
+        // Fetch: the cluster Secrets.
+        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
+        // Fetch: the pipeline's Deployments, by its labels.
+        let listed = api
+            .expect(
+                Method::GET,
+                "/apis/apps/v1/namespaces/shop/deployments",
+                StatusCode::OK,
+                fixtures::empty_list("apps/v1", "DeploymentList"),
+            )
+            .await;
+        assert!(listed.uri.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dankka-flow%2Cflow.ankka.thinkmorestupidless.com%2Fpipeline%3Dcart"), "{}", listed.uri);
+        // Topics first: each created managed topic's event (review-carts, then valid-carts).
+        for (topic, partitions) in [("cart.review-carts", 3), ("cart.valid-carts", 6)] {
+            let event = api
+                .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", StatusCode::CREATED, json!({}))
+                .await;
+            assert_eq!(event.body["reason"], "TopicCreated");
+            assert_eq!(event.body["note"], format!("created topic '{topic}' with {partitions} partitions"));
+            assert_eq!(event.body["type"], "Normal");
+            assert_eq!(event.body["regarding"]["uid"], "5f0c1e2a-cart");
+        }
+        // The pipeline's identity, then the streamlet's Secret and Deployment.
+        let sa = api.apply("/api/v1/namespaces/shop/serviceaccounts/flow-cart").await;
+        assert_eq!(sa.body["automountServiceAccountToken"], false);
+        assert_eq!(sa.body["metadata"]["ownerReferences"][0]["uid"], "5f0c1e2a-cart");
+        let role = api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
+        assert_eq!(
+            role.body["rules"],
+            json!([{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}])
+        );
+        let binding = api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
+        assert_eq!(binding.body["roleRef"]["name"], "flow-cart");
+        assert_eq!(binding.body["subjects"][0]["name"], "flow-cart");
+        let secret = api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
+        let conf = secret.body["stringData"]["streamlet.conf"].as_str().unwrap_or_default().to_string();
+        assert!(
+            conf.contains(r#"group = "cart.router.in""#) && conf.contains(&format!(r#"bootstrap.servers = "{SHOP}""#)),
+            "{conf}"
+        );
+        let deployment = api.apply("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router").await;
+        let containers: Vec<&str> = deployment.body["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(containers, ["sidecar", "process"]);
+        assert_eq!(deployment.body["spec"]["replicas"], 1);
+        // Status: one write, Pending while the Deployment rolls out.
+        let status = api.status_write(&stored).await;
+        let s = &status.body["status"];
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(s["detail"], "router: rolling out");
+        assert_eq!(s["topics"].as_array().map(Vec::len), Some(3));
+        let applied: Vec<_> = s["conditions"].as_array().unwrap().iter().filter(|c| c["type"] == "Applied").collect();
+        assert_eq!(applied[0]["status"], "True");
+        api.done().await;
+    });
+    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
+    assert!(action.is_ok(), "{action:?}");
+    server.await.expect("the scenario holds");
+    // One describe per connection (cluster `shop` has its own connection settings, so it is
+    // another connection than `default`, on the same brokers), asked concurrently; then the
+    // creations, in topic order.
+    let mut calls = kafka.calls.lock().unwrap().clone();
+    calls[..2].sort();
+    assert_eq!(
+        calls,
+        [
+            format!("describe {SHOP} cart.review-carts,cart.valid-carts"),
+            format!("describe {SHOP} shop.cart-events.v1"),
+            format!("create {SHOP} cart.review-carts"),
+            format!("create {SHOP} cart.valid-carts"),
+        ]
+    );
+    let created = kafka.topics.lock().unwrap()[&(SHOP.to_string(), "cart.valid-carts".to_string())].clone();
+    assert_eq!((created.partitions, created.replication), (6, 1));
+    assert_eq!(created.configs.get("retention.ms").map(String::as_str), Some("86400000"));
+}
+
+/// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
+fn clusters_without_shop() -> serde_json::Value {
+    fixtures::secret_list(vec![fixtures::secret(
+        "ankka-flow",
+        "kafka-cluster-default",
+        "shop",
+        &[("bootstrap.servers", SHOP), ("partitions", "3"), ("replicas", "1")],
+    )])
+}
+
+#[tokio::test]
+async fn a_refused_pipeline_records_its_problem_writes_failed_and_applies_nothing() {
+    let kafka = Arc::new(FakeKafka::default());
+    let (ctx, handle) = fixtures::context(kafka.clone());
+    let flow = Arc::new(fixtures::cart());
+    let stored = serde_json::to_value(flow.as_ref()).unwrap();
+    let server = tokio::spawn(async move {
+        let mut api = ApiServer(handle);
+        // Fetch: the cluster Secrets, without the input topic's.
+        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters_without_shop()).await;
+        // Refuse: one Warning event for the problem, then one status write; nothing applied.
+        let event = api
+            .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", StatusCode::CREATED, json!({}))
+            .await;
+        assert_eq!(event.body["type"], "Warning");
+        assert_eq!(event.body["regarding"]["uid"], "5f0c1e2a-cart");
+        let note = event.body["note"].as_str().unwrap_or_default();
+        assert!(note.contains("kafka-cluster-shop"), "{note}");
+        let status = api.status_write(&stored).await;
+        assert_eq!(status.body["status"]["phase"], "Failed");
+        api.done().await;
+    });
+    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
+    assert!(action.is_ok(), "{action:?}");
+    server.await.expect("the scenario holds");
+    assert_eq!(kafka.calls.lock().unwrap().clone(), Vec::<String>::new(), "Kafka is never asked");
+}
+
+mod quiet {
+    use kube::core::Status;
+    use kube::runtime::controller::Error as C;
+    use kube::runtime::watcher::Error as W;
+
+    fn watch_error(code: u16) -> C<std::io::Error, W> {
+        C::QueueError(W::WatchError(Box::new(Status { code, ..Status::default() })))
+    }
+
+    #[test]
+    fn an_expired_watch_is_quiet_and_a_forbidden_one_is_not() {
+        assert!(super::super::quiet(&watch_error(410)));
+        assert!(!super::super::quiet(&watch_error(403)));
+        assert!(!super::super::quiet(&C::<std::io::Error, W>::ReconcilerFailed(
+            std::io::Error::other("apply failed"),
+            Box::new(kube::runtime::reflector::ObjectRef::<flow_core::resource::AnkkaFlow>::new("cart").erase()),
+        )));
+    }
+}
+
+/// A status write alone does not wake a reconcile; a spec change, a reset request and a deletion do.
+#[test]
+fn only_what_a_reconcile_acts_on_wakes_one() {
+    let flow = fixtures::cart();
+    let before = acts_on(&flow);
+    let mut status_only = flow.clone();
+    status_only.status = Some(flow_core::resource::AnkkaFlowStatus { detail: "written".into(), ..Default::default() });
+    status_only.metadata.resource_version = Some("101".into());
+    assert_eq!(acts_on(&status_only), before, "a status write");
+    let mut spec = flow.clone();
+    spec.metadata.generation = Some(2);
+    assert_ne!(acts_on(&spec), before, "a spec change");
+    let mut request = flow.clone();
+    request
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(flow_core::names::ANNOTATION_RESET.to_string(), "{}".into());
+    assert_ne!(acts_on(&request), before, "a reset request");
+    let mut deleted = flow.clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-12-01T00:00:00Z".parse().unwrap()));
+    assert_ne!(acts_on(&deleted), before, "a deletion");
+}
+
+/// The controller's cache, as the lag sampler reads it: ready once the watch's first list is in.
+#[tokio::test]
+async fn the_cache_is_ready_after_the_first_list() {
+    use futures::StreamExt;
+    use kube::runtime::watcher::Event;
+    let (store, writer) = reflector::store();
+    let events = futures::stream::iter([Ok(Event::Init), Ok(Event::InitApply(fixtures::cart())), Ok(Event::InitDone)]);
+    let changes = reflector::reflector(writer, events.modify(forget_managed_fields))
+        .applied_objects()
+        .predicate_filter(acts_on, Default::default());
+    let seen: Vec<_> = changes.collect().await;
+    assert_eq!(seen.len(), 1);
+    tokio::time::timeout(Duration::from_secs(1), store.wait_until_ready()).await.expect("ready").expect("writer");
+    assert_eq!(store.state().len(), 1);
+}
