@@ -15,10 +15,10 @@ pub enum LedgerError {
     /// sled failed (I/O error, corruption, lock held by another process).
     #[error("reset ledger: {0}")]
     Sled(#[from] sled::Error),
-    /// A stored record does not decode (written by an incompatible version).
-    #[error("reset ledger: record '{key}' does not decode: {reason}")]
+    /// A stored entry does not decode (written by an incompatible version).
+    #[error("reset ledger: entry '{key}' does not decode: {reason}")]
     Decode {
-        /// The record's key.
+        /// The entry's key.
         key: String,
         /// Decoder's reason.
         reason: String,
@@ -56,7 +56,7 @@ impl Ledger {
     /// The progress of every group of request `id` of `owner`.
     ///
     /// # Errors
-    /// [`LedgerError`] on a read failure or an undecodable record.
+    /// [`LedgerError`] on a read failure or an undecodable entry.
     pub fn progress(&self, owner: Owner<'_>, id: &str) -> Result<Vec<GroupProgress>, LedgerError> {
         self.db
             .scan_prefix(prefix(owner, id))
@@ -70,29 +70,29 @@ impl Ledger {
             .collect()
     }
 
-    /// Applies `writes` to the records of request `id` of `owner`, then flushes once: a batch of
+    /// Applies `writes` to the progress of request `id` of `owner`, then flushes once: a batch of
     /// groups costs one fsync, not one per group.
     ///
     /// # Errors
-    /// [`LedgerError`] when a record could not be read, decoded, written or flushed. Writes before
-    /// the failing one may be kept (each is a whole record), none is reported as durable.
+    /// [`LedgerError`] when an entry could not be read, decoded, written or flushed. Writes before
+    /// the failing one may be kept (each is a whole entry), none is reported as durable.
     pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[ProgressWrite]) -> Result<(), LedgerError> {
         for w in writes {
             let group = match w {
                 ProgressWrite::Intent(g, _) | ProgressWrite::Outcome(g, _) => g,
             };
             let key = format!("{}{group}", prefix(owner, id));
-            let mut rec = match self.db.get(&key)? {
+            let mut entry = match self.db.get(&key)? {
                 Some(v) => serde_json::from_slice(&v)
                     .map_err(|e| LedgerError::Decode { key: key.clone(), reason: e.to_string() })?,
                 None => GroupProgress { group: group.clone(), intent: None, outcome: None },
             };
             match w {
-                ProgressWrite::Intent(_, intent) => rec.intent = Some(intent.clone()),
-                ProgressWrite::Outcome(_, outcome) => rec.outcome = Some(outcome.clone()),
+                ProgressWrite::Intent(_, intent) => entry.intent = Some(intent.clone()),
+                ProgressWrite::Outcome(_, outcome) => entry.outcome = Some(outcome.clone()),
             }
             // Serialising plain data cannot fail.
-            let bytes = serde_json::to_vec(&rec).unwrap_or_default();
+            let bytes = serde_json::to_vec(&entry).unwrap_or_default();
             self.db.insert(key, bytes)?;
         }
         self.db.flush()?;
@@ -108,7 +108,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     #[test]
-    fn records_survive_reopening_and_stay_per_request() {
+    fn progress_survives_reopening_and_stays_per_request() {
         let dir = std::env::temp_dir().join(format!("flow-ledger-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let owner = Owner { namespace: "shop", name: "cart" };
@@ -119,8 +119,8 @@ mod tests {
             l.put(owner, "u1", &[ProgressWrite::Intent(g.clone(), intent.clone())]).unwrap();
         }
         let l = Ledger::open(&dir).unwrap();
-        let recs = l.progress(owner, "u1").unwrap();
-        assert_eq!(recs, vec![GroupProgress { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
+        let progress = l.progress(owner, "u1").unwrap();
+        assert_eq!(progress, vec![GroupProgress { group: g.clone(), intent: Some(intent.clone()), outcome: None }]);
         assert!(l.progress(owner, "u2").unwrap().is_empty());
         let outcome = intent.clone().into_reset("t", vec![]);
         l.put(owner, "u1", &[ProgressWrite::Outcome(g.clone(), outcome.clone())]).unwrap();

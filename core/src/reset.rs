@@ -83,13 +83,15 @@ mod group;
 mod intake;
 mod machine;
 mod plan;
+mod recovery;
 mod retry;
 mod status;
 mod vocabulary;
+mod wording;
 
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, Idle, KafkaCall, Persist, ProgressWrite, Work};
-pub use group::{GroupPhase, NAMED_PARTITIONS, outcome_event, outcome_events, went};
+pub use group::GroupPhase;
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,
 };
@@ -102,6 +104,7 @@ pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, Position,
     Positions, Timestamp, fence_marker, reset_marker,
 };
+pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, went};
 
 #[cfg(test)]
 mod bounded_tests;

@@ -1,8 +1,8 @@
 //! Model-based test of the reset machine: random histories of operator restarts and crashes, ledger
 //! losses, streamlets starting and stopping, consumers reading, stray members, Kafka faults, new and
-//! malformed requests, run against the simulated world of `flow_ledger_tests`. The invariants of
-//! product.md §4 are checked after every transition, and at the end of each history the world is made
-//! quiet and the request must finish.
+//! malformed requests, run against the simulated world of `flow_ledger_tests`. The invariants (the
+//! guarantees of docs/reset.md, listed in docs/ledger-tests.md) are checked after every transition,
+//! and at the end of each history the world is made quiet and the request must finish.
 //!
 //! Default: 2048 cases ([`DEFAULT_CASES`]). Deep run: `PROPTEST_CASES=20000 cargo test -p
 //! flow-ledger-tests --release`. A failure shrinks to a minimal history and its seed is saved in

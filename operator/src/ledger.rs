@@ -1,7 +1,7 @@
 //! The reset ledger as the operator uses it: a cache of reset progress that may fail or vanish
 //! without ever blocking a reset.
 //!
-//! Every record the ledger takes is also in the resource's status before anything depends on it
+//! Every entry the ledger takes is also in the resource's status before anything depends on it
 //! (docs/reset.md, "Guarantees"), so a ledger that cannot be opened, read or written only costs the
 //! offsets per partition of large groups, which Kafka's commit markers stand in for. It is reported,
 //! never fatal: a warning in the log, the `ankka_flow_ledger_available` gauge at 0, a count in

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use super::group::{GroupPhase, NAMED_PARTITIONS, join, offsets_map};
+use super::group::GroupPhase;
 use super::machine::{Done, ResetMachine, State};
 use super::retry::Retry;
 use super::vocabulary::{Committed, GroupOutcome, GroupProgress, Intent};
+use super::wording::{self, NAMED_PARTITIONS, join, offsets_map};
 use crate::events::fit_note;
 use crate::names::GroupId;
 use crate::resource::{GroupStage, GroupStatus, RequestPhase, ResetStatus};
@@ -19,14 +20,14 @@ impl ResetMachine {
     pub fn status(&self) -> ResetStatus {
         let mut status = self.unbounded_status();
         status.detail = fit_note(&status.detail);
-        status.to = self.destination.describe();
+        status.to = self.rules.destination.describe();
         if status.to.is_some() {
             // Not to the earliest offsets: a group verifying reads back at its new offsets.
             for g in &mut status.groups {
                 g.message = g.message.replace("read back at the log start offsets", "read back at its new offsets");
             }
         }
-        status.dry_run = self.dry_run;
+        status.dry_run = self.rules.dry_run;
         status
     }
 
@@ -142,7 +143,7 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
         }
         GroupPhase::Finished(outcome @ GroupOutcome::Reset { before, offsets, records_to_reprocess, added, .. }) => {
             g.outcome = GroupStage::Reset;
-            g.message = super::group::went(outcome);
+            g.message = wording::went(outcome);
             if !added.is_empty() {
                 g.message += &format!("; partition(s) {} were added during the reset and were not reset", join(added));
             }
@@ -157,7 +158,7 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
                 g.high_watermarks = offsets_map(high_watermark.iter().map(|(p, o)| (p, Some(o))));
             }
             g.warnings = warnings.iter().map(|w| fit_note(w)).collect();
-            g.message = super::group::planned(outcome);
+            g.message = wording::planned(outcome);
         }
         GroupPhase::Finished(GroupOutcome::Failed { reason, .. }) => {
             g.outcome = GroupStage::Failed;
