@@ -164,6 +164,13 @@ impl World {
             while let Some(work) = drive.poll_work(self.now) {
                 started += 1;
                 assert!(started <= MAX_WORK, "the drive of request {id} did not end after {MAX_WORK} pieces of work");
+                // As the operator: work that acts is refused once the Lease's margin is gone, and
+                // never waited for.
+                if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
+                    drive.not_started(&work);
+                    drive.abandon();
+                    continue;
+                }
                 match work {
                     Work::Kafka(call) => pending.push(Pending::Call(call)),
                     Work::Persist(persist) => {
@@ -193,6 +200,9 @@ impl World {
                     return Reconciled::Crashed { effects: started };
                 }
             }
+            // The operator waits for the tasks it started, and only for them: what the drive counts
+            // in flight must be exactly what is under way, or it would wait forever.
+            assert_eq!(drive.in_flight(), pending.len(), "the drive counts in flight what was started");
             if !pending.is_empty() {
                 let item = pending.remove(schedule.pick(pending.len()));
                 match self.complete(&id, &drive, item) {

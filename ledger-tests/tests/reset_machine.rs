@@ -206,10 +206,12 @@ impl ReferenceStateMachine for Model {
         // Most drives carry out fewer than 8 effects: crash points are aimed there mostly.
         let crash = prop_oneof![4 => Just(None), 3 => (1u8..=7).prop_map(Some), 1 => (8u8..=16).prop_map(Some)];
         let kube_fault = prop_oneof![
-            2 => Just(KubeFault::StatusWrite),
-            1 => Just(KubeFault::DoneWrite),
-            2 => Just(KubeFault::LedgerWrite),
-            1 => Just(KubeFault::LedgerRead),
+            8 => Just(KubeFault::StatusWrite),
+            4 => Just(KubeFault::DoneWrite),
+            8 => Just(KubeFault::LedgerWrite),
+            4 => Just(KubeFault::LedgerRead),
+            // Every drive acts: a lost Lease abandons the next one, whatever it does.
+            1 => Just(KubeFault::LeaseLost),
         ];
         // Mostly in the order the work started; sometimes in an order of the history's choosing.
         let order = prop_oneof![2 => Just(vec![]), 1 => proptest::collection::vec(any::<u8>(), 1..16)];

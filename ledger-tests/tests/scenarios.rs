@@ -415,3 +415,24 @@ fn fence_outlives_its_drive(w: &mut World) {
         ],
     );
 }
+
+/// Case from the audit of the concurrent driver: the operator finds it lost its Lease's margin as it
+/// is about to fence. The fence (and each piece of work after it that acts) is refused before it
+/// starts, and the drive must not count it in flight, or the operator would wait for it forever.
+/// The next reconcile, with the Lease held, finishes the request with one commit per group.
+#[test]
+fn work_refused_for_a_lost_lease_is_never_waited_for() {
+    let mut w = World::new(&init(&[]));
+    run(
+        &mut w,
+        &[
+            &|w| _ = w.write_request(1, Ask::Router),
+            &|w| w.inject_kube(KubeFault::LeaseLost, 1),
+            // The inspection only looks; the fence after it acts, and is refused.
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Abandoned),
+            &|w| assert_eq!(w.kafka.calls, 1, "only the inspection reached Kafka"),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+        ],
+    );
+    assert_eq!(reset_commits(&w, Router), 1);
+}

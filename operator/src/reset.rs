@@ -220,12 +220,23 @@ impl Run<'_> {
         let mut failure: Option<Error> = None;
         loop {
             while let Some(work) = drive.poll_work(now()) {
+                // What commits (a fence too), publishes or writes happens only while this instance
+                // holds the Lease with a margin. Refused work was never started: the drive must not
+                // wait for it.
+                if work.acts() && !crate::leader::may_act() {
+                    drive.not_started(&work);
+                    drive.abandon();
+                    failure.get_or_insert(Error::LeaseLost);
+                    continue;
+                }
                 if let Err(e) = self.start(work, drive, status, &mut calls, &mut writing).await {
                     drive.abandon();
                     failure.get_or_insert(e);
                 }
             }
-            if drive.in_flight() > 0 {
+            // Waits only for tasks that exist: the drive's count of work in flight is the same.
+            debug_assert_eq!(drive.in_flight(), calls.len() + usize::from(writing.is_some()));
+            if !calls.is_empty() || writing.is_some() {
                 let tick = drive.poll_timeout();
                 let written = async {
                     match writing.as_mut() {
@@ -309,7 +320,7 @@ impl Run<'_> {
         }
     }
 
-    /// Starts one piece of work.
+    /// Starts one piece of work (the caller checked that it may act).
     async fn start(
         &mut self,
         work: Work,
@@ -318,18 +329,6 @@ impl Run<'_> {
         calls: &mut FuturesUnordered<JoinHandle<Input>>,
         writing: &mut Option<Writing>,
     ) -> Result<(), Error> {
-        // What commits (a fence too) or publishes happens only while this instance holds the Lease
-        // with a margin.
-        let acts = matches!(
-            work,
-            Work::Kafka(KafkaCall::Commit { .. } | KafkaCall::Fence { .. })
-                | Work::Persist(_)
-                | Work::Record(_)
-                | Work::WriteDone(_)
-        );
-        if acts && !crate::leader::may_act() {
-            return Err(Error::LeaseLost);
-        }
         match work {
             Work::Kafka(call) => {
                 let at = drive.machine().destination().time().map(|t| t.0);

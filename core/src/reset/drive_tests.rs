@@ -233,6 +233,38 @@ fn an_abandoned_drive_hands_out_nothing_and_counts_down_what_is_in_flight() {
 }
 
 #[test]
+fn work_refused_before_it_started_is_not_in_flight() {
+    let mut d = drive(&["router"], 16);
+    let w = work(&mut d);
+    assert!(!w[0].acts(), "an inspection only looks");
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    let w = work(&mut d);
+    let [fence @ Work::Kafka(KafkaCall::Fence { .. })] = &w[..] else { panic!("{w:?}") };
+    assert!(fence.acts());
+    assert_eq!(d.in_flight(), 1);
+    // The driver may not act any more: the fence is never started, and nothing waits for it.
+    d.not_started(fence);
+    d.abandon();
+    assert_eq!(d.in_flight(), 0);
+    assert_eq!(d.idle(), Idle::Abandoned);
+
+    // A persist refused the same way leaves nothing durable and nothing in flight.
+    let mut d = drive(&["router"], 16);
+    work(&mut d);
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    work(&mut d);
+    d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    let w = work(&mut d);
+    let [persist @ Work::Persist(_)] = &w[..] else { panic!("{w:?}") };
+    assert!(persist.acts());
+    assert_eq!(d.in_flight(), 1);
+    d.not_started(persist);
+    d.abandon();
+    assert_eq!(d.in_flight(), 0);
+    assert!(work(&mut d).is_empty(), "the commit that waited for it never goes");
+}
+
+#[test]
 fn a_group_waiting_for_its_retry_is_shown_once() {
     let mut d = drive(&["router"], 16);
     work(&mut d);

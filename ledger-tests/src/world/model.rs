@@ -152,6 +152,10 @@ pub enum KubeFault {
     LedgerWrite,
     /// The ledger cannot be read: the status alone stands in for it.
     LedgerRead,
+    /// The operator finds it no longer holds its Lease with a margin (it was paused past its
+    /// renewal deadline) as it is about to act: the next piece of work that commits, publishes or
+    /// writes is refused before it starts, and the drive is abandoned.
+    LeaseLost,
 }
 
 /// Something that happens in the world while the operator waits out the settle of the streamlet's
