@@ -278,7 +278,7 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
         apply::record(ctx, flow, &event).await;
     }
     status.conditions.extend(rebuild);
-    if let Some(problem) = ctx.ledger.problem() {
+    if let Some(problem) = ctx.ledger.problem().await {
         status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));
     }
 

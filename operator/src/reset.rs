@@ -92,7 +92,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     let admitted = match &admitted.request().to {
         Some(To::Undo(undone)) => {
             // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
-            let mut recorded = ctx.ledger.progress(owner, undone).unwrap_or_default();
+            let mut recorded = ctx.ledger.progress(owner, undone).await.unwrap_or_default();
             if recorded.is_empty()
                 && let Some(r) = flow_status.and_then(|s| s.reset.as_ref()).filter(|r| r.id == *undone)
             {
@@ -105,7 +105,7 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     };
     // The ledger only caches progress that the status holds too: one that cannot be read leaves
     // the status to stand in for it, and never blocks a reset.
-    let progress = ctx.ledger.progress(owner, admitted.id());
+    let progress = ctx.ledger.progress(owner, admitted.id()).await;
     let options = DriveOptions {
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),
         concurrency: usize::from(ctx.settings.reset_concurrency),
@@ -343,20 +343,25 @@ impl Run<'_> {
                 calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
-                // The status write carries this progress too: a ledger that cannot take it leaves
-                // the status alone to hold it, and never blocks a reset.
-                if !persist.writes.is_empty() {
-                    self.ctx.ledger.put(self.owner, drive.id(), &persist.writes);
-                }
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);
                 let (api, name, snapshot) = (self.api.clone(), self.flow.name_any(), status.clone());
                 let fail = persist.carries_intent() && faults::fail("intent-status-write");
+                let (intent, outcome) = (persist.carries_intent(), persist.carries_outcome());
+                let (ledger, namespace, id) =
+                    (self.ctx.ledger.clone(), self.owner.namespace.to_string(), drive.id().to_string());
                 *writing = Some(Writing {
                     token: persist.token,
-                    intent: persist.carries_intent(),
-                    outcome: persist.carries_outcome(),
+                    intent,
+                    outcome,
                     task: tokio::spawn(async move {
+                        // The ledger first (on a blocking thread), then the status, which carries this
+                        // progress too: a ledger that cannot take it leaves the status alone to hold
+                        // it, and never blocks a reset. The persist counts as durable once both ended.
+                        if !persist.writes.is_empty() {
+                            let owner = Owner { namespace: &namespace, name: &name };
+                            ledger.put(owner, &id, persist.writes).await;
+                        }
                         if fail {
                             return Err(kube::Error::Service("fault injection: the status write fails".into()));
                         }
