@@ -101,8 +101,8 @@ pub use machine::{
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, merge_progress, progress_from_status};
 pub use vocabulary::{
-    Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, Position,
-    Positions, Timestamp, fence_marker, reset_marker,
+    Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, LedgerEntry,
+    Position, Positions, Timestamp, fence_marker, reset_marker,
 };
 pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, went};
 

@@ -381,6 +381,12 @@ pub struct Condition {
 pub struct ResetStatus {
     /// The request id (a UUID), or empty when the annotation did not parse.
     pub id: String,
+    /// The `metadata.uid` of the object the request was taken up for. A request belongs to one
+    /// object: progress recorded for another uid (an object of the same name, deleted since) is
+    /// never taken as this one's (docs/reset.md, "A request belongs to its object"). Absent in a
+    /// status written before requests were bound to the uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     /// Where the groups go when not to the earliest offsets: an RFC 3339 instant, `the offsets
     /// before reset <id>` or `the offsets of plan <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

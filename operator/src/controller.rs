@@ -47,7 +47,8 @@ use crate::{apply, observe};
 /// When no Kubernetes client can be built, the Lease cannot be used, or the ledger cannot be opened.
 pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let stop = Stop::listen().map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
-    let client = Client::try_default().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
+    // Every call but the watches has a timeout (see `crate::leader::clients`).
+    let (client, watches) = crate::leader::clients().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
         clusters_namespace = %settings.clusters_namespace(),
@@ -75,8 +76,8 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // opened is reported and tried again at each use, never a reason to stop.
     let ledger = crate::ledger::Ledger::open(&settings.ledger_dir, metrics.clone());
     let (flows, deployments): (Api<AnkkaFlow>, Api<Deployment>) = match &settings.watch_namespace {
-        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+        Some(ns) => (Api::namespaced(watches.clone(), ns), Api::namespaced(watches.clone(), ns)),
+        None => (Api::all(watches.clone()), Api::all(watches.clone())),
     };
     let controller = Controller::new(flows, watcher::Config::default())
         .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
@@ -85,7 +86,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // own cache when it watches every namespace, else a cache of its own.
     let all_flows = match &settings.watch_namespace {
         None => controller.store(),
-        Some(_) => spawn_all_flows_cache(client.clone()),
+        Some(_) => spawn_all_flows_cache(watches.clone()),
     };
     let ctx = Arc::new(Context {
         client,
@@ -105,7 +106,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
     let controller = controller
-        .reconcile_all_on(cluster_secret_changes(ctx.client.clone(), ctx.settings.clusters_namespace()))
+        .reconcile_all_on(cluster_secret_changes(watches, ctx.settings.clusters_namespace()))
         .graceful_shutdown_on(stop.requested())
         .run(reconcile_measured, error_policy, ctx)
         .for_each(|res| async move {
@@ -274,7 +275,11 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Result<Action, Error> {
     let held = flow_core::rebuild::held(&flow.spec, annotation, done);
     let rebuild = flow_core::rebuild::conditions(annotation, &held, status.reset.as_ref(), flow.metadata.generation);
     let before = flow.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-    for event in flow_core::rebuild::events(annotation, &rebuild, before) {
+    let events = flow_core::rebuild::events(annotation, &rebuild, before);
+    if !events.is_empty() && !crate::leader::may_act() {
+        return Err(Error::LeaseLost);
+    }
+    for event in events {
         apply::record(ctx, flow, &event).await;
     }
     status.conditions.extend(rebuild);
@@ -312,9 +317,8 @@ async fn write_status(
 ) -> Result<(), Error> {
     let status = status::finish(status, flow.status.as_ref(), outcome, Timestamp::now());
     if status::needs_write(flow.status.as_ref(), &status) {
-        let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
-        let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
-        flow_adapters::kube::write_status(&api, &flow.name_any(), &status).await?;
+        // On the object read only, and only while this instance holds the Lease (`crate::writes`).
+        crate::writes::Object::of(&ctx.client, flow)?.status(&status).await?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flow_adapters::ledger::{Ledger as Db, LedgerError, Owner};
-use flow_core::reset::{GroupProgress, ProgressWrite};
+use flow_core::reset::{LedgerEntry, ProgressWrite};
 
 use crate::metrics::{LedgerLabels, Metrics};
 
@@ -50,15 +50,16 @@ const MARKER: &str = "conf";
 struct Key {
     namespace: String,
     name: String,
+    uid: String,
 }
 
 impl Key {
     fn of(owner: Owner<'_>) -> Key {
-        Key { namespace: owner.namespace.to_string(), name: owner.name.to_string() }
+        Key { namespace: owner.namespace.to_string(), name: owner.name.to_string(), uid: owner.uid.to_string() }
     }
 
     fn owner(&self) -> Owner<'_> {
-        Owner { namespace: &self.namespace, name: &self.name }
+        Owner { namespace: &self.namespace, name: &self.name, uid: &self.uid }
     }
 }
 
@@ -86,9 +87,9 @@ impl Ledger {
         .flatten()
     }
 
-    /// The progress of every group of request `id` of `owner`; `None` when the ledger cannot be
-    /// read (the status then stands in for it).
-    pub async fn progress(&self, owner: Owner<'_>, id: &str) -> Option<Vec<GroupProgress>> {
+    /// The entries of request `id` of the resource `owner` names, for whichever object (uid) they
+    /// were recorded; `None` when the ledger cannot be read (the status then stands in for it).
+    pub async fn progress(&self, owner: Owner<'_>, id: &str) -> Option<Vec<LedgerEntry>> {
         let (key, id) = (Key::of(owner), id.to_string());
         self.blocking(move |inner| {
             let db = inner.db()?;
@@ -216,7 +217,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let metrics = Arc::new(Metrics::default());
         let l = Ledger::open(&dir, metrics.clone());
-        let owner = Owner { namespace: "shop", name: "cart" };
+        let owner = Owner { namespace: "shop", name: "cart", uid: "5f0c1e2a-cart" };
         assert!(l.put(owner, "u1", write()).await);
         assert_eq!(l.progress(owner, "u1").await.map(|p| p.len()), Some(1));
         std::fs::remove_dir_all(&dir).expect("remove the ledger directory");
@@ -236,7 +237,7 @@ mod tests {
         std::fs::write(&path, b"not a directory").expect("a file");
         let metrics = Arc::new(Metrics::default());
         let l = Ledger::open(&path, metrics.clone());
-        let owner = Owner { namespace: "shop", name: "cart" };
+        let owner = Owner { namespace: "shop", name: "cart", uid: "5f0c1e2a-cart" };
         assert!(!l.put(owner, "u1", write()).await);
         assert_eq!(l.progress(owner, "u1").await, None);
         let problem = l.problem().await.expect("a problem");

@@ -17,6 +17,7 @@ mod reset;
 mod settings;
 mod tenancy;
 mod topics;
+mod writes;
 
 use std::process::ExitCode;
 

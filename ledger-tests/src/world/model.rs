@@ -115,6 +115,11 @@ pub fn request_id(n: u64) -> String {
     format!("00000000-0000-4000-8000-{n:012x}")
 }
 
+/// The uid of the `n`-th object of the resource (0: the first; each re-creation gets the next).
+pub fn object_uid(n: usize) -> String {
+    format!("5f0c1e2a-0000-4000-8000-{n:012x}")
+}
+
 /// Annotation texts that do not parse, one per kind of mistake (case D5).
 pub const MALFORMED: [&str; 6] = [
     "not json",
