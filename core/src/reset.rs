@@ -99,7 +99,7 @@ pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
-pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, merge_progress, progress_from_status};
+pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, failing_since, merge_progress, progress_from_status};
 pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, LedgerEntry,
     Position, Positions, Timestamp, fence_marker, reset_marker,

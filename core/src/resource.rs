@@ -440,6 +440,11 @@ pub struct GroupStatus {
     /// streamlet reads again.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub records_to_reprocess: i64,
+    /// While the group retries transient Kafka failures: when the first of them came (RFC 3339). The
+    /// group fails once the retry time (`FLOW_RESET_RETRY_SECONDS`) has passed since, however often
+    /// the operator restarts meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<String>,
     /// Records the group still has to read (high watermark minus committed offset, summed over its
     /// partitions), measured after the reset until it reaches 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -516,3 +516,34 @@ fn with_the_ledger_lost_too_a_new_object_carries_the_request_out_again() {
     let v = w.violations(&[]);
     assert!(v.iter().any(|v| v.contains("a second time")), "{v:?}");
 }
+
+/// Retries are bounded by time across drives: Kafka fails transiently for good, and every drive stops
+/// (the operator crashes) right after the status showed the group waiting for its next attempt. Each
+/// new drive goes on from the first failure the status names, so the group fails once the retry time
+/// has passed, instead of retrying for ever with a clock that starts again.
+#[test]
+fn retries_stay_bounded_by_time_however_often_the_drive_is_rebuilt() {
+    let mut w = World::new(&init(&[]));
+    w.write_request(1, Ask::Router);
+    w.inject(Fault::Transient, 255);
+    let start = w.now;
+    let failed = |w: &World| {
+        w.kube.status_reset.as_ref().is_some_and(|s| s.groups.iter().any(|g| g.outcome.as_str() == "Failed"))
+    };
+    let mut reconciles = 0;
+    // Inspect (it fails), then the status write that shows the retry: crash after it.
+    while !failed(&w) {
+        assert_eq!(w.reconcile(Some(2)), Reconciled::Crashed { effects: 2 });
+        reconciles += 1;
+        assert!(reconciles < 200, "the group still retries after {:?}", start.until(w.now));
+    }
+    let took = start.until(w.now);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    check(&w);
+    let id = request_id(1);
+    assert_eq!(w.kube.done.as_deref(), Some(id.as_str()));
+    let failed = notes(&w, "ResetOffsetsFailed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let retry_for = flow_core::reset::DEFAULT_RETRY_FOR;
+    assert!(took >= retry_for && took < retry_for + std::time::Duration::from_secs(60), "failed after {took:?}");
+}

@@ -176,13 +176,16 @@ pub(super) fn tick(target: &InletTarget, phase: GroupPhase, cx: &mut Cx<'_>) -> 
     }
 }
 
-/// A group rebuilt from its durable progress: finished, recovering an intent, or starting.
+/// A group rebuilt from its durable progress: finished, recovering an intent, or starting; a group
+/// whose transient failures came since `failing_since` (an earlier drive's) goes on retrying from then.
 pub(super) fn resume(
     target: &InletTarget,
     intent: Option<Intent>,
     outcome: Option<GroupOutcome>,
+    failing_since: Option<Timestamp>,
     cx: &mut Cx<'_>,
 ) -> GroupPhase {
+    let retry = Retry::since(failing_since);
     match (outcome, intent) {
         (Some(outcome), _) => {
             // Its event may not have been recorded before the driver stopped: record it again (a
@@ -194,11 +197,11 @@ pub(super) fn resume(
         }
         (None, Some(intent)) => {
             cx.emit(Effect::ReadCommitted(target.clone()));
-            GroupPhase::Recovering { retry: Retry::default(), intent }
+            GroupPhase::Recovering { retry, intent }
         }
         (None, None) => {
             cx.emit(Effect::InspectGroup(target.clone()));
-            GroupPhase::start()
+            GroupPhase::Inspecting { retry }
         }
     }
 }

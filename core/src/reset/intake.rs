@@ -13,12 +13,15 @@
 //! merged: such a request is refused and marked done, so that none of its groups is reset a second
 //! time for it.
 
+use std::collections::BTreeMap;
+
 use super::destination::Destination;
 use super::drive::{Drive, DriveOptions};
 use super::machine::{ResetMachine, State};
-use super::status::{merge_progress, progress_from_status};
+use super::status::{failing_since, merge_progress, progress_from_status};
 use super::vocabulary::{GroupProgress, LedgerEntry, Timestamp};
 use crate::events::{Event, EventType, fit_note};
+use crate::names::GroupId;
 use crate::request::{MalformedRequest, ResetRequest};
 use crate::resource::{RequestPhase, ResetHistoryEntry, ResetStatus};
 
@@ -75,6 +78,7 @@ pub struct Admitted {
     history: Vec<ResetHistoryEntry>,
     stamps: Stamps,
     from_status: Vec<GroupProgress>,
+    failing_since: BTreeMap<GroupId, Timestamp>,
     destination: Option<Destination>,
 }
 
@@ -154,6 +158,7 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     Intake::Admitted(Admitted {
         stamps: stamps(same),
         from_status: same.map(progress_from_status).unwrap_or_default(),
+        failing_since: same.map(failing_since).unwrap_or_default(),
         annotation: raw.to_string(),
         done: fresh.done.map(str::to_string),
         destination: None,
@@ -186,7 +191,17 @@ impl Admitted {
     /// (`None` when the ledger cannot be read) merged with the status's. Entries recorded for another
     /// object (see the module documentation) refuse the request instead.
     pub fn start(self, ledger: Option<Vec<LedgerEntry>>, options: DriveOptions, now: Timestamp) -> Started {
-        let Admitted { request, annotation, done, events, history, mut stamps, from_status, destination } = self;
+        let Admitted {
+            request,
+            annotation,
+            done,
+            events,
+            history,
+            mut stamps,
+            from_status,
+            failing_since,
+            destination,
+        } = self;
         let (own, other): (Vec<LedgerEntry>, Vec<LedgerEntry>) =
             ledger.unwrap_or_default().into_iter().partition(|e| e.belongs_to(&stamps.uid));
         if let Some(e) = other.iter().find(|e| e.progress.intent.is_some() || e.progress.outcome.is_some()) {
@@ -198,7 +213,8 @@ impl Admitted {
         let progress = merge_progress(own, from_status);
         let mut machine = ResetMachine::new(request, done.as_deref(), progress)
             .with_settle(options.settle)
-            .with_retry_for(options.retry_for);
+            .with_retry_for(options.retry_for)
+            .with_failing_since(failing_since);
         if let Some(destination) = destination {
             machine = machine.with_destination(destination);
         }

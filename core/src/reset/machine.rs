@@ -114,6 +114,8 @@ pub struct ResetMachine {
     effects: VecDeque<Effect>,
     /// The settle delay, the retry time, where the groups go, and whether it is a dry run.
     pub(super) rules: Rules,
+    /// Per group, when its transient failures began, as an earlier drive's status says.
+    failing_since: BTreeMap<GroupId, Timestamp>,
 }
 
 impl ResetMachine {
@@ -142,6 +144,7 @@ impl ResetMachine {
             topics: BTreeMap::new(),
             effects: VecDeque::new(),
             rules: Rules { settle: DEFAULT_SETTLE, retry_for: DEFAULT_RETRY_FOR, destination, dry_run },
+            failing_since: BTreeMap::new(),
         }
     }
 
@@ -186,6 +189,15 @@ impl ResetMachine {
     #[must_use]
     pub fn with_retry_for(mut self, retry_for: Duration) -> Self {
         self.rules.retry_for = retry_for;
+        self
+    }
+
+    /// Sets, per group, when its transient failures began in an earlier drive (see
+    /// [`super::failing_since`]): its retry time goes on from then, so that retries stay bounded by
+    /// time however often the drive is rebuilt.
+    #[must_use]
+    pub fn with_failing_since(mut self, failing_since: BTreeMap<GroupId, Timestamp>) -> Self {
+        self.failing_since = failing_since;
         self
     }
 
@@ -318,7 +330,8 @@ impl ResetMachine {
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let progress = self.progress.get(&target.group);
             let (intent, outcome) = (progress.and_then(|r| r.intent.clone()), progress.and_then(|r| r.outcome.clone()));
-            let phase = group::resume(&target, intent, outcome, &mut cx);
+            let since = self.failing_since.get(&target.group).copied();
+            let phase = group::resume(&target, intent, outcome, since, &mut cx);
             groups.insert(target.group.clone(), Group { target, phase });
         }
         self.state = State::Resetting(Resetting { request, groups });

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::group::GroupPhase;
 use super::machine::{Done, ResetMachine, State};
 use super::retry::Retry;
-use super::vocabulary::{Committed, GroupOutcome, GroupProgress, Intent};
+use super::vocabulary::{Committed, GroupOutcome, GroupProgress, Intent, Timestamp};
 use super::wording::{self, NAMED_PARTITIONS, join, offsets_map};
 use crate::events::fit_note;
 use crate::names::GroupId;
@@ -108,6 +108,15 @@ fn group_status(group: &GroupId, topic: &str, phase: &GroupPhase) -> GroupStatus
         g.partitions = n;
         g.records_to_reprocess = records;
     };
+    if let GroupPhase::Pending { retry }
+    | GroupPhase::Inspecting { retry }
+    | GroupPhase::Fencing { retry, .. }
+    | GroupPhase::Committing { retry, .. }
+    | GroupPhase::Recovering { retry, .. }
+    | GroupPhase::Verifying { retry, .. } = phase
+    {
+        g.failing_since = retry.since.map(Timestamp::rfc3339);
+    }
     match phase {
         GroupPhase::Pending { retry } | GroupPhase::Inspecting { retry } | GroupPhase::Fencing { retry, .. } => {
             g.message = retry.last_error.clone().unwrap_or_default();
@@ -207,6 +216,19 @@ pub fn progress_from_status(status: &ResetStatus) -> Vec<GroupProgress> {
                 // A dry run's group is planned again: planning changes nothing.
                 GroupStage::Pending | GroupStage::Planned => None,
             }
+        })
+        .collect()
+}
+
+/// Per group, when its transient failures began, as a status written by [`ResetMachine::status`]
+/// says (`failingSince`): what [`ResetMachine::with_failing_since`] takes.
+pub fn failing_since(status: &ResetStatus) -> BTreeMap<GroupId, Timestamp> {
+    status
+        .groups
+        .iter()
+        .filter_map(|g| {
+            let at = crate::request::parse_instant(g.failing_since.as_deref()?)?;
+            Some((GroupId::from_raw(&g.group), Timestamp(at)))
         })
         .collect()
 }

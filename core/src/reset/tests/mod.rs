@@ -270,6 +270,67 @@ fn transient_failures_are_retried_for_the_time_set_then_final() {
     assert!(e.iter().all(|e| !matches!(e, Effect::CommitOffsets { .. } | Effect::Fence { .. })));
 }
 
+/// The retry time counts from a group's first transient failure even when its drive is rebuilt
+/// (an abandoned drive, an operator restart): the status names when the failures began, and the
+/// rebuilt machine goes on from then, so a group never retries for longer than the time set.
+#[test]
+fn the_retry_time_goes_on_across_rebuilt_drives() {
+    let retry_for = Duration::from_secs(60);
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]).with_retry_for(retry_for);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    let down = KafkaFailure::unreachable("Local: All broker connections are down");
+    m.handle(Input::Inspected { group: router(), result: Err(down.clone()) }, T0);
+    let status = m.status();
+    assert_eq!(status.groups[0].failing_since.as_deref(), Some(T0.rfc3339().as_str()));
+    // The drive stops; 50 s later a new one is built from that status: one more transient failure
+    // is retried, and the next one, past the minute since T0, is final.
+    let since = failing_since(&status);
+    assert_eq!(since.get(&router()), Some(&T0));
+    let later = T0.after(Duration::from_secs(50));
+    let mut m =
+        ResetMachine::new(request(&["router"]), None, vec![]).with_retry_for(retry_for).with_failing_since(since);
+    m.handle(stopped_router(), later);
+    assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
+    m.handle(Input::Inspected { group: router(), result: Err(down.clone()) }, later);
+    assert!(drain(&mut m).is_empty(), "still within the minute");
+    assert_eq!(m.status().groups[0].failing_since, status.groups[0].failing_since, "the clock did not start again");
+    let due = m.poll_timeout().expect("a retry");
+    m.handle(Input::Tick, due);
+    drain(&mut m);
+    let past = T0.after(Duration::from_secs(61));
+    m.handle(Input::Inspected { group: router(), result: Err(down) }, past);
+    assert_eq!(reasons(&drain(&mut m)), ["ResetOffsetsFailed: cart.router.in: Local: All broker connections are down"]);
+}
+
+/// Members in a group are waited for however long they stay, and that wait spends none of the
+/// retry time: a transient failure after they left is retried for the whole time again.
+#[test]
+fn waiting_for_members_spends_none_of_the_retry_time() {
+    let retry_for = Duration::from_secs(60);
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]).with_retry_for(retry_for);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    let down = KafkaFailure::unreachable("Local: Timed out");
+    m.handle(Input::Inspected { group: router(), result: Err(down.clone()) }, T0);
+    let mut now = m.poll_timeout().expect("a retry");
+    m.handle(Input::Tick, now);
+    drain(&mut m);
+    // Ten minutes of members.
+    let members = Inspection { members: 1, state: "Stable".into(), ..empty_group() };
+    while T0.until(now) < Duration::from_secs(600) {
+        m.handle(Input::Inspected { group: router(), result: Ok(members.clone()) }, now);
+        assert!(drain(&mut m).is_empty(), "members are waited for");
+        assert_eq!(m.status().groups[0].failing_since, None, "waiting for members is no Kafka failure");
+        now = m.poll_timeout().expect("looked at again");
+        m.handle(Input::Tick, now);
+        drain(&mut m);
+    }
+    m.handle(Input::Inspected { group: router(), result: Err(down) }, now);
+    assert!(drain(&mut m).is_empty(), "a transient failure after the members left is retried");
+    assert_eq!(m.status().groups[0].failing_since, Some(now.rfc3339()));
+}
+
 /// Transient failures of a group retried with the default [`DEFAULT_RETRY_FOR`] (300 s) before the
 /// last one is final: failures at 0, 1, 3, 7, 15, 31 s and then every 30 s up to 271 s are retried,
 /// the one at 301 s is final.
