@@ -86,6 +86,7 @@ mod plan;
 mod recovery;
 mod retry;
 mod status;
+mod summary;
 mod vocabulary;
 mod wording;
 
@@ -99,7 +100,8 @@ pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
-pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, failing_since, merge_progress, progress_from_status};
+pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
+pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};
 pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, LedgerEntry,
     Position, Positions, Timestamp, fence_marker, reset_marker,
