@@ -215,7 +215,8 @@ fn a_summary_reads_as_the_detail_would() {
     use super::summary::group_status;
     let intent = Intent::new(BTreeMap::from([(0, Some(5)), (1, None)]), BTreeMap::from([(0, 0), (1, 0)]), 5);
     let error = Retry { last_error: Some("Local: Timed out".into()), ..Retry::default() };
-    let reset = |added: Vec<i32>, notes: Vec<String>| intent.clone().with_notes(notes).into_reset("shop.cart-events.v1", added);
+    let reset =
+        |added: Vec<i32>, notes: Vec<String>| intent.clone().with_notes(notes).into_reset("shop.cart-events.v1", added);
     let phases = [
         GroupPhase::Pending { retry: error.clone() },
         GroupPhase::Committing { retry: Retry::default(), intent: intent.clone() },
@@ -275,7 +276,6 @@ fn a_summary_whose_commit_landed_on_some_partitions_only_fails_naming_a_bounded_
     );
     assert!(reason.contains("and 980 more partition(s)"), "{reason}");
 }
-
 
 /// A dry run's group of many partitions: its plan's text is spelled out from the summary.
 #[test]

@@ -26,7 +26,7 @@ impl ResetMachine {
     }
 
     /// The status of each group that `listed` names, in detail or summed up by their number.
-    fn groups<'a>(&self, listed: Vec<(&'a GroupId, String, GroupPhase)>) -> Vec<GroupStatus> {
+    fn groups(&self, listed: Vec<(&GroupId, String, GroupPhase)>) -> Vec<GroupStatus> {
         let (n, to) = (listed.len(), self.rules.destination.describe());
         listed
             .into_iter()
@@ -70,7 +70,10 @@ impl ResetMachine {
                 id,
                 phase: RequestPhase::Done,
                 groups: self.groups(
-                    groups.values().map(|(t, o)| (&t.group, t.topic.clone(), GroupPhase::Finished(o.clone()))).collect(),
+                    groups
+                        .values()
+                        .map(|(t, o)| (&t.group, t.topic.clone(), GroupPhase::Finished(o.clone())))
+                        .collect(),
                 ),
                 ..Default::default()
             },

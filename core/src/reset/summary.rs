@@ -157,8 +157,11 @@ pub(super) fn group_status(
             with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
         }
         GroupPhase::Recovering { intent, .. } | GroupPhase::Verifying { intent, .. } => {
-            g.outcome =
-                if matches!(phase, GroupPhase::Verifying { .. }) { GroupStage::Verifying } else { GroupStage::Recovering };
+            g.outcome = if matches!(phase, GroupPhase::Verifying { .. }) {
+                GroupStage::Verifying
+            } else {
+                GroupStage::Recovering
+            };
             with_intent(&mut g, &intent.before, &intent.target, intent.records_to_reprocess, intent.partition_count());
             if detail {
                 g.message = spell(g.outcome, &g.message, to.is_some());
