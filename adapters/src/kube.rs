@@ -94,21 +94,27 @@ pub async fn write_request(
     Ok(())
 }
 
-/// Sets the done annotation by server-side apply of that key alone, with the operator's field manager.
+/// Sets the done annotation by server-side apply of that key alone, with the operator's field manager,
+/// on the object of `uid` only: the apply carries the uid, so that the API server refuses it (422, or
+/// 409 when no object is left) if the object was deleted and another created under the name. Returns
+/// the object's resourceVersion after the write.
 ///
 /// # Errors
 /// The API call's error.
-pub async fn write_done(api: &Api<AnkkaFlow>, name: &str, id: &str) -> Result<(), kube::Error> {
+pub async fn write_done(api: &Api<AnkkaFlow>, name: &str, uid: &str, id: &str) -> Result<Option<String>, kube::Error> {
     let patch = serde_json::json!({
         "apiVersion": AnkkaFlow::api_version(&()),
         "kind": AnkkaFlow::kind(&()),
-        "metadata": { "name": name, "annotations": { ANNOTATION_RESET_DONE: id } }
+        "metadata": { "name": name, "uid": uid, "annotations": { ANNOTATION_RESET_DONE: id } }
     });
-    api.patch(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
-    Ok(())
+    let written = api.patch(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+    Ok(written.resource_version())
 }
 
-/// Applies `status` to the status subresource with the operator's field manager.
+/// Applies `status` to the status subresource with the operator's field manager. With
+/// `resource_version`, only on that version of the object (the API server answers 409 otherwise):
+/// the status subresource ignores a uid in the body, and a resourceVersion read from one object
+/// never matches another. Returns the object's resourceVersion after the write.
 ///
 /// # Errors
 /// The API call's error.
@@ -116,14 +122,19 @@ pub async fn write_status(
     api: &Api<AnkkaFlow>,
     name: &str,
     status: &flow_core::resource::AnkkaFlowStatus,
-) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({
+    resource_version: Option<&str>,
+) -> Result<Option<String>, kube::Error> {
+    let mut patch = serde_json::json!({
         "apiVersion": AnkkaFlow::api_version(&()),
         "kind": AnkkaFlow::kind(&()),
         "status": status
     });
-    api.patch_status(name, &PatchParams::apply(OPERATOR_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
-    Ok(())
+    if let Some(v) = resource_version {
+        patch["metadata"] = serde_json::json!({ "name": name, "resourceVersion": v });
+    }
+    let pp = PatchParams::apply(OPERATOR_FIELD_MANAGER).force();
+    let written = api.patch_status(name, &pp, &Patch::Apply(&patch)).await?;
+    Ok(written.resource_version())
 }
 
 /// The request annotation and the done annotation of a resource.

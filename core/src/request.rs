@@ -1,9 +1,9 @@
 //! The reset request annotation, `flow.ankka.thinkmorestupidless.com/reset-offsets`.
 //!
-//! Shape (reference.md §5.3, §6.3): `{"id":"<uuid>","streamlets":["router"]}`. An empty `streamlets`
-//! list means "every streamlet with an inlet". We are stricter than the reference platform, which ignored
-//! a request it could not parse: here every malformed annotation is reported with the reason
-//! (product.md §4).
+//! Shape (docs/reset.md, "The request"): `{"id":"<uuid>","streamlets":["router"]}`. An empty
+//! `streamlets` list means "every streamlet with an inlet". We are stricter than the platform this
+//! replaces, which ignored a request it could not parse: here every malformed annotation is reported
+//! with the reason (docs/reset.md, "Refusals").
 
 use std::collections::BTreeMap;
 

@@ -83,13 +83,16 @@ mod group;
 mod intake;
 mod machine;
 mod plan;
+mod recovery;
 mod retry;
 mod status;
+mod summary;
 mod vocabulary;
+mod wording;
 
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, Idle, KafkaCall, Persist, ProgressWrite, Work};
-pub use group::{GroupPhase, NAMED_PARTITIONS, outcome_event, outcome_events, went};
+pub use group::GroupPhase;
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,
 };
@@ -97,11 +100,13 @@ pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
-pub use status::{LISTED_OFFSETS, MESSAGE_LIMIT, catching_up, merge_progress, progress_from_status};
+pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
+pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};
 pub use vocabulary::{
-    Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, Position,
-    Positions, Timestamp, fence_marker, reset_marker,
+    Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, LedgerEntry,
+    Position, Positions, Timestamp, fence_marker, reset_marker,
 };
+pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, went};
 
 #[cfg(test)]
 mod bounded_tests;

@@ -381,6 +381,12 @@ pub struct Condition {
 pub struct ResetStatus {
     /// The request id (a UUID), or empty when the annotation did not parse.
     pub id: String,
+    /// The `metadata.uid` of the object the request was taken up for. A request belongs to one
+    /// object: progress recorded for another uid (an object of the same name, deleted since) is
+    /// never taken as this one's (docs/reset.md, "A request belongs to its object"). Absent in a
+    /// status written before requests were bound to the uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     /// Where the groups go when not to the earliest offsets: an RFC 3339 instant, `the offsets
     /// before reset <id>` or `the offsets of plan <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -414,8 +420,11 @@ pub struct GroupStatus {
     pub topic: String,
     /// `Pending`, `Committing`, `Recovering`, `Verifying`, `Reset` or `Failed` (see [`GroupStage`]).
     pub outcome: GroupStage,
-    /// The event note of the outcome, or why the group is still pending.
-    #[serde(default)]
+    /// The event note of the outcome, or why the group is still pending. For a group the status sums
+    /// up (more than 16 partitions, or a request of more than 16 groups) only what the other fields do
+    /// not tell: Kafka's last error while it retries, a failure's reason, a reset's notes;
+    /// `flow_core::reset::group_message` spells the whole text out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// Committed offsets before the reset, by partition; a partition without one is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -434,6 +443,11 @@ pub struct GroupStatus {
     /// streamlet reads again.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub records_to_reprocess: i64,
+    /// While the group retries transient Kafka failures: when the first of them came (RFC 3339). The
+    /// group fails once the retry time (`FLOW_RESET_RETRY_SECONDS`) has passed since, however often
+    /// the operator restarts meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<String>,
     /// Records the group still has to read (high watermark minus committed offset, summed over its
     /// partitions), measured after the reset until it reaches 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -37,7 +37,8 @@ pub enum Reconciled {
     Members,
     /// The annotation changed during a retry's sleep: this drive stops, the next takes the new one.
     Superseded,
-    /// The machine reached `Done` (refused, or every group finished).
+    /// The machine reached `Done` (refused, or every group finished), or the request was refused
+    /// without one (taken up for an earlier object of the resource's name) and marked done.
     Done,
     /// The machine stayed `Resetting` with nothing scheduled (never expected).
     Stalled,
@@ -119,6 +120,10 @@ impl World {
         for event in &answer.events {
             self.record_event(event, request.clone());
         }
+        // As the operator: the done write right after the events, the status at the reconcile's end.
+        if let Some(id) = &answer.done {
+            self.write_done(id);
+        }
         self.write_status(&answer.reset, &answer.history);
     }
 
@@ -134,14 +139,24 @@ impl World {
         // The fresh read of the resource.
         let (request, done) = (self.kube.request.clone(), self.kube.done.clone());
         let (reset, history) = (self.kube.status_reset.clone(), self.kube.status_history.clone());
-        let fresh =
-            Fresh { request: request.as_deref(), done: done.as_deref(), reset: reset.as_ref(), history: &history };
+        let uid = self.kube.uid.clone();
+        let fresh = Fresh {
+            uid: &uid,
+            request: request.as_deref(),
+            done: done.as_deref(),
+            reset: reset.as_ref(),
+            history: &history,
+        };
         let admitted = match intake(&fresh, self.now) {
             Intake::Idle => return Reconciled::NoRequest,
             Intake::Answered(answer) => {
                 let malformed = answer.reset.id.is_empty();
                 self.answer(&answer, (!malformed).then(|| answer.reset.id.clone()));
-                return if malformed { Reconciled::Malformed } else { Reconciled::AlreadyDone };
+                return match (malformed, &answer.done) {
+                    (true, _) => Reconciled::Malformed,
+                    (false, Some(_)) => Reconciled::Done,
+                    (false, None) => Reconciled::AlreadyDone,
+                };
             }
             Intake::Admitted(admitted) => admitted,
         };
@@ -151,7 +166,8 @@ impl World {
         let mut drive = match admitted.start(ledger, options, self.now) {
             Started::Answered(answer) => {
                 self.answer(&answer, Some(id));
-                return Reconciled::AlreadyDone;
+                // Refused for good (taken up for an earlier object), or done by its progress.
+                return if answer.done.is_some() { Reconciled::Done } else { Reconciled::AlreadyDone };
             }
             Started::Drive(drive) => *drive,
         };
@@ -164,12 +180,19 @@ impl World {
             while let Some(work) = drive.poll_work(self.now) {
                 started += 1;
                 assert!(started <= MAX_WORK, "the drive of request {id} did not end after {MAX_WORK} pieces of work");
+                // As the operator: work that acts is refused once the Lease's margin is gone, and
+                // never waited for.
+                if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
+                    drive.not_started(&work);
+                    drive.abandon();
+                    continue;
+                }
                 match work {
                     Work::Kafka(call) => pending.push(Pending::Call(call)),
                     Work::Persist(persist) => {
                         // The ledger is written when the persist starts; the status write runs on.
                         if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
-                            self.ledger.put(&id, &persist.writes);
+                            self.ledger.put(&id, &uid, &persist.writes);
                         }
                         pending.push(Pending::Write(persist));
                     }
@@ -193,6 +216,9 @@ impl World {
                     return Reconciled::Crashed { effects: started };
                 }
             }
+            // The operator waits for the tasks it started, and only for them: what the drive counts
+            // in flight must be exactly what is under way, or it would wait forever.
+            assert_eq!(drive.in_flight(), pending.len(), "the drive counts in flight what was started");
             if !pending.is_empty() {
                 let item = pending.remove(schedule.pick(pending.len()));
                 match self.complete(&id, &drive, item) {

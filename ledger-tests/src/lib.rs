@@ -9,9 +9,11 @@
 //!   `flow_core::reset`, with the I/O simulated: calls and writes complete in an order the history
 //!   chooses, writes fail, and the operator crashes after any piece of work.
 //! - [`invariants`]: the reset's guarantees (docs/reset.md), read off the log of everything that happened.
+//! - [`coverage`]: the states a history reached, for the test that the generator reaches them.
 //!
 //! Nothing here reads a clock or a random source: a history of transitions replays exactly.
 
+pub mod coverage;
 pub mod driver;
 pub mod invariants;
 pub mod world;

@@ -8,8 +8,8 @@ use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{
-    Committed, DEFAULT_SETTLE, GroupProgress, Inspection, KafkaCall, KafkaFailure, Position, Positions, ProgressWrite,
-    Timestamp, WAIT_RECHECK,
+    Committed, DEFAULT_SETTLE, GroupProgress, Inspection, KafkaCall, KafkaFailure, LedgerEntry, Position, Positions,
+    ProgressWrite, Timestamp, WAIT_RECHECK,
 };
 use flow_core::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus, StreamletSpec, TopicSpec};
 use flow_core::targets::InletTarget;
@@ -85,7 +85,7 @@ impl World {
             kafka.logs.insert(*s, logs);
             kafka.committed.insert(*s, committed);
         }
-        let mut kube = Kube::default();
+        let mut kube = Kube { uid: object_uid(0), ..Kube::default() };
         for s in Streamlet::ALL {
             let on = init.running.contains(&s);
             kube.replicas.insert(s, i32::from(on));
@@ -232,6 +232,18 @@ impl World {
     pub fn lose_ledger(&mut self) {
         self.ledger.lose();
         self.facts.push(Fact::LedgerLost);
+    }
+
+    /// The resource is deleted and created again from the same manifest, which carries the request
+    /// annotation (a GitOps tool syncing it back, a backup applied again): a new uid, no done
+    /// annotation, no status. Its pods and replicas stay as they are; its old events stay too.
+    pub fn recreate(&mut self) {
+        let n = self.facts.iter().filter(|f| matches!(f, Fact::Recreated { .. })).count() + 1;
+        self.kube.uid = object_uid(n);
+        self.kube.done = None;
+        self.kube.status_reset = None;
+        self.kube.status_history.clear();
+        self.facts.push(Fact::Recreated { uid: self.kube.uid.clone() });
     }
 
     /// Time passes (the controller's requeue between two reconciles).

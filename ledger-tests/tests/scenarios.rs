@@ -415,3 +415,135 @@ fn fence_outlives_its_drive(w: &mut World) {
         ],
     );
 }
+
+/// Case from the audit of the concurrent driver: the operator finds it lost its Lease's margin as it
+/// is about to fence. The fence (and each piece of work after it that acts) is refused before it
+/// starts, and the drive must not count it in flight, or the operator would wait for it forever.
+/// The next reconcile, with the Lease held, finishes the request with one commit per group.
+#[test]
+fn work_refused_for_a_lost_lease_is_never_waited_for() {
+    let mut w = World::new(&init(&[]));
+    run(
+        &mut w,
+        &[
+            &|w| _ = w.write_request(1, Ask::Router),
+            &|w| w.inject_kube(KubeFault::LeaseLost, 1),
+            // The inspection only looks; the fence after it acts, and is refused.
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Abandoned),
+            &|w| assert_eq!(w.kafka.calls, 1, "only the inspection reached Kafka"),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+        ],
+    );
+    assert_eq!(reset_commits(&w, Router), 1);
+}
+
+/// Notes of the events recorded with `reason` whose key is `key`.
+fn refusals(world: &World, key: &str) -> Vec<String> {
+    world
+        .facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::Event(e) if e.reason == "ResetRefused" && e.key == key => Some(e.note.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A request belongs to its object: the resource is deleted once its request is done and created
+/// again from the same manifest (request annotation, no done annotation, no status). The new object
+/// does not carry the request out again: it is refused, marked done, and no group is committed twice.
+#[test]
+fn a_request_done_for_an_earlier_object_is_not_carried_out_again_for_a_new_one() {
+    let mut w = World::new(&init(&[]));
+    run(
+        &mut w,
+        &[
+            &|w| _ = w.write_request(1, Ask::All),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+            &|w| w.recreate(),
+            &|w| assert_eq!(w.kube.done, None),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+        ],
+    );
+    let id = request_id(1);
+    assert_eq!(w.kube.done.as_deref(), Some(id.as_str()), "marked done on the new object");
+    for s in [Router, Sink] {
+        assert_eq!(reset_commits(&w, s), 1, "{s:?} is committed once");
+    }
+    let notes = refusals(&w, &format!("{id}/refused"));
+    assert!(notes.len() == 1 && notes[0].contains("taken up for an earlier AnkkaFlow"), "{notes:?}");
+    let status = w.kube.status_reset.as_ref().expect("a status");
+    assert_eq!((status.phase.as_str(), status.uid.as_deref()), ("Refused", Some(w.kube.uid.as_str())));
+    // Nothing more happens for it.
+    let calls = w.kafka.calls;
+    assert_eq!(w.reconcile(None), Reconciled::AlreadyDone);
+    assert_eq!(w.kafka.calls, calls);
+}
+
+/// The same when the earlier object was deleted mid-reset (an intent whose commit may have landed):
+/// the new object never commits for that request, and a new request resets the groups as usual.
+#[test]
+fn a_request_cut_short_by_the_deletion_of_its_object_is_not_taken_over_by_a_new_one() {
+    let mut w = World::new(&init(&[]));
+    run(
+        &mut w,
+        &[
+            &|w| _ = w.write_request(1, Ask::Router),
+            // Inspect, fence, persist the intent, commit: crash, then the object goes.
+            &|w| assert_eq!(w.reconcile(Some(4)), Reconciled::Crashed { effects: 4 }),
+            &|w| w.recreate(),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+            &|w| _ = w.write_request(2, Ask::Router),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+        ],
+    );
+    assert_eq!(reset_commits(&w, Router), 2, "one per request");
+    assert!(!refusals(&w, &format!("{}/refused", request_id(1))).is_empty());
+}
+
+/// The documented limit (docs/reset.md, "A request belongs to its object"): with the ledger lost as
+/// well as the object, nothing is left that says the request ran, and the new object carries it out
+/// again. The model's invariants see it as a second reset of the same request.
+#[test]
+fn with_the_ledger_lost_too_a_new_object_carries_the_request_out_again() {
+    let mut w = World::new(&init(&[]));
+    w.write_request(1, Ask::Router);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    w.recreate();
+    w.lose_ledger();
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    assert_eq!(reset_commits(&w, Router), 2);
+    let v = w.violations(&[]);
+    assert!(v.iter().any(|v| v.contains("a second time")), "{v:?}");
+}
+
+/// Retries are bounded by time across drives: Kafka fails transiently for good, and every drive stops
+/// (the operator crashes) right after the status showed the group waiting for its next attempt. Each
+/// new drive goes on from the first failure the status names, so the group fails once the retry time
+/// has passed, instead of retrying for ever with a clock that starts again.
+#[test]
+fn retries_stay_bounded_by_time_however_often_the_drive_is_rebuilt() {
+    let mut w = World::new(&init(&[]));
+    w.write_request(1, Ask::Router);
+    w.inject(Fault::Transient, 255);
+    let start = w.now;
+    let failed = |w: &World| {
+        w.kube.status_reset.as_ref().is_some_and(|s| s.groups.iter().any(|g| g.outcome.as_str() == "Failed"))
+    };
+    let mut reconciles = 0;
+    // Inspect (it fails), then the status write that shows the retry: crash after it.
+    while !failed(&w) {
+        assert_eq!(w.reconcile(Some(2)), Reconciled::Crashed { effects: 2 });
+        reconciles += 1;
+        assert!(reconciles < 200, "the group still retries after {:?}", start.until(w.now));
+    }
+    let took = start.until(w.now);
+    assert_eq!(w.reconcile(None), Reconciled::Done);
+    check(&w);
+    let id = request_id(1);
+    assert_eq!(w.kube.done.as_deref(), Some(id.as_str()));
+    let failed = notes(&w, "ResetOffsetsFailed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let retry_for = flow_core::reset::DEFAULT_RETRY_FOR;
+    assert!(took >= retry_for && took < retry_for + std::time::Duration::from_secs(60), "failed after {took:?}");
+}

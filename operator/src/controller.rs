@@ -46,7 +46,8 @@ use crate::{apply, observe};
 /// When no Kubernetes client can be built, the Lease cannot be used, or the ledger cannot be opened.
 pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let stop = Stop::listen().map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
-    let client = Client::try_default().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
+    // Every call but the watches has a timeout (see `crate::leader::clients`).
+    let (client, watches) = crate::leader::clients().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
         clusters_namespace = %settings.clusters_namespace(),
@@ -76,7 +77,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // One controller per watched namespace (one of every namespace by default): a watch covers one
     // namespace or all of them, and the operator's rights may be bound in the watched ones alone.
     let scope = crate::scope::Scope::of(&settings);
-    let (flows, deployments) = (scope.apis::<AnkkaFlow>(&client), scope.apis::<Deployment>(&client));
+    let (flows, deployments) = (scope.apis::<AnkkaFlow>(&watches), scope.apis::<Deployment>(&watches));
     // The reconciles in parallel, shared out between the controllers.
     let concurrency = (settings.max_concurrent_reconciles / u16::try_from(flows.len()).unwrap_or(u16::MAX)).max(1);
     let controllers: Vec<Controller<AnkkaFlow>> = flows
@@ -119,7 +120,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     crate::lag::spawn_sampler(ctx.clone());
     let runs = controllers.into_iter().map(|controller| {
         controller
-            .reconcile_all_on(cluster_secret_changes(ctx.client.clone(), ctx.settings.clusters_namespace()))
+            .reconcile_all_on(cluster_secret_changes(watches.clone(), ctx.settings.clusters_namespace()))
             .graceful_shutdown_on(stop.clone().requested())
             .run(reconcile_measured, error_policy, ctx.clone())
             .boxed()
@@ -356,11 +357,16 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     let held = flow_core::rebuild::held(&flow.spec, annotation, done);
     let rebuild = flow_core::rebuild::conditions(annotation, &held, status.reset.as_ref(), flow.metadata.generation);
     let before = flow.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-    for event in flow_core::rebuild::events(annotation, &rebuild, before) {
+    let events = flow_core::rebuild::events(annotation, &rebuild, before);
+    if !events.is_empty() && !crate::leader::may_act() {
+        // No event, and no status write either: another instance may hold the Lease by now.
+        return Ending { status: None, result: Err(Error::LeaseLost) };
+    }
+    for event in events {
         apply::record(ctx, flow, &event).await;
     }
     status.conditions.extend(rebuild);
-    if let Some(problem) = ctx.ledger.problem() {
+    if let Some(problem) = ctx.ledger.problem().await {
         status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));
     }
 
@@ -395,9 +401,8 @@ async fn write_status(
 ) -> Result<(), Error> {
     let status = status::finish(status, flow.status.as_ref(), outcome, Timestamp::now());
     if status::needs_write(flow.status.as_ref(), &status) {
-        let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
-        let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
-        flow_adapters::kube::write_status(&api, &flow.name_any(), &status).await?;
+        // On the object read only, and only while this instance holds the Lease (`crate::writes`).
+        crate::writes::Object::of(&ctx.client, flow)?.status(&status).await?;
     }
     Ok(())
 }
@@ -419,7 +424,8 @@ fn quiet<R>(e: &kube::runtime::controller::Error<R, kube::runtime::watcher::Erro
 /// error's category (the `Applied` condition was set by the reconcile's status write). A failed
 /// step of the plan was reported where it failed. An event that cannot be recorded is logged.
 async fn report_failure(ctx: &Context, flow: &AnkkaFlow, e: &Error) {
-    if matches!(e, Error::Apply(_)) || flow.namespace().is_none() {
+    // An apply reports itself; an instance that lost the Lease records nothing more.
+    if matches!(e, Error::Apply(_) | Error::LeaseLost) || flow.namespace().is_none() {
         return;
     }
     let note = format!("reconcile failed: {e}");

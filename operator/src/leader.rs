@@ -10,13 +10,17 @@
 //!   while [`may_act`] holds: less than the renewal deadline since the last renewal the API server
 //!   confirmed, counted from before it was sent, on the monotonic clock. A process paused past it (a
 //!   long GC pause, SIGSTOP) finds it false the moment it runs again, before it acts.
-//! - **Every API call with a timeout**, shorter than what is left of the renewal deadline.
+//! - **Every API call with a timeout**: the client of every call but the watches answers within
+//!   [`API_TIMEOUT`] or fails ([`clients`]), and the Lease's own calls within what is left of the
+//!   renewal deadline. A status write carries the resourceVersion this instance last read or wrote,
+//!   so one sent by a deposed holder after a new holder wrote is refused (`crate::writes`).
 //! - **Takeover conditional on the Lease's resourceVersion.** A candidate counts a holder as gone
 //!   only when the Lease it read has not changed for the Lease's duration plus a grace on its own
 //!   clock (never comparing clocks across machines), and takes it over with an update that carries
 //!   the resourceVersion it read: if anyone wrote the Lease meanwhile, the API server answers 409 and
-//!   the candidate reads again. The grace covers a Kafka call the old holder started just before its
-//!   deadline: by the time a new holder acts, it has ended.
+//!   the candidate reads again. The grace covers a Kafka call or an API call the old holder started
+//!   just before its deadline: by the time a new holder acts, it has ended. At start, a Lease too
+//!   short for the longest such call is refused ([`Timing::check`]).
 //!
 //! A SIGTERM lets running reconciles finish and then gives the Lease back (an update that clears its
 //! holder), so the next instance of a rollout takes over without waiting for it to expire.
@@ -38,6 +42,26 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::settings::{DEFAULT_INSTANCE, Settings};
+
+/// The longest any call to the API server may take, watches aside: no answer by then is a failure.
+pub const API_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The clients of the operator: one for its calls, which fail when the API server sends nothing for
+/// [`API_TIMEOUT`] (counted from when the request was sent), and one for its watches, whose streams
+/// stay quiet for minutes when nothing changes (the watcher has its own idle timeout).
+///
+/// # Errors
+/// When no Kubernetes configuration is found, or no client can be built from it.
+pub async fn clients() -> Result<(Client, Client), kube::Error> {
+    let config = kube::Config::infer().await.map_err(kube::Error::InferConfig)?;
+    let watches = Client::try_from(config.clone())?;
+    let mut calls = config;
+    calls.connect_timeout = Some(API_TIMEOUT);
+    calls.read_timeout = Some(API_TIMEOUT);
+    calls.write_timeout = Some(API_TIMEOUT);
+    calls.reset_reader_on_write = true;
+    Ok((Client::try_from(calls)?, watches))
+}
 
 /// Set once SIGTERM or SIGINT arrived; a second signal ends the process at once.
 #[derive(Clone)]
@@ -87,6 +111,9 @@ impl Stop {
 /// Why leader election could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The settings make a Lease too short for the calls a holder may have under way.
+    #[error("{0}")]
+    Settings(String),
     /// The Lease could not be read or created.
     #[error("cannot use the Lease {namespace}/{name}: {source}")]
     Lease {
@@ -123,22 +150,67 @@ pub struct Timing {
     pub renew_deadline: Duration,
     /// How often the holder renews, and a candidate looks.
     pub retry: Duration,
-    /// What a candidate waits beyond the duration before it takes over: enough for a Kafka call the
-    /// old holder started just before its deadline to have ended.
+    /// What a candidate waits beyond the duration before it takes over: enough for a Kafka call or
+    /// an API call the old holder started just before its deadline to have ended.
     pub grace: Duration,
+    /// The longest call a holder may have under way: a Kafka call (its request timeout plus the
+    /// admin poll's extra second) or an API call ([`API_TIMEOUT`]).
+    pub longest_call: Duration,
 }
 
 impl Timing {
-    /// The periods for a Lease of `duration_seconds`, with Kafka calls of at most `kafka_call`.
-    pub fn new(duration_seconds: u64, kafka_call: Duration) -> Timing {
+    /// The periods for a Lease of `duration_seconds`, with Kafka calls of at most `kafka_call` and
+    /// API calls of at most `api_call`.
+    pub fn new(duration_seconds: u64, kafka_call: Duration, api_call: Duration) -> Timing {
         let duration = Duration::from_secs(duration_seconds);
         let renew_deadline = duration * 2 / 3;
         let retry = (duration / 6).max(Duration::from_millis(500));
         // The old holder stops starting calls at the renew deadline; a call it started then runs at
-        // most `kafka_call` plus the admin poll's extra second. The candidate's count starts no
-        // earlier than the old holder's last renewal, and takes over after the duration.
-        let grace = (kafka_call + Duration::from_secs(1)).saturating_sub(duration - renew_deadline);
-        Timing { duration, renew_deadline, retry, grace }
+        // most the longest call. The candidate's count starts no earlier than the old holder's last
+        // renewal, and takes over after the duration.
+        let longest_call = (kafka_call + Duration::from_secs(1)).max(api_call);
+        let grace = longest_call.saturating_sub(duration - renew_deadline);
+        Timing { duration, renew_deadline, retry, grace, longest_call }
+    }
+
+    /// The Lease's periods for `settings`.
+    pub fn of(settings: &Settings) -> Timing {
+        Timing::new(
+            settings.lease_duration_seconds,
+            Duration::from_secs(settings.kafka_request_timeout_seconds),
+            API_TIMEOUT,
+        )
+    }
+
+    /// Whether the Lease suits the calls a holder may have under way: the longest may last at most
+    /// twice the Lease's duration, so that a candidate takes over a holder that stopped within
+    /// about three Lease terms. A longer call would leave a pipeline without an operator for that
+    /// long after its holder stopped.
+    ///
+    /// # Errors
+    /// A message naming the settings, and what to set.
+    pub fn check(&self, settings: &Settings) -> Result<(), String> {
+        if self.longest_call <= self.duration * 2 {
+            return Ok(());
+        }
+        let needed = self.longest_call.as_secs().div_ceil(2);
+        let call = if self.longest_call > API_TIMEOUT {
+            format!(
+                "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS={}: a Kafka call may run {} s",
+                settings.kafka_request_timeout_seconds,
+                self.longest_call.as_secs()
+            )
+        } else {
+            format!("the API timeout: an API call may run {} s", self.longest_call.as_secs())
+        };
+        Err(format!(
+            "FLOW_LEASE_DURATION_SECONDS={} is too short for {call}, and a stopped operator's last call must end \
+             before another takes over, which would then wait {} s; set FLOW_LEASE_DURATION_SECONDS to at least \
+             {needed}{}",
+            settings.lease_duration_seconds,
+            (self.duration + self.grace).as_secs(),
+            if self.longest_call > API_TIMEOUT { ", or lower FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS" } else { "" }
+        ))
     }
 }
 
@@ -274,8 +346,8 @@ impl Leadership {
         let namespace = settings.lease_namespace.clone();
         let name = settings.lease_name.clone();
         let identity = identity(settings);
-        let timing =
-            Timing::new(settings.lease_duration_seconds, Duration::from_secs(settings.kafka_request_timeout_seconds));
+        let timing = Timing::of(settings);
+        timing.check(settings).map_err(Error::Settings)?;
         let lease = LeaseApi {
             api: Api::namespaced(client, &namespace),
             name: name.clone(),
@@ -435,20 +507,51 @@ mod tests {
 
     #[test]
     fn a_deposed_holder_stops_acting_before_a_new_one_may_start() {
-        let t = Timing::new(15, Duration::from_secs(10));
+        let t = Timing::new(15, Duration::from_secs(10), API_TIMEOUT);
         assert_eq!(t.renew_deadline, Duration::from_secs(10));
         assert_eq!(t.retry, Duration::from_millis(2500));
         // The old holder acts until 10 s after its last renewal; a call it starts then ends by 21 s.
         // A candidate takes over no earlier than 15 s + grace after that renewal.
         assert_eq!(t.grace, Duration::from_secs(6));
         assert!(t.renew_deadline + Duration::from_secs(11) <= t.duration + t.grace);
-        let short = Timing::new(6, Duration::from_secs(2));
-        assert_eq!((short.renew_deadline, short.grace), (Duration::from_secs(4), Duration::from_secs(1)));
+        // With short Kafka calls, an API call is the longest a holder may have under way.
+        let short = Timing::new(6, Duration::from_secs(2), API_TIMEOUT);
+        assert_eq!((short.renew_deadline, short.grace), (Duration::from_secs(4), Duration::from_secs(8)));
+        assert!(short.renew_deadline + API_TIMEOUT <= short.duration + short.grace);
+    }
+
+    #[test]
+    fn a_lease_too_short_for_the_calls_is_refused_at_start_naming_the_settings() {
+        use clap::Parser;
+        let settings = |args: &[&str]| crate::settings::Cli::parse_from([&["flow-operator"], args].concat()).settings;
+        for ok in [
+            &[][..],
+            &["--lease-duration-seconds", "6"],
+            &["--lease-duration-seconds", "6", "--kafka-request-timeout-seconds", "2"],
+        ] {
+            let s = settings(ok);
+            assert_eq!(Timing::of(&s).check(&s), Ok(()), "{ok:?}");
+        }
+        let s = settings(&["--kafka-request-timeout-seconds", "300"]);
+        let why = Timing::of(&s).check(&s).unwrap_err();
+        assert!(
+            why.starts_with(
+                "FLOW_LEASE_DURATION_SECONDS=15 is too short for FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS=300: a \
+                             Kafka call may run 301 s"
+            ) && why.contains(
+                "set FLOW_LEASE_DURATION_SECONDS to at least 151, or lower FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS"
+            ),
+            "{why}"
+        );
+        let s = settings(&["--lease-duration-seconds", "4", "--kafka-request-timeout-seconds", "1"]);
+        let why = Timing::of(&s).check(&s).unwrap_err();
+        assert!(why.contains("the API timeout: an API call may run 10 s") && why.contains("at least 5"), "{why}");
     }
 
     #[test]
     fn without_a_term_the_process_may_act() {
-        let term = Term { renewed: Mutex::new(Instant::now()), timing: Timing::new(15, Duration::from_secs(10)) };
+        let term =
+            Term { renewed: Mutex::new(Instant::now()), timing: Timing::new(15, Duration::from_secs(10), API_TIMEOUT) };
         assert!(term.may_act());
         term.renewed_at(Instant::now() - Duration::from_secs(11));
         assert!(!term.may_act());

@@ -1,7 +1,7 @@
 //! The reset ledger as the operator uses it: a cache of reset progress that may fail or vanish
 //! without ever blocking a reset.
 //!
-//! Every record the ledger takes is also in the resource's status before anything depends on it
+//! Every entry the ledger takes is also in the resource's status before anything depends on it
 //! (docs/reset.md, "Guarantees"), so a ledger that cannot be opened, read or written only costs the
 //! offsets per partition of large groups, which Kafka's commit markers stand in for. It is reported,
 //! never fatal: a warning in the log, the `ankka_flow_ledger_available` gauge at 0, a count in
@@ -16,12 +16,21 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flow_adapters::ledger::{Ledger as Db, LedgerError, Owner};
-use flow_core::reset::{GroupProgress, ProgressWrite};
+use flow_core::reset::{LedgerEntry, ProgressWrite};
 
 use crate::metrics::{LedgerLabels, Metrics};
 
 /// The operator's ledger: the database when it can be used, and the last problem with it.
+///
+/// sled reads and writes the disk, and a write is flushed (fsync) before it counts: every call runs
+/// on tokio's blocking threads, never on the runtime's own, so a slow disk delays only the work that
+/// waits for it (a persist, and what depends on it), not every reconcile and probe of the process.
+#[derive(Clone)]
 pub struct Ledger {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     dir: PathBuf,
     state: Mutex<State>,
     metrics: Arc<Metrics>,
@@ -37,50 +46,100 @@ struct State {
 /// A file sled keeps in the ledger directory for as long as the database exists.
 const MARKER: &str = "conf";
 
+/// The resource a request belongs to, owned, for a call on a blocking thread.
+struct Key {
+    namespace: String,
+    name: String,
+    uid: String,
+}
+
+impl Key {
+    fn of(owner: Owner<'_>) -> Key {
+        Key { namespace: owner.namespace.to_string(), name: owner.name.to_string(), uid: owner.uid.to_string() }
+    }
+
+    fn owner(&self) -> Owner<'_> {
+        Owner { namespace: &self.namespace, name: &self.name, uid: &self.uid }
+    }
+}
+
 impl Ledger {
-    /// Opens the ledger in `dir`; a failure is reported and retried at the next use.
+    /// The ledger in `dir`; a failure to open it is reported and retried at the next use.
     pub fn open(dir: &Path, metrics: Arc<Metrics>) -> Ledger {
-        let ledger = Ledger { dir: dir.to_path_buf(), state: Mutex::new(State::default()), metrics };
-        let _ = ledger.db();
+        let inner = Inner { dir: dir.to_path_buf(), state: Mutex::new(State::default()), metrics };
+        let ledger = Ledger { inner: Arc::new(inner) };
+        // Opened now in the background, so that a ledger that cannot be opened shows at once.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let inner = Arc::clone(&ledger.inner);
+            runtime.spawn_blocking(move || inner.db());
+        }
         ledger
     }
 
     /// Why the ledger cannot be used now, if it cannot. Looks at the directory first, so that a
     /// ledger removed or unopenable shows before a reset needs it.
-    pub fn problem(&self) -> Option<String> {
-        let _ = self.db();
-        self.lock().problem.clone()
+    pub async fn problem(&self) -> Option<String> {
+        self.blocking(|inner| {
+            let _ = inner.db();
+            inner.lock().problem.clone()
+        })
+        .await
+        .flatten()
     }
 
-    /// The progress of every group of request `id` of `owner`; `None` when the ledger cannot be
-    /// read (the status then stands in for it).
-    pub fn progress(&self, owner: Owner<'_>, id: &str) -> Option<Vec<GroupProgress>> {
-        let db = self.db()?;
-        match db.progress(owner, id) {
-            Ok(progress) => Some(progress),
+    /// The entries of request `id` of the resource `owner` names, for whichever object (uid) they
+    /// were recorded; `None` when the ledger cannot be read (the status then stands in for it).
+    pub async fn progress(&self, owner: Owner<'_>, id: &str) -> Option<Vec<LedgerEntry>> {
+        let (key, id) = (Key::of(owner), id.to_string());
+        self.blocking(move |inner| {
+            let db = inner.db()?;
+            match db.progress(key.owner(), &id) {
+                Ok(progress) => Some(progress),
+                Err(e) => {
+                    inner.failed("read", &e);
+                    None
+                }
+            }
+        })
+        .await
+        .flatten()
+    }
+
+    /// Writes `writes` to the progress of request `id` of `owner`, flushed to disk before it
+    /// returns; whether they are durable in the ledger (the status carries them either way).
+    pub async fn put(&self, owner: Owner<'_>, id: &str, writes: Vec<ProgressWrite>) -> bool {
+        let (key, id) = (Key::of(owner), id.to_string());
+        self.blocking(move |inner| {
+            let Some(db) = inner.db() else { return false };
+            match db.put(key.owner(), &id, &writes) {
+                Ok(()) => {
+                    inner.worked();
+                    true
+                }
+                Err(e) => {
+                    inner.failed("write", &e);
+                    false
+                }
+            }
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Runs `call` on a blocking thread; `None` when it ended without a result (it panicked).
+    async fn blocking<T: Send + 'static>(&self, call: impl FnOnce(&Inner) -> T + Send + 'static) -> Option<T> {
+        let inner = Arc::clone(&self.inner);
+        match tokio::task::spawn_blocking(move || call(&inner)).await {
+            Ok(t) => Some(t),
             Err(e) => {
-                self.failed("read", &e);
+                tracing::warn!(error = %e, "a call on the reset ledger ended without a result");
                 None
             }
         }
     }
+}
 
-    /// Writes `writes` to the progress of request `id` of `owner`; whether they are durable in the
-    /// ledger (the status carries them either way).
-    pub fn put(&self, owner: Owner<'_>, id: &str, writes: &[ProgressWrite]) -> bool {
-        let Some(db) = self.db() else { return false };
-        match db.put(owner, id, writes) {
-            Ok(()) => {
-                self.worked();
-                true
-            }
-            Err(e) => {
-                self.failed("write", &e);
-                false
-            }
-        }
-    }
-
+impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -152,36 +211,36 @@ mod tests {
         vec![ProgressWrite::Intent(GroupId::new("cart", "router", "in"), intent)]
     }
 
-    #[test]
-    fn a_removed_directory_is_noticed_and_a_new_ledger_opened() {
+    #[tokio::test]
+    async fn a_removed_directory_is_noticed_and_a_new_ledger_opened() {
         let dir = std::env::temp_dir().join(format!("flow-ledger-removed-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let metrics = Arc::new(Metrics::default());
         let l = Ledger::open(&dir, metrics.clone());
-        let owner = Owner { namespace: "shop", name: "cart" };
-        assert!(l.put(owner, "u1", &write()));
-        assert_eq!(l.progress(owner, "u1").map(|p| p.len()), Some(1));
+        let owner = Owner { namespace: "shop", name: "cart", uid: "5f0c1e2a-cart" };
+        assert!(l.put(owner, "u1", write()).await);
+        assert_eq!(l.progress(owner, "u1").await.map(|p| p.len()), Some(1));
         std::fs::remove_dir_all(&dir).expect("remove the ledger directory");
         // The progress went with the directory; the ledger works again in a new one.
-        assert_eq!(l.progress(owner, "u1").map(|p| p.len()), Some(0));
-        assert!(l.put(owner, "u1", &write()));
+        assert_eq!(l.progress(owner, "u1").await.map(|p| p.len()), Some(0));
+        assert!(l.put(owner, "u1", write()).await);
         assert!(dir.join(MARKER).exists());
-        assert_eq!(l.problem(), None);
+        assert_eq!(l.problem().await, None);
         assert!(metrics.encode().contains("ankka_flow_ledger_errors_total{operation=\"lost\"} 1"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn a_ledger_that_cannot_be_opened_is_a_problem_not_a_stop() {
+    #[tokio::test]
+    async fn a_ledger_that_cannot_be_opened_is_a_problem_not_a_stop() {
         // A regular file where the directory should be.
         let path = std::env::temp_dir().join(format!("flow-ledger-file-{}", std::process::id()));
         std::fs::write(&path, b"not a directory").expect("a file");
         let metrics = Arc::new(Metrics::default());
         let l = Ledger::open(&path, metrics.clone());
-        let owner = Owner { namespace: "shop", name: "cart" };
-        assert!(!l.put(owner, "u1", &write()));
-        assert_eq!(l.progress(owner, "u1"), None);
-        let problem = l.problem().expect("a problem");
+        let owner = Owner { namespace: "shop", name: "cart", uid: "5f0c1e2a-cart" };
+        assert!(!l.put(owner, "u1", write()).await);
+        assert_eq!(l.progress(owner, "u1").await, None);
+        let problem = l.problem().await.expect("a problem");
         assert!(problem.starts_with("cannot open the reset ledger in "), "{problem}");
         let text = metrics.encode();
         assert!(text.contains("ankka_flow_ledger_available 0"), "{text}");

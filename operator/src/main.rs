@@ -18,6 +18,7 @@ mod reset;
 mod scope;
 mod settings;
 mod tenancy;
+mod writes;
 
 use std::process::ExitCode;
 

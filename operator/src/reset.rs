@@ -29,21 +29,12 @@ use tokio::task::JoinHandle;
 use crate::connections::Connections;
 use crate::context::{Context, Error};
 use crate::faults;
+use crate::leader::API_TIMEOUT;
+use crate::writes::{Object, timed};
 
 fn now() -> Timestamp {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
-}
-
-/// The longest any Kubernetes call of the driver may take: an API server that does not answer must
-/// not hold a drive (or a deposed leader) forever.
-const API_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `call` with [`API_TIMEOUT`].
-async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
-    tokio::time::timeout(API_TIMEOUT, call)
-        .await
-        .unwrap_or_else(|_| Err(kube::Error::Service("the API server did not answer in time".into())))
 }
 
 /// How long until `at`, from now (zero once it has passed).
@@ -72,9 +63,12 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let flow = timed(api.get(&cached.name_any())).await?;
+    // Every write of this drive lands on the object just read, or nowhere (`crate::writes`).
+    let object = Arc::new(Object::of(&ctx.client, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
     let flow_status = flow.status.as_ref();
     let fresh = Fresh {
+        uid: object.uid(),
         request,
         done,
         reset: flow_status.and_then(|s| s.reset.as_ref()),
@@ -82,19 +76,24 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     };
     let admitted = match flow_core::reset::intake(&fresh, now()) {
         Intake::Idle => return Ok(None),
-        Intake::Answered(answer) => return Ok(answered(ctx, &flow, status, answer).await),
+        Intake::Answered(answer) => return answered(ctx, &flow, &object, status, answer).await,
         Intake::Admitted(admitted) => admitted,
     };
     let name = flow.name_any();
-    let owner = Owner { namespace: &ns, name: &name };
+    let owner = Owner { namespace: &ns, name: &name, uid: object.uid() };
     // An undo puts back what the ledger recorded of the request it undoes; when the ledger was lost,
     // what the status still lists of it (the latest request only, and its small groups' offsets).
     let admitted = match &admitted.request().to {
         Some(To::Undo(undone)) => {
             // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
-            let mut recorded = ctx.ledger.progress(owner, undone).unwrap_or_default();
+            // Only what was recorded for this object: another's progress is never taken as its own.
+            let entries = ctx.ledger.progress(owner, undone).await.unwrap_or_default();
+            let mut recorded: Vec<_> =
+                entries.into_iter().filter(|e| e.belongs_to(object.uid())).map(|e| e.progress).collect();
             if recorded.is_empty()
-                && let Some(r) = flow_status.and_then(|s| s.reset.as_ref()).filter(|r| r.id == *undone)
+                && let Some(r) = flow_status
+                    .and_then(|s| s.reset.as_ref())
+                    .filter(|r| r.id == *undone && r.uid.as_deref().is_none_or(|u| u == object.uid()))
             {
                 recorded = flow_core::reset::progress_from_status(r);
             }
@@ -105,14 +104,14 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     };
     // The ledger only caches progress that the status holds too: one that cannot be read leaves
     // the status to stand in for it, and never blocks a reset.
-    let progress = ctx.ledger.progress(owner, admitted.id());
+    let progress = ctx.ledger.progress(owner, admitted.id()).await;
     let options = DriveOptions {
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),
         concurrency: usize::from(ctx.settings.reset_concurrency),
         retry_for: Duration::from_secs(ctx.settings.reset_retry_seconds),
     };
     let mut drive = match admitted.start(progress, options, now()) {
-        Started::Answered(answer) => return Ok(answered(ctx, &flow, status, answer).await),
+        Started::Answered(answer) => return answered(ctx, &flow, &object, status, *answer).await,
         Started::Drive(drive) => *drive,
     };
     status.reset_history = drive.history().to_vec();
@@ -124,14 +123,19 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         && let State::Resetting(r) = drive.machine().state()
     {
         let groups: Vec<GroupId> = r.groups.keys().cloned().collect();
-        if let Some(why) = crate::tenancy::shared_reset_refusal(ctx, &flow, drive.id(), &groups).await? {
+        // Its API calls answer within the client's timeout; this bounds the whole check.
+        let refusal =
+            tokio::time::timeout(API_TIMEOUT, crate::tenancy::shared_reset_refusal(ctx, &flow, drive.id(), &groups))
+                .await
+                .map_err(|_| kube::Error::Service("the API server did not answer in time".into()))??;
+        if let Some(why) = refusal {
             if !crate::leader::may_act() {
                 return Err(Error::LeaseLost);
             }
             let id = drive.id().to_string();
             record(ctx, &flow, &Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")))
                 .await;
-            timed(k::write_done(&api, &name, &id)).await?;
+            object.done(&id).await?;
             let mut refused = drive.status(now());
             refused.phase = RequestPhase::Refused;
             refused.detail = why;
@@ -142,24 +146,49 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         }
     }
     let events = Events::new(&flow);
-    Run { ctx, flow: &flow, api: &api, owner, connections: Connections::new(ctx), events }.run(&mut drive, status).await
+    let run = Run {
+        ctx,
+        flow: &flow,
+        api: &api,
+        object: Arc::clone(&object),
+        owner,
+        connections: Connections::new(ctx),
+        events,
+    };
+    run.run(&mut drive, status).await
 }
 
-/// A request answered without Kafka: its events, and its status.
-async fn answered(ctx: &Context, flow: &AnkkaFlow, status: &mut AnkkaFlowStatus, answer: Answer) -> Option<Duration> {
+/// A request answered without Kafka: its events, the done annotation when the answer settles the
+/// request, and its status (written by the reconcile's status step).
+async fn answered(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    object: &Object,
+    status: &mut AnkkaFlowStatus,
+    answer: Answer,
+) -> Result<Option<Duration>, Error> {
+    if !answer.events.is_empty() && !crate::leader::may_act() {
+        return Err(Error::LeaseLost);
+    }
     for event in &answer.events {
         record(ctx, flow, event).await;
     }
+    if let Some(id) = &answer.done {
+        object.done(id).await?;
+    }
     status.reset = Some(answer.reset);
     status.reset_history = answer.history;
-    None
+    Ok(None)
 }
 
 /// What one drive of a request works with.
 struct Run<'a> {
     ctx: &'a Context,
     flow: &'a AnkkaFlow,
+    /// For reads: whether a newer request superseded this one.
     api: &'a Api<AnkkaFlow>,
+    /// For writes: the status and the done annotation, on the object read only.
+    object: Arc<Object>,
     owner: Owner<'a>,
     connections: Connections<'a>,
     /// The drive's events being recorded: they are off the reset's critical path, all at once, and
@@ -199,13 +228,13 @@ struct Writing {
     token: u64,
     intent: bool,
     outcome: bool,
-    task: JoinHandle<Result<(), kube::Error>>,
+    task: JoinHandle<Result<(), Error>>,
 }
 
 /// What woke the run loop while work was in flight.
 enum Woke {
     Kafka(Result<Input, tokio::task::JoinError>),
-    Written(Result<Result<(), kube::Error>, tokio::task::JoinError>),
+    Written(Result<Result<(), Error>, tokio::task::JoinError>),
     Tick,
 }
 
@@ -220,12 +249,23 @@ impl Run<'_> {
         let mut failure: Option<Error> = None;
         loop {
             while let Some(work) = drive.poll_work(now()) {
+                // What commits (a fence too), publishes or writes happens only while this instance
+                // holds the Lease with a margin. Refused work was never started: the drive must not
+                // wait for it.
+                if work.acts() && !crate::leader::may_act() {
+                    drive.not_started(&work);
+                    drive.abandon();
+                    failure.get_or_insert(Error::LeaseLost);
+                    continue;
+                }
                 if let Err(e) = self.start(work, drive, status, &mut calls, &mut writing).await {
                     drive.abandon();
                     failure.get_or_insert(e);
                 }
             }
-            if drive.in_flight() > 0 {
+            // Waits only for tasks that exist: the drive's count of work in flight is the same.
+            debug_assert_eq!(drive.in_flight(), calls.len() + usize::from(writing.is_some()));
+            if !calls.is_empty() || writing.is_some() {
                 let tick = drive.poll_timeout();
                 let written = async {
                     match writing.as_mut() {
@@ -242,7 +282,7 @@ impl Run<'_> {
                     Woke::Kafka(joined) => self.result(drive, joined, &mut failure),
                     Woke::Written(written) => {
                         let Some(done) = writing.take() else { continue };
-                        match written.map_err(Error::Task).and_then(|w| w.map_err(Error::Kube)) {
+                        match written.map_err(Error::Task).and_then(|w| w) {
                             Ok(()) => {
                                 if done.intent {
                                     faults::point("after-intent").await;
@@ -309,7 +349,7 @@ impl Run<'_> {
         }
     }
 
-    /// Starts one piece of work.
+    /// Starts one piece of work (the caller checked that it may act).
     async fn start(
         &mut self,
         work: Work,
@@ -318,18 +358,6 @@ impl Run<'_> {
         calls: &mut FuturesUnordered<JoinHandle<Input>>,
         writing: &mut Option<Writing>,
     ) -> Result<(), Error> {
-        // What commits (a fence too) or publishes happens only while this instance holds the Lease
-        // with a margin.
-        let acts = matches!(
-            work,
-            Work::Kafka(KafkaCall::Commit { .. } | KafkaCall::Fence { .. })
-                | Work::Persist(_)
-                | Work::Record(_)
-                | Work::WriteDone(_)
-        );
-        if acts && !crate::leader::may_act() {
-            return Err(Error::LeaseLost);
-        }
         match work {
             Work::Kafka(call) => {
                 let at = drive.machine().destination().time().map(|t| t.0);
@@ -344,24 +372,30 @@ impl Run<'_> {
                 calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
-                // The status write carries this progress too: a ledger that cannot take it leaves
-                // the status alone to hold it, and never blocks a reset.
-                if !persist.writes.is_empty() {
-                    self.ctx.ledger.put(self.owner, drive.id(), &persist.writes);
-                }
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);
-                let (api, name, snapshot) = (self.api.clone(), self.flow.name_any(), status.clone());
+                let (object, snapshot) = (Arc::clone(&self.object), status.clone());
                 let fail = persist.carries_intent() && faults::fail("intent-status-write");
+                let (intent, outcome) = (persist.carries_intent(), persist.carries_outcome());
+                let ledger = self.ctx.ledger.clone();
+                let (namespace, name, id) =
+                    (self.owner.namespace.to_string(), self.flow.name_any(), drive.id().to_string());
                 *writing = Some(Writing {
                     token: persist.token,
-                    intent: persist.carries_intent(),
-                    outcome: persist.carries_outcome(),
+                    intent,
+                    outcome,
                     task: tokio::spawn(async move {
-                        if fail {
-                            return Err(kube::Error::Service("fault injection: the status write fails".into()));
+                        // The ledger first (on a blocking thread), then the status, which carries this
+                        // progress too: a ledger that cannot take it leaves the status alone to hold
+                        // it, and never blocks a reset. The persist counts as durable once both ended.
+                        if !persist.writes.is_empty() {
+                            let owner = Owner { namespace: &namespace, name: &name, uid: object.uid() };
+                            ledger.put(owner, &id, persist.writes).await;
                         }
-                        timed(k::write_status(&api, &name, &snapshot)).await
+                        if fail {
+                            return Err(kube::Error::Service("fault injection: the status write fails".into()).into());
+                        }
+                        object.status(&snapshot).await
                     }),
                 });
             }
@@ -370,7 +404,7 @@ impl Run<'_> {
                 self.events.recorded().await;
                 faults::point("before-done").await;
                 let name = self.flow.name_any();
-                timed(k::write_done(self.api, &name, &id)).await?;
+                self.object.done(&id).await?;
                 tracing::info!(namespace = self.flow.namespace().unwrap_or_default(), name = %name, request = %id, "reset request done");
             }
         }

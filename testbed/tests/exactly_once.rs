@@ -1,6 +1,7 @@
 //! Each reset request is carried out exactly once, on the real test bed: across an operator crash
-//! between the commit and the done write (case D1), for malformed requests (case D5), and when a
-//! pending request is superseded with `flow reset --replace`.
+//! between the commit and the done write (case D1), for malformed requests (case D5), when a
+//! pending request is superseded with `flow reset --replace`, and when the resource is deleted and
+//! created again with the same request.
 
 use std::time::Duration;
 
@@ -188,4 +189,61 @@ fn a_request_written_while_another_finishes_survives_and_runs_next() {
         "{operator_fields:?}"
     );
     assert!(operator_fields.iter().any(|f| f.contains("reset-offsets-done")), "{operator_fields:?}");
+}
+
+#[test]
+fn a_resource_created_again_with_a_done_request_does_not_reset_its_groups_again() {
+    // A request belongs to its object (docs/reset.md): the resource is deleted once its request is
+    // done, the streamlet has read since, and the same manifest, request annotation included, creates
+    // it again (a new uid). The new object refuses the old request and marks it done; the group keeps
+    // the streamlet's progress.
+    let _serial = serial();
+    let ns = "shop-recreated";
+    let _op = cart_scenario(ns, 0, &[]);
+    let id = request_id(&flow(&["reset", "cart", "-n", ns]));
+    wait_until("done", Duration::from_secs(60), || {
+        (annotation(ns, "cart", DONE).as_deref() == Some(id.as_str())).then_some(())
+    });
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), at(0));
+    standin::read(GROUP, TOPIC, 30);
+    let progress = kafka::committed(GROUP, TOPIC, 3);
+    assert_ne!(progress, at(0), "the streamlet read since the reset");
+
+    let stored: serde_json::Value =
+        serde_json::from_str(&kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "json"])).expect("JSON");
+    let old_uid = stored["metadata"]["uid"].as_str().expect("a uid").to_string();
+    let request = stored["metadata"]["annotations"][REQUEST].clone();
+    let manifest = serde_json::json!({
+        "apiVersion": stored["apiVersion"],
+        "kind": stored["kind"],
+        "metadata": {
+            "name": "cart",
+            "namespace": ns,
+            "labels": stored["metadata"]["labels"],
+            "annotations": { REQUEST: request },
+        },
+        "spec": stored["spec"],
+    });
+    kubectl_ok(&["-n", ns, "delete", "aflow", "cart", "--wait=true", "--timeout=60s"]);
+    kubectl_stdin(&["create", "-f", "-"], &manifest.to_string());
+    let new_uid = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.metadata.uid}"]);
+    assert_ne!(new_uid, old_uid);
+
+    wait_until("the old request refused and marked done on the new object", Duration::from_secs(60), || {
+        (annotation(ns, "cart", DONE).as_deref() == Some(id.as_str())).then_some(())
+    });
+    let reset: serde_json::Value =
+        serde_json::from_str(&kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.status.reset}"]))
+            .expect("status.reset JSON");
+    assert_eq!((reset["id"].as_str(), reset["phase"].as_str()), (Some(id.as_str()), Some("Refused")), "{reset}");
+    assert_eq!(reset["uid"].as_str(), Some(new_uid.as_str()), "{reset}");
+    assert!(reset["groups"].as_array().is_none_or(Vec::is_empty), "nothing of the old object's progress: {reset}");
+    let refused = event_notes(ns, "ResetRefused");
+    assert!(
+        refused.iter().any(|n| n.starts_with(&format!("reset {id} refused: it was taken up for an earlier AnkkaFlow"))
+            && n.contains(&old_uid)),
+        "{refused:?}"
+    );
+    assert_eq!(kafka::committed(GROUP, TOPIC, 3), progress, "the group was not reset a second time");
+    assert_eq!(event_notes(ns, "ResetOffsets").len(), 1, "one reset, for the first object");
 }

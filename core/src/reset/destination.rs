@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use super::group::named;
 use super::vocabulary::{Committed, GroupOutcome, GroupProgress, Inspection, Intent, Timestamp};
+use super::wording::named;
 use crate::names::GroupId;
 use crate::request::{ResetRequest, To};
 use crate::targets::InletTarget;

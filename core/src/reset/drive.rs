@@ -24,7 +24,7 @@
 //!    [`Drive::tick`], look again later (the request waits), or stop (done).
 //!
 //! A persist that fails, or any reason to stop early, is [`Drive::abandon`]: no work is handed out
-//! any more, and the driver waits until nothing is in flight before it drops the drive, so that no
+//! any more (work handed out and refused before it started is [`Drive::not_started`]), and the driver waits until nothing is in flight before it drops the drive, so that no
 //! call of an abandoned drive outlives it unnoticed. The next drive starts from durable state.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -145,6 +145,14 @@ pub enum Work {
     Record(Event),
     /// The done write; a failure ends the drive.
     WriteDone(String),
+}
+
+impl Work {
+    /// Whether it commits (a fence too), publishes or writes: what an operator does only while it
+    /// holds its Lease with a margin. Inspections and reads only look.
+    pub fn acts(&self) -> bool {
+        !matches!(self, Work::Kafka(KafkaCall::Inspect(_) | KafkaCall::Read(_)))
+    }
 }
 
 /// What a drive with nothing in flight and no work is waiting for.
@@ -280,6 +288,17 @@ impl Drive {
     /// Reports that a Kafka call handed out ended without a result (its task failed).
     pub fn call_lost(&mut self) {
         self.calls = self.calls.saturating_sub(1);
+    }
+
+    /// Reports that `work`, handed out by [`Drive::poll_work`], was never started (the driver may not
+    /// act any more, see [`Work::acts`]): it no longer counts as in flight, and whatever it would have
+    /// made durable is not. Call [`Drive::abandon`] as well.
+    pub fn not_started(&mut self, work: &Work) {
+        match work {
+            Work::Kafka(_) => self.calls = self.calls.saturating_sub(1),
+            Work::Persist(p) if self.writing == Some(p.token) => self.writing = None,
+            Work::Persist(_) | Work::Record(_) | Work::WriteDone(_) => {}
+        }
     }
 
     /// Reports that the [`Persist`] with `token` succeeded: the progress it carries is durable.

@@ -12,6 +12,9 @@ use crate::targets::tests::cart;
 const ID: &str = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
 const OLD: &str = "0e5b1c2a-1111-4222-8333-444455556666";
 const T0: Timestamp = Timestamp(1_764_433_300_000);
+/// The uid of the object the tests' requests run on, and of another object of the same name.
+const UID: &str = "5f0c1e2a-0000-4000-8000-00000000cafe";
+const EARLIER: &str = "0d1e2f3a-0000-4000-8000-0000000dead0";
 
 fn annotation(names: &[&str]) -> String {
     ResetRequest::new(ID, names.iter().map(|s| s.to_string()).collect()).to_annotation()
@@ -34,7 +37,7 @@ fn stopped_both() -> AnkkaFlowSpec {
 }
 
 fn fresh<'a>(request: Option<&'a str>, reset: Option<&'a ResetStatus>, history: &'a [ResetHistoryEntry]) -> Fresh<'a> {
-    Fresh { request, done: None, reset, history }
+    Fresh { uid: UID, request, done: None, reset, history }
 }
 
 fn admitted(text: &str) -> Admitted {
@@ -114,7 +117,7 @@ fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() 
         requested_at: Some("then".into()),
         ..Default::default()
     };
-    let f = Fresh { request: Some(&text), done: Some(ID), reset: Some(&done), history: &[] };
+    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: Some(&done), history: &[] };
     let Intake::Answered(a) = intake(&f, T0) else { panic!() };
     assert_eq!(a.reset, done);
     assert!(a.events.is_empty());
@@ -123,9 +126,9 @@ fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() 
 #[test]
 fn a_request_done_by_its_progress_is_answered_without_kafka() {
     let outcome = GroupOutcome::Failed { topic: "shop.cart-events.v1".into(), reason: "r".into() };
-    let progress = vec![GroupProgress { group: router(), intent: None, outcome: Some(outcome) }];
+    let progress = vec![LedgerEntry::of(UID, GroupProgress { group: router(), intent: None, outcome: Some(outcome) })];
     let text = annotation(&["router"]);
-    let f = Fresh { request: Some(&text), done: Some(ID), reset: None, history: &[] };
+    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: None, history: &[] };
     let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
     let Started::Answered(a) = a.start(Some(progress), DriveOptions::default(), T0) else { panic!() };
     assert_eq!(a.reset.phase, RequestPhase::Done);
@@ -233,6 +236,38 @@ fn an_abandoned_drive_hands_out_nothing_and_counts_down_what_is_in_flight() {
 }
 
 #[test]
+fn work_refused_before_it_started_is_not_in_flight() {
+    let mut d = drive(&["router"], 16);
+    let w = work(&mut d);
+    assert!(!w[0].acts(), "an inspection only looks");
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    let w = work(&mut d);
+    let [fence @ Work::Kafka(KafkaCall::Fence { .. })] = &w[..] else { panic!("{w:?}") };
+    assert!(fence.acts());
+    assert_eq!(d.in_flight(), 1);
+    // The driver may not act any more: the fence is never started, and nothing waits for it.
+    d.not_started(fence);
+    d.abandon();
+    assert_eq!(d.in_flight(), 0);
+    assert_eq!(d.idle(), Idle::Abandoned);
+
+    // A persist refused the same way leaves nothing durable and nothing in flight.
+    let mut d = drive(&["router"], 16);
+    work(&mut d);
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    work(&mut d);
+    d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    let w = work(&mut d);
+    let [persist @ Work::Persist(_)] = &w[..] else { panic!("{w:?}") };
+    assert!(persist.acts());
+    assert_eq!(d.in_flight(), 1);
+    d.not_started(persist);
+    d.abandon();
+    assert_eq!(d.in_flight(), 0);
+    assert!(work(&mut d).is_empty(), "the commit that waited for it never goes");
+}
+
+#[test]
 fn a_group_waiting_for_its_retry_is_shown_once() {
     let mut d = drive(&["router"], 16);
     work(&mut d);
@@ -256,4 +291,70 @@ fn a_waiting_request_records_why_and_goes_back_to_the_controller() {
     assert!(matches!(&w[..], [Work::Record(Event { reason, .. })] if reason == "ResetRefused"), "{w:?}");
     assert_eq!(d.idle(), Idle::Waiting(T0.after(WAIT_RECHECK)));
     assert_eq!(d.status(T0).phase, RequestPhase::Waiting);
+}
+
+/// Router's progress once reset.
+fn reset_router() -> GroupProgress {
+    let intent = Intent::new(BTreeMap::from([(0, Some(5))]), BTreeMap::from([(0, 0)]), 5);
+    GroupProgress { group: router(), intent: None, outcome: Some(intent.into_reset("shop.cart-events.v1", vec![])) }
+}
+
+#[test]
+fn a_request_taken_up_for_an_earlier_object_of_the_name_is_refused_and_marked_done() {
+    // The ledger holds the request's progress for an object deleted since; this one has the same
+    // name and the same request annotation.
+    let entries = vec![LedgerEntry::of(EARLIER, reset_router())];
+    let a = admitted(&annotation(&["router"]));
+    let Started::Answered(a) = a.start(Some(entries), DriveOptions::default(), T0) else {
+        panic!("answered without Kafka")
+    };
+    assert_eq!(a.reset.phase, RequestPhase::Refused);
+    assert_eq!(a.reset.uid.as_deref(), Some(UID));
+    assert!(a.reset.groups.is_empty(), "nothing of the other object's progress is taken: {:?}", a.reset);
+    assert!(a.reset.detail.contains(EARLIER), "{}", a.reset.detail);
+    assert_eq!(a.done.as_deref(), Some(ID), "marked done, so it is never carried out for this object");
+    let [e] = &a.events[..] else { panic!("{:?}", a.events) };
+    assert_eq!((e.reason.as_str(), e.key.as_str()), ("ResetRefused", format!("{ID}/refused").as_str()));
+    assert!(e.note.starts_with(&format!("reset {ID} refused: it was taken up for an earlier AnkkaFlow")), "{}", e.note);
+}
+
+#[test]
+fn entries_of_this_object_and_entries_from_before_the_uid_are_its_own() {
+    for uid in [Some(UID.to_string()), None] {
+        let entries = vec![LedgerEntry { uid, progress: reset_router() }];
+        let text = annotation(&["router"]);
+        let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: None, history: &[] };
+        let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
+        let Started::Answered(a) = a.start(Some(entries), DriveOptions::default(), T0) else { panic!() };
+        assert_eq!(a.reset.phase, RequestPhase::Done);
+        assert_eq!(a.reset.groups[0].outcome, GroupStage::Reset, "its progress is merged as before");
+        assert_eq!(a.done, None);
+    }
+}
+
+#[test]
+fn a_status_of_the_request_for_another_object_is_never_merged() {
+    let text = annotation(&["router"]);
+    // Restored with the status of the object it replaces, which had reset the group.
+    let mut m = ResetMachine::new(ResetRequest::new(ID, vec!["router".into()]), None, vec![reset_router()]);
+    m.handle(Input::Observed { spec: stopped_both(), pods: BTreeMap::new() }, T0);
+    let theirs = ResetStatus { uid: Some(EARLIER.into()), ..m.status() };
+    assert!(!progress_from_status(&theirs).is_empty());
+    let Intake::Answered(a) = intake(&fresh(Some(&text), Some(&theirs), &[]), T0) else { panic!("refused") };
+    assert_eq!((a.reset.phase, a.done.as_deref()), (RequestPhase::Refused, Some(ID)));
+    // A status of it for another object without progress (it only waited there) is no reason to
+    // refuse, and stands for nothing: the request runs from the start.
+    let waited = ResetStatus {
+        id: ID.into(),
+        uid: Some(EARLIER.into()),
+        phase: RequestPhase::Waiting,
+        requested_at: Some("then".into()),
+        ..Default::default()
+    };
+    let Intake::Admitted(a) = intake(&fresh(Some(&text), Some(&waited), &[]), T0) else { panic!("admitted") };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), T0) else { panic!() };
+    d.observe(stopped_both(), BTreeMap::new(), T0);
+    let status = d.status(T0);
+    assert_eq!(status.uid.as_deref(), Some(UID), "the status names the object it runs for");
+    assert_eq!(status.requested_at, Some(T0.rfc3339()), "nothing of the other object's status is kept");
 }

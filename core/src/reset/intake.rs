@@ -6,13 +6,22 @@
 //! event, and the old id in the history); a request already done whose status says so is left as it
 //! is; otherwise the durable progress of the request, the ledger's merged with the status's, rebuilds
 //! its machine.
+//!
+//! A request belongs to the object it was taken up for (its `metadata.uid`): the status records the
+//! uid, and so does every ledger entry. Progress recorded for another uid (an object of the same name
+//! that was deleted, and this one created in its place with the same request annotation) is never
+//! merged: such a request is refused and marked done, so that none of its groups is reset a second
+//! time for it.
+
+use std::collections::BTreeMap;
 
 use super::destination::Destination;
 use super::drive::{Drive, DriveOptions};
 use super::machine::{ResetMachine, State};
-use super::status::{merge_progress, progress_from_status};
-use super::vocabulary::{GroupProgress, Timestamp};
-use crate::events::{Event, EventType};
+use super::status::{failing_since, merge_progress, progress_from_status};
+use super::vocabulary::{GroupProgress, LedgerEntry, Timestamp};
+use crate::events::{Event, EventType, fit_note};
+use crate::names::GroupId;
 use crate::request::{MalformedRequest, ResetRequest};
 use crate::resource::{RequestPhase, ResetHistoryEntry, ResetStatus};
 
@@ -22,6 +31,8 @@ pub const HISTORY_LEN: usize = 10;
 /// What the driver read of one resource, fresh from the API server.
 #[derive(Clone, Copy, Debug)]
 pub struct Fresh<'a> {
+    /// The object's `metadata.uid`.
+    pub uid: &'a str,
     /// The request annotation's text.
     pub request: Option<&'a str>,
     /// The done annotation.
@@ -52,6 +63,9 @@ pub struct Answer {
     pub history: Vec<ResetHistoryEntry>,
     /// Events to record (a failure to record one is logged, not fatal).
     pub events: Vec<Event>,
+    /// The request id to write to the done annotation (after the status and the events): the answer
+    /// settles the request for good.
+    pub done: Option<String>,
 }
 
 /// A well-formed request that is not known to be done yet.
@@ -64,6 +78,7 @@ pub struct Admitted {
     history: Vec<ResetHistoryEntry>,
     stamps: Stamps,
     from_status: Vec<GroupProgress>,
+    failing_since: BTreeMap<GroupId, Timestamp>,
     destination: Option<Destination>,
 }
 
@@ -71,7 +86,7 @@ pub struct Admitted {
 #[derive(Debug)]
 pub enum Started {
     /// The request is done by its progress (the status missed its final write): nothing is redone.
-    Answered(Answer),
+    Answered(Box<Answer>),
     /// The request runs.
     Drive(Box<Drive>),
 }
@@ -79,6 +94,7 @@ pub enum Started {
 /// When the operator first saw a request, and when it finished: kept across reconciles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Stamps {
+    pub uid: String,
     pub requested_at: String,
     pub finished_at: Option<String>,
 }
@@ -86,6 +102,7 @@ pub(super) struct Stamps {
 impl Stamps {
     /// `r` with the stamps; a finished request is stamped finished at `now` the first time.
     pub fn apply(&mut self, mut r: ResetStatus, now: Timestamp) -> ResetStatus {
+        r.uid = Some(self.uid.clone());
         r.requested_at = Some(self.requested_at.clone());
         if r.phase.finished() {
             r.finished_at = Some(self.finished_at.get_or_insert_with(|| now.rfc3339()).clone());
@@ -104,30 +121,44 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
             return Intake::Answered(Answer {
                 reset: ResetStatus {
                     id: String::new(),
+                    uid: Some(fresh.uid.to_string()),
                     phase: RequestPhase::Refused,
                     detail: why.to_string(),
                     ..Default::default()
                 },
                 history: history(fresh.history, previous, ""),
                 events: vec![malformed_event(raw, &why)],
+                done: None,
             });
         }
     };
     let events: Vec<Event> = superseded_event(previous, &request.id).into_iter().collect();
     let history = history(fresh.history, previous, &request.id);
     let same = previous.filter(|p| p.id == request.id);
+    let stamps = |same: Option<&ResetStatus>| Stamps {
+        uid: fresh.uid.to_string(),
+        requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(|| now.rfc3339()),
+        finished_at: same.and_then(|p| p.finished_at.clone()),
+    };
+    // A status of this request for another object (restored from a backup with its status) with
+    // progress in it: the request was carried out, in part or whole, for that object.
+    if let Some(theirs) = same.filter(|p| p.uid.as_deref().is_some_and(|u| u != fresh.uid))
+        && !progress_from_status(theirs).is_empty()
+    {
+        let other = theirs.uid.clone().unwrap_or_default();
+        return Intake::Answered(taken_up_elsewhere(&request.id, &other, stamps(None), history, events, now));
+    }
+    let same = same.filter(|p| p.uid.as_deref().is_none_or(|u| u == fresh.uid));
     // The fresh read holds the status the finishing reconcile wrote (a cache may not yet).
     if fresh.done == Some(request.id.as_str())
         && let Some(kept) = same.filter(|p| matches!(p.phase, RequestPhase::Done | RequestPhase::Refused))
     {
-        return Intake::Answered(Answer { reset: kept.clone(), history, events });
+        return Intake::Answered(Answer { reset: kept.clone(), history, events, done: None });
     }
     Intake::Admitted(Admitted {
-        stamps: Stamps {
-            requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(|| now.rfc3339()),
-            finished_at: same.and_then(|p| p.finished_at.clone()),
-        },
+        stamps: stamps(same),
         from_status: same.map(progress_from_status).unwrap_or_default(),
+        failing_since: same.map(failing_since).unwrap_or_default(),
         annotation: raw.to_string(),
         done: fresh.done.map(str::to_string),
         destination: None,
@@ -156,14 +187,34 @@ impl Admitted {
         self
     }
 
-    /// Builds the request's machine from its durable progress: the ledger's (`None` when the ledger
-    /// cannot be read) merged with the status's.
-    pub fn start(self, ledger: Option<Vec<GroupProgress>>, options: DriveOptions, now: Timestamp) -> Started {
-        let Admitted { request, annotation, done, events, history, mut stamps, from_status, destination } = self;
-        let progress = merge_progress(ledger.unwrap_or_default(), from_status);
+    /// Builds the request's machine from its durable progress: the ledger's entries of this request
+    /// (`None` when the ledger cannot be read) merged with the status's. Entries recorded for another
+    /// object (see the module documentation) refuse the request instead.
+    pub fn start(self, ledger: Option<Vec<LedgerEntry>>, options: DriveOptions, now: Timestamp) -> Started {
+        let Admitted {
+            request,
+            annotation,
+            done,
+            events,
+            history,
+            mut stamps,
+            from_status,
+            failing_since,
+            destination,
+        } = self;
+        let (own, other): (Vec<LedgerEntry>, Vec<LedgerEntry>) =
+            ledger.unwrap_or_default().into_iter().partition(|e| e.belongs_to(&stamps.uid));
+        if let Some(e) = other.iter().find(|e| e.progress.intent.is_some() || e.progress.outcome.is_some()) {
+            let other = e.uid.clone().unwrap_or_default();
+            let answer = taken_up_elsewhere(&request.id, &other, stamps, history, events, now);
+            return Started::Answered(Box::new(answer));
+        }
+        let own = own.into_iter().map(|e| e.progress).collect();
+        let progress = merge_progress(own, from_status);
         let mut machine = ResetMachine::new(request, done.as_deref(), progress)
             .with_settle(options.settle)
-            .with_retry_for(options.retry_for);
+            .with_retry_for(options.retry_for)
+            .with_failing_since(failing_since);
         if let Some(destination) = destination {
             machine = machine.with_destination(destination);
         }
@@ -171,10 +222,32 @@ impl Admitted {
             // Done, but the status missed the final write (it failed, or the operator stopped just
             // before): rebuilt from the recorded outcomes, with nothing redone.
             let reset = stamps.apply(machine.status(), now);
-            return Started::Answered(Answer { reset, history, events });
+            return Started::Answered(Box::new(Answer { reset, history, events, done: None }));
         }
         Started::Drive(Box::new(Drive::new(machine, annotation, history, stamps, events, options)))
     }
+}
+
+/// The answer to request `id` when it was taken up for another object, of uid `other`: refused, with
+/// an event, and marked done, so that it is never carried out for this one (none of its groups is
+/// reset twice for it, whichever object asks).
+fn taken_up_elsewhere(
+    id: &str,
+    other: &str,
+    mut stamps: Stamps,
+    history: Vec<ResetHistoryEntry>,
+    mut events: Vec<Event>,
+    now: Timestamp,
+) -> Answer {
+    let why = format!(
+        "reset {id} refused: it was taken up for an earlier AnkkaFlow of this name (uid {other}), deleted since, \
+         and a request is carried out for one object only, so that no group is reset twice for it; to reset this \
+         pipeline's groups, write a new request with flow reset"
+    );
+    let why = fit_note(&why);
+    events.push(Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")));
+    let reset = ResetStatus { id: id.to_string(), phase: RequestPhase::Refused, detail: why, ..Default::default() };
+    Answer { reset: stamps.apply(reset, now), history, events, done: Some(id.to_string()) }
 }
 
 /// When the request in the annotation (`current_id`) differs from the one the status last described

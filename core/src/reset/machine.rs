@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::destination::Destination;
-use super::group::{self, Cx, GroupInput, GroupPhase};
+use super::group::{self, Cx, GroupInput, GroupPhase, Rules};
 use super::retry::DEFAULT_RETRY_FOR;
 use super::vocabulary::{Effect, GroupOutcome, GroupProgress, Input, Timestamp};
 use crate::events::{Event, EventType};
@@ -112,14 +112,10 @@ pub struct ResetMachine {
     /// The topic of each target group, from the last observation (for the status while waiting).
     pub(super) topics: BTreeMap<GroupId, String>,
     effects: VecDeque<Effect>,
-    /// Wait between a commit's read-back and the second read.
-    settle: Duration,
-    /// Where the groups go.
-    pub(super) destination: Destination,
-    /// A dry run: groups are planned, nothing is committed.
-    pub(super) dry_run: bool,
-    /// How long a group retries transient failures from its first one.
-    retry_for: Duration,
+    /// The settle delay, the retry time, where the groups go, and whether it is a dry run.
+    pub(super) rules: Rules,
+    /// Per group, when its transient failures began, as an earlier drive's status says.
+    failing_since: BTreeMap<GroupId, Timestamp>,
 }
 
 impl ResetMachine {
@@ -147,10 +143,8 @@ impl ResetMachine {
             progress: progress.into_iter().map(|r| (r.group.clone(), r)).collect(),
             topics: BTreeMap::new(),
             effects: VecDeque::new(),
-            settle: DEFAULT_SETTLE,
-            destination,
-            dry_run,
-            retry_for: DEFAULT_RETRY_FOR,
+            rules: Rules { settle: DEFAULT_SETTLE, retry_for: DEFAULT_RETRY_FOR, destination, dry_run },
+            failing_since: BTreeMap::new(),
         }
     }
 
@@ -164,18 +158,18 @@ impl ResetMachine {
                 *to = destination.describe();
             }
         }
-        self.destination = destination;
+        self.rules.destination = destination;
         self
     }
 
     /// Whether the request is a dry run (groups are planned, nothing is committed).
     pub fn dry_run(&self) -> bool {
-        self.dry_run
+        self.rules.dry_run
     }
 
     /// Where the groups go.
     pub fn destination(&self) -> &Destination {
-        &self.destination
+        &self.rules.destination
     }
 
     /// Sets the settle delay: how long after a group's commit reads back at its targets the machine
@@ -185,7 +179,7 @@ impl ResetMachine {
     /// machine rebuilt from an intent without outcome, which reads every partition anyway).
     #[must_use]
     pub fn with_settle(mut self, settle: Duration) -> Self {
-        self.settle = settle;
+        self.rules.settle = settle;
         self
     }
 
@@ -194,7 +188,16 @@ impl ResetMachine {
     /// however long they stay.
     #[must_use]
     pub fn with_retry_for(mut self, retry_for: Duration) -> Self {
-        self.retry_for = retry_for;
+        self.rules.retry_for = retry_for;
+        self
+    }
+
+    /// Sets, per group, when its transient failures began in an earlier drive (see
+    /// [`super::failing_since`]): its retry time goes on from then, so that retries stay bounded by
+    /// time however often the drive is rebuilt.
+    #[must_use]
+    pub fn with_failing_since(mut self, failing_since: BTreeMap<GroupId, Timestamp>) -> Self {
+        self.failing_since = failing_since;
         self
     }
 
@@ -271,11 +274,13 @@ impl ResetMachine {
         };
         let id = request.id.clone();
         let selected = match targets::select(spec, &request.streamlets) {
-            Ok(_) if let Destination::Unavailable(why) = &self.destination => Err(format!("reset {id} refused: {why}")),
+            Ok(_) if let Destination::Unavailable(why) = &self.rules.destination => {
+                Err(format!("reset {id} refused: {why}"))
+            }
             Ok(mut t) => {
                 // A request with given offsets touches only the groups they list.
                 for target in &mut t {
-                    target.inlets.retain(|i| self.destination.covers(&i.group));
+                    target.inlets.retain(|i| self.rules.destination.covers(&i.group));
                 }
                 t.retain(|target| !target.inlets.is_empty());
                 if t.is_empty() {
@@ -307,7 +312,7 @@ impl ResetMachine {
             .all(|i| self.progress.get(&i.group).is_some_and(|r| r.outcome.is_some()));
         // A dry run commits nothing either, so its targets may run (its plan warns that their
         // offsets move).
-        let mut reasons = if finished || self.dry_run { vec![] } else { targets::running(spec, &selected, pods) };
+        let mut reasons = if finished || self.rules.dry_run { vec![] } else { targets::running(spec, &selected, pods) };
         // A rebuild's targets are held at 0 replicas by the operator's rendering, not by the
         // resource's spec (which it leaves alone): only their pods count.
         if request.rebuild {
@@ -321,19 +326,12 @@ impl ResetMachine {
             return;
         }
         let mut groups = BTreeMap::new();
-        let mut cx = Cx {
-            id: &id,
-            now,
-            settle: self.settle,
-            retry_for: self.retry_for,
-            effects: &mut self.effects,
-            destination: &self.destination,
-            dry_run: self.dry_run,
-        };
+        let mut cx = Cx::new(&id, now, &self.rules, &mut self.effects);
         for target in selected.into_iter().flat_map(|t| t.inlets) {
             let progress = self.progress.get(&target.group);
             let (intent, outcome) = (progress.and_then(|r| r.intent.clone()), progress.and_then(|r| r.outcome.clone()));
-            let phase = group::resume(&target, intent, outcome, &mut cx);
+            let since = self.failing_since.get(&target.group).copied();
+            let phase = group::resume(&target, intent, outcome, since, &mut cx);
             groups.insert(target.group.clone(), Group { target, phase });
         }
         self.state = State::Resetting(Resetting { request, groups });
@@ -342,37 +340,29 @@ impl ResetMachine {
 
     /// Feeds a Kafka result to its group.
     fn step(&mut self, group: &GroupId, input: GroupInput, now: Timestamp) {
-        let State::Resetting(r) = &mut self.state else { return };
-        let Some(g) = r.groups.get_mut(group) else { return };
-        let mut cx = Cx {
-            id: &r.request.id,
-            now,
-            settle: self.settle,
-            retry_for: self.retry_for,
-            effects: &mut self.effects,
-            destination: &self.destination,
-            dry_run: self.dry_run,
-        };
-        let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
-        g.phase = group::advance(&g.target, phase, input, &mut cx);
+        self.with_groups(now, |groups, cx| {
+            if let Some(g) = groups.get_mut(group) {
+                let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
+                g.phase = group::advance(&g.target, phase, input, cx);
+            }
+        });
         self.maybe_done();
     }
 
     fn tick(&mut self, now: Timestamp) {
-        let State::Resetting(r) = &mut self.state else { return };
-        let mut cx = Cx {
-            id: &r.request.id,
-            now,
-            settle: self.settle,
-            retry_for: self.retry_for,
-            effects: &mut self.effects,
-            destination: &self.destination,
-            dry_run: self.dry_run,
-        };
-        for g in r.groups.values_mut() {
-            let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
-            g.phase = group::tick(&g.target, phase, &mut cx);
-        }
+        self.with_groups(now, |groups, cx| {
+            for g in groups.values_mut() {
+                let phase = std::mem::replace(&mut g.phase, GroupPhase::start());
+                g.phase = group::tick(&g.target, phase, cx);
+            }
+        });
+    }
+
+    /// Runs `f` on the groups of a resetting request, with what their transitions need at `now`.
+    fn with_groups(&mut self, now: Timestamp, f: impl FnOnce(&mut BTreeMap<GroupId, Group>, &mut Cx<'_>)) {
+        let State::Resetting(Resetting { request, groups }) = &mut self.state else { return };
+        let mut cx = Cx::new(&request.id, now, &self.rules, &mut self.effects);
+        f(groups, &mut cx);
     }
 
     /// Once every group finished: the done write, and the request is `Done`.

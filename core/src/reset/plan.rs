@@ -2,8 +2,8 @@
 //! group read it, a compacted topic, a log start that retention keeps moving, and a group whose
 //! consumers still run.
 
-use super::group::named;
 use super::vocabulary::Inspection;
+use super::wording::named;
 
 /// The warnings of a group's plan, from what its inspection saw (the topic's configuration
 /// included).

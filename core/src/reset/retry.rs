@@ -30,7 +30,9 @@ pub struct Retry {
     pub last_error: Option<String>,
     /// When the next attempt is due; `None` while an attempt is under way (or none is scheduled).
     pub next: Option<Timestamp>,
-    /// When the first failure came; transient failures are retried for `retry_for` from it.
+    /// When the first of the transient failures came (members in the group aside); they are
+    /// retried for `retry_for` from it. Kept in the status (`failingSince`), so that a group rebuilt
+    /// by a new drive goes on from it instead of starting the clock again.
     pub since: Option<Timestamp>,
     /// Whether the last failure was members in the group ([`FailureKind::MembersPresent`]): the
     /// group waits for them to leave.
@@ -43,10 +45,16 @@ impl Retry {
     /// other transient failures are retried until `retry_for` has passed since the first failure.
     pub fn fail(mut self, failure: KafkaFailure, now: Timestamp, retry_for: Duration) -> Result<Retry, String> {
         self.failures += 1;
-        let since = *self.since.get_or_insert(now);
         let waits = failure.kind == FailureKind::MembersPresent;
         self.members = waits;
-        if waits || failure.transient() && since.until(now) < retry_for {
+        // Waiting for members is no failure of Kafka: it neither starts nor spends the retry time.
+        let within = if waits {
+            self.since = None;
+            true
+        } else {
+            self.since.get_or_insert(now).until(now) < retry_for
+        };
+        if waits || failure.transient() && within {
             self.next = Some(now.after(backoff(self.failures)));
             self.last_error = Some(failure.reason);
             Ok(self)
@@ -59,10 +67,20 @@ impl Retry {
     pub fn count(mut self, failure: KafkaFailure, now: Timestamp) -> Retry {
         self.failures += 1;
         self.members = failure.kind == FailureKind::MembersPresent;
-        self.since.get_or_insert(now);
+        if self.members {
+            self.since = None;
+        } else {
+            self.since.get_or_insert(now);
+        }
         self.last_error = Some(failure.reason);
         self.next = None;
         self
+    }
+
+    /// A group that starts again with its transient failures under way since `since` (from the
+    /// status of an earlier drive), or none.
+    pub fn since(since: Option<Timestamp>) -> Retry {
+        Retry { since, ..Retry::default() }
     }
 
     /// Due at `at`, with no failure counted (the wait of the settle).

@@ -217,6 +217,29 @@ pub struct GroupProgress {
     pub outcome: Option<GroupOutcome>,
 }
 
+/// An entry of the ledger: the durable progress of one group, and the `metadata.uid` of the object
+/// it was recorded for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// The uid; `None` for an entry written before requests were bound to the uid, taken as the
+    /// object's own (as it always was).
+    pub uid: Option<String>,
+    /// The progress.
+    pub progress: GroupProgress,
+}
+
+impl LedgerEntry {
+    /// `progress` recorded for the object of `uid`.
+    pub fn of(uid: &str, progress: GroupProgress) -> LedgerEntry {
+        LedgerEntry { uid: Some(uid.to_string()), progress }
+    }
+
+    /// Whether it was recorded for the object of `uid` (or before requests were bound to the uid).
+    pub fn belongs_to(&self, uid: &str) -> bool {
+        self.uid.as_deref().is_none_or(|u| u == uid)
+    }
+}
+
 /// What kind of failure a Kafka step met, which decides what the machine does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FailureKind {

@@ -66,6 +66,12 @@ pub enum Fact {
     },
     /// The ledger was lost.
     LedgerLost,
+    /// The resource was deleted and created again under its name (a new uid), with the same request
+    /// annotation, no done annotation and no status.
+    Recreated {
+        /// The new object's uid.
+        uid: String,
+    },
     /// The intent of a group became durable: written to the ledger, or carried by a status write.
     Intent {
         /// The request.

@@ -115,6 +115,11 @@ pub fn request_id(n: u64) -> String {
     format!("00000000-0000-4000-8000-{n:012x}")
 }
 
+/// The uid of the `n`-th object of the resource (0: the first; each re-creation gets the next).
+pub fn object_uid(n: usize) -> String {
+    format!("5f0c1e2a-0000-4000-8000-{n:012x}")
+}
+
 /// Annotation texts that do not parse, one per kind of mistake (case D5).
 pub const MALFORMED: [&str; 6] = [
     "not json",
@@ -152,6 +157,10 @@ pub enum KubeFault {
     LedgerWrite,
     /// The ledger cannot be read: the status alone stands in for it.
     LedgerRead,
+    /// The operator finds it no longer holds its Lease with a margin (it was paused past its
+    /// renewal deadline) as it is about to act: the next piece of work that commits, publishes or
+    /// writes is refused before it starts, and the drive is abandoned.
+    LeaseLost,
 }
 
 /// Something that happens in the world while the operator waits out the settle of the streamlet's

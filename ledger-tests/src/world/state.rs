@@ -34,6 +34,8 @@ pub struct Kafka {
 /// Simulated Kubernetes: the resource's replicas and pods, annotations, status and events.
 #[derive(Clone, Debug, Default)]
 pub struct Kube {
+    /// The resource's `metadata.uid`: a new one each time it is created again.
+    pub uid: String,
     /// `spec.streamlets[].replicas` of router and sink (`source` always runs with 1).
     pub replicas: BTreeMap<Streamlet, i32>,
     /// Pods that can still run, per streamlet.
@@ -115,25 +117,31 @@ fn topic(id: &str, name: &str) -> TopicSpec {
     }
 }
 
-/// Simulated ledger: each group's progress, keyed by request id and group. It can be lost as a whole.
+/// Simulated ledger: each group's progress, keyed by request id, the uid of the object it was
+/// recorded for, and group. It can be lost as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ledger {
-    progress: BTreeMap<(String, GroupId), GroupProgress>,
+    progress: BTreeMap<(String, String, GroupId), GroupProgress>,
 }
 
 impl Ledger {
-    /// The progress of every group of request `id`.
-    pub fn progress(&self, id: &str) -> Vec<GroupProgress> {
-        self.progress.iter().filter(|((i, _), _)| i == id).map(|(_, r)| r.clone()).collect()
+    /// The entries of request `id`, for whichever object they were recorded.
+    pub fn progress(&self, id: &str) -> Vec<LedgerEntry> {
+        self.progress
+            .iter()
+            .filter(|((i, _, _), _)| i == id)
+            .map(|((_, uid, _), p)| LedgerEntry::of(uid, p.clone()))
+            .collect()
     }
 
-    /// Applies `writes` to the progress of request `id`.
-    pub fn put(&mut self, id: &str, writes: &[ProgressWrite]) {
+    /// Applies `writes` to the progress of request `id` of the object of `uid`.
+    pub fn put(&mut self, id: &str, uid: &str, writes: &[ProgressWrite]) {
         for w in writes {
             let group = match w {
                 ProgressWrite::Intent(g, _) | ProgressWrite::Outcome(g, _) => g,
             };
-            let entry = self.progress.entry((id.to_string(), group.clone())).or_insert_with(|| GroupProgress {
+            let key = (id.to_string(), uid.to_string(), group.clone());
+            let entry = self.progress.entry(key).or_insert_with(|| GroupProgress {
                 group: group.clone(),
                 intent: None,
                 outcome: None,
