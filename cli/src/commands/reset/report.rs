@@ -138,7 +138,13 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
             to: r.to.clone(),
             requested_at: r.requested_at.clone(),
             finished_at: r.finished_at.clone(),
-            groups: r.groups.clone(),
+            // A large request's status keeps a summary of each group: its message is spelled out
+            // here from the group's other fields, so that the table and `-o json|yaml` say it whole.
+            groups: r
+                .groups
+                .iter()
+                .map(|g| GroupStatus { message: flow_core::reset::group_message(r, g), ..g.clone() })
+                .collect(),
             ..base(r.phase)
         });
     }
@@ -276,6 +282,30 @@ mod tests {
             "catch-up: cart.router.in caught up at 2026-11-29T16:00:09Z\n"
         );
         assert!(r(g).caught_up());
+    }
+
+    #[test]
+    fn a_summarised_group_message_is_spelled_out_whole() {
+        // A group of 1,000 partitions: the status keeps a summary, with no message for a plain reset.
+        let flow: AnkkaFlow = serde_json::from_value(serde_json::json!({
+            "apiVersion": "flow.ankka.thinkmorestupidless.com/v1alpha1",
+            "kind": "AnkkaFlow",
+            "metadata": {"name": "cart", "namespace": "shop"},
+            "spec": {"pipeline": "cart", "streamlets": []},
+            "status": {"reset": {"id": "u1", "phase": "Done", "groups": [{
+                "group": "cart.router.in",
+                "topic": "shop.cart-events.v1",
+                "partitions": 1000,
+                "recordsToReprocess": 5000,
+                "outcome": "Reset",
+                "message": ""
+            }]}}
+        }))
+        .unwrap();
+        let r = report_from(&flow, "u1").unwrap();
+        assert_eq!(r.groups[0].message, "1000 partition(s) of 'shop.cart-events.v1' to earliest");
+        let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["groups"][0]["message"], "1000 partition(s) of 'shop.cart-events.v1' to earliest");
     }
 
     fn report(phase: RequestPhase, outcomes: &[GroupStage]) -> Report {
