@@ -147,6 +147,25 @@ current-context: flow-testbed
 EOF
 }
 
+# What both brokers set alike: one node holds every partition and replica of the internal topics,
+# and groups rebalance at once.
+single_node_properties() {
+  cat <<'EOF'
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+EOF
+}
+
 write_configs() {
   mkdir -p "$CONF"
   # the components read their own copy, so a test that edits $KUBECONFIG
@@ -197,18 +216,7 @@ sasl.oauthbearer.jwks.endpoint.url=$(jwks_url)
 sasl.oauthbearer.expected.audience=kafka-testbed
 sasl.oauthbearer.expected.issuer=http://127.0.0.1:$TOKENS_PORT
 log.dirs=$DATA/kafka
-num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
-offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-transaction.state.log.num.partitions=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-group.min.session.timeout.ms=1000
+$(single_node_properties)
 num.network.threads=2
 num.io.threads=2
 auto.create.topics.enable=false
@@ -226,18 +234,7 @@ inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$DATA/kafka-autocreate
-num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
-offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-transaction.state.log.num.partitions=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-group.min.session.timeout.ms=1000
+$(single_node_properties)
 num.network.threads=1
 num.io.threads=1
 num.recovery.threads.per.data.dir=1
