@@ -423,7 +423,7 @@ pub struct GroupStatus {
     /// The event note of the outcome, or why the group is still pending. For a group the status sums
     /// up (more than 16 partitions, or a request of more than 16 groups) only what the other fields do
     /// not tell: Kafka's last error while it retries, a failure's reason, a reset's notes;
-    /// `flow_core::reset::group_message` spells the whole text out.
+    /// `flow reset status` spells the whole text out.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// Committed offsets before the reset, by partition; a partition without one is absent.

@@ -54,7 +54,15 @@ pub fn fresh_namespace(ns: &str) {
 
 /// Makes sure the CRD is installed and established.
 pub fn install_crd() {
-    kubectl_ok(&["apply", "--server-side", "-f", bed().root.join("deploy/crd.yaml").to_str().expect("utf-8 path")]);
+    // Forced: the test bed's CRD is this repository's, whoever applied it last (the chart's test hands
+    // it to a Helm release for a while, and a failed run of that test can leave Helm owning fields).
+    kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        bed().root.join("deploy/crd.yaml").to_str().expect("utf-8 path"),
+    ]);
     kubectl_ok(&[
         "wait",
         "--for=condition=Established",

@@ -256,6 +256,21 @@ const CRD: &str = "ankkaflows.flow.ankka.thinkmorestupidless.com";
 const HELM_OWNED: [&str; 3] =
     ["meta.helm.sh/release-name", "meta.helm.sh/release-namespace", "helm.sh/resource-policy"];
 
+/// Gives the test bed its CRD back when dropped, also after a failure: the release uninstalled (the
+/// CRD stays, as the chart keeps it), Helm's ownership marks removed, and the repository's CRD applied.
+struct CrdBack(&'static str);
+
+impl Drop for CrdBack {
+    fn drop(&mut self) {
+        let _ = helm(&["uninstall", "ankka-flow", "--namespace", self.0, "--wait"]);
+        let marks: Vec<String> = HELM_OWNED.iter().map(|k| format!("{k}-")).collect();
+        let _ =
+            kubectl(&[&["annotate", "crd", CRD][..], &marks.iter().map(String::as_str).collect::<Vec<_>>()].concat());
+        let _ = kubectl(&["label", "crd", CRD, "app.kubernetes.io/managed-by-"]);
+        install_crd();
+    }
+}
+
 #[test]
 fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_service_account() {
     let _serial = serial();
@@ -267,6 +282,7 @@ fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_serv
     fresh_namespace(release_ns);
     // The watched namespace exists before the release, which binds the operator's rights there.
     fresh_namespace(ns);
+    let _crd_back = CrdBack(release_ns);
     // The chart installs its own CRD (crds.install=true, the default). The test bed's CRD exists
     // already (every test installs it, and deleting it would delete every AnkkaFlow of the test
     // bed), so it is handed to the release the way Helm takes over an existing object: with the
@@ -404,8 +420,5 @@ fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_serv
     );
     kubectl_ok(&["get", "crd", CRD]);
     kubectl_ok(&["-n", ns, "get", "aflow", "cart"]);
-    // The CRD stays the test bed's, as it was before.
-    let marks: Vec<String> = HELM_OWNED.iter().map(|k| format!("{k}-")).collect();
-    kubectl_ok(&[&["annotate", "crd", CRD][..], &marks.iter().map(String::as_str).collect::<Vec<_>>()].concat());
-    kubectl_ok(&["label", "crd", CRD, "app.kubernetes.io/managed-by-"]);
+    // The CRD becomes the test bed's again as it was before (`CrdBack`).
 }
