@@ -192,7 +192,8 @@ impl World {
 
     /// Case B5: a `ResetOffsets` event counts the partitions its reset commit covered; a partition added
     /// to the topic that the commit did not cover, seen by a read of the group before the event, is
-    /// named in that request's `ResetPartitionsAdded` event for the group before done is written.
+    /// named in that request's `ResetPartitionsAdded` event for the group before done is written,
+    /// unless that done refuses the request on a newer object of the name.
     pub fn check_added_partitions_are_named(&self) -> Vec<String> {
         let mut out = vec![];
         for (i, e, id, s, _, reset) in self.reported_resets() {
@@ -209,6 +210,11 @@ impl World {
             let Some(done) = self.facts.iter().position(|f| matches!(f, Fact::Done { id: d } if d == id)) else {
                 continue;
             };
+            // A done written on a newer object of the name, refusing the request, settles it without
+            // the object that ran the reset (deleted since) reporting on its groups.
+            if self.refused_for_an_earlier_object(id, done) {
+                continue;
+            }
             let named: BTreeSet<i32> = self
                 .events()
                 .filter(|(x, w)| {

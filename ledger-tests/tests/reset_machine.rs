@@ -484,7 +484,10 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
 
     fn check_invariants(world: &World, _model: &Model) {
         let v = world.violations(Self::accepted());
-        assert!(v.is_empty(), "invariants broken:\n{}", v.join("\n"));
+        if !v.is_empty() {
+            let facts: Vec<String> = world.facts.iter().enumerate().map(|(i, f)| format!("{i:>3} {f:?}")).collect();
+            panic!("invariants broken:\n{}\nfacts:\n{}", v.join("\n"), facts.join("\n"));
+        }
     }
 
     /// Liveness: once every target stops, no member stays and Kafka stops failing, one more
