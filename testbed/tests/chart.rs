@@ -209,7 +209,10 @@ fn the_chart_lints_and_renders_every_option() {
     assert_eq!(Some(default), sidecar(&deploy_docs()), "the chart and deploy/ name the same sidecar");
     let pinned = "ghcr.io/thinkmorestupidless/ankka-flow-sidecar@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     assert_eq!(sidecar(&render("ankka-flow", &[&format!("sidecarImage={pinned}")])).as_deref(), Some(pinned));
-    // Kubernetes accepts what the chart renders by default (server-side dry run).
+    // Kubernetes accepts what the chart renders by default (server-side dry run), checked while no
+    // other test changes the cluster (the install test below hands the CRD to a release and back).
+    let _serial = serial();
+    ensure_namespace("ankka-flow");
     let yaml =
         helm_ok(&["template", "ankka-flow", &chart, "--namespace", "ankka-flow", "--kube-version", KUBE_VERSION]);
     kubectl_stdin(&["apply", "--server-side", "--dry-run=server", "-f", "-"], &yaml);
