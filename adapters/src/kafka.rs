@@ -286,7 +286,12 @@ fn list_offsets(h: &Handle, topic: &str, ps: &[i32], at: Offset) -> Result<BTree
 /// The group's committed positions (offsets and commit metadata) on partitions `ps` of `topic`, read
 /// at its coordinator.
 fn positions(h: &Handle, group: &str, topic: &str, ps: &[i32]) -> Result<Positions, KafkaFailure> {
-    coordinator::at(h, group, |broker| admin::list_group_offsets(h, broker, group, topic, ps))
+    coordinator::at(h, group, |broker| {
+        let ask = admin::Ask { broker, group, topic, ps };
+        admin::list_group_offsets(h, &[ask])
+            .pop()
+            .unwrap_or_else(|| Err(KafkaFailure::unavailable("Kafka gave no offsets")))
+    })
 }
 
 /// The group's committed offsets on partitions `ps` of `topic`.

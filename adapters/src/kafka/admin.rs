@@ -291,49 +291,116 @@ fn answers(call: &Call, groups: &[&str]) -> Vec<Answer> {
     }
 }
 
-/// The group's committed positions (offset and commit metadata) on partitions `ps` of `topic`, in
-/// one OffsetFetch to `broker`, its coordinator; `None` where it has none.
-///
-/// # Errors
-/// A [`KafkaFailure`]; a partition-level error names the partition.
-pub(super) fn list_group_offsets(
-    h: &Handle,
-    broker: i32,
-    group: &str,
-    topic: &str,
-    ps: &[i32],
-) -> Result<Positions, KafkaFailure> {
+/// One group's committed offsets to read: on partitions `ps` of `topic`, at `broker`, its
+/// coordinator.
+pub(super) struct Ask<'a> {
+    pub broker: i32,
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub ps: &'a [i32],
+}
+
+/// The committed positions (offset and commit metadata) of each ask of `asks`, in one OffsetFetch
+/// per ask, all sent before any answer is awaited, over one result queue; `None` where a group has
+/// none. Results are in the order of `asks`.
+pub(super) fn list_group_offsets(h: &Handle, asks: &[Ask]) -> Vec<Result<Positions, KafkaFailure>> {
     const WHAT: &str = "reading the group's committed offsets";
-    let name = group_name(group)?;
-    let mut tpl = TopicPartitionList::new();
-    for p in ps {
-        tpl.add_partition(topic, *p);
-    }
+    let mut out: Vec<Option<Result<Positions, KafkaFailure>>> = asks.iter().map(|_| None).collect();
+    let rk = h.client.client().native_ptr();
     let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS;
-    let call = call(h, op, WHAT, broker, |rk, options, queue| {
-        // SAFETY: `name` and `tpl` outlive the constructor, which copies both; the request
-        // object is copied by the call and freed right after it.
-        unsafe {
-            let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
-            rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
-            rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
-        }
-    })?;
-    // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
+    let ms = i32::try_from(h.deadlines.request.as_millis()).unwrap_or(i32::MAX);
+    let started = Instant::now();
+    // SAFETY: `rk` is the live handle of the client, borrowed for this call. The queue and the
+    // options are owned by `shared`; librdkafka copies the options, the names and the partition
+    // lists at each call, so the options are changed and reused for the next one, and each request
+    // object is freed right after its call. Each event polled is owned by its own guard.
     unsafe {
+        let shared = Call {
+            queue: rd::rd_kafka_queue_new(rk),
+            options: rd::rd_kafka_AdminOptions_new(rk, op),
+            event: ptr::null_mut(),
+        };
+        let mut errstr = [0 as c_char; 256];
+        rd::rd_kafka_AdminOptions_set_request_timeout(shared.options, ms, errstr.as_mut_ptr(), errstr.len());
+        let mut waiting = 0usize;
+        for (i, ask) in asks.iter().enumerate() {
+            let name = match group_name(ask.group) {
+                Ok(n) => n,
+                Err(f) => {
+                    out[i] = Some(Err(f));
+                    continue;
+                }
+            };
+            let err =
+                rd::rd_kafka_AdminOptions_set_broker(shared.options, ask.broker, errstr.as_mut_ptr(), errstr.len());
+            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                out[i] =
+                    Some(Err(KafkaFailure::refused(format!("broker id {}: {}", ask.broker, text(errstr.as_ptr())))));
+                continue;
+            }
+            // The ask's index plus one names its result (a null opaque would be index 0 otherwise).
+            rd::rd_kafka_AdminOptions_set_opaque(shared.options, (i + 1) as *mut std::ffi::c_void);
+            let mut tpl = TopicPartitionList::new();
+            for p in ask.ps {
+                tpl.add_partition(ask.topic, *p);
+            }
+            let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+            rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, shared.options, shared.queue);
+            rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
+            waiting += 1;
+        }
+        // librdkafka ends each call at its request timeout; the extra second only bounds a result
+        // that never comes. A final failure reported meanwhile (TLS, authentication) ends the wait.
+        let deadline = started + h.deadlines.request + Duration::from_secs(1);
+        let mut gone: Option<KafkaFailure> = None;
+        while waiting > 0 {
+            let event = rd::rd_kafka_queue_poll(shared.queue, SLICE_MS);
+            if event.is_null() {
+                gone = h.client.context().cause();
+                if gone.is_none() && Instant::now() >= deadline {
+                    gone =
+                        Some(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, WHAT, "no answer in time"));
+                }
+                if gone.is_some() {
+                    break;
+                }
+                continue;
+            }
+            // Owned from here on, freed when it drops.
+            let one = Call { queue: ptr::null_mut(), options: ptr::null_mut(), event };
+            let i = (rd::rd_kafka_event_opaque(event) as usize).wrapping_sub(1);
+            if let (Some(slot @ None), Some(ask)) = (out.get_mut(i), asks.get(i)) {
+                *slot = Some(positions_in(&one, ask, WHAT));
+                waiting -= 1;
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(gone.clone().unwrap_or_else(|| KafkaFailure::unavailable(WHAT)))))
+            .collect()
+    }
+}
+
+/// The committed positions of `ask` in the ListConsumerGroupOffsets result event of `call`.
+fn positions_in(call: &Call, ask: &Ask, what: &str) -> Result<Positions, KafkaFailure> {
+    // SAFETY: everything read belongs to `call.event`, alive while `call` is.
+    unsafe {
+        let err = rd::rd_kafka_event_error(call.event);
+        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(failure(err, what, &text(rd::rd_kafka_event_error_string(call.event))));
+        }
         let result = rd::rd_kafka_event_ListConsumerGroupOffsets_result(call.event);
         let mut n = 0usize;
         let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut n);
-        let list = only_group(groups, n, WHAT)?;
-        let mut out: Positions = ps.iter().map(|p| (*p, None)).collect();
+        let list = only_group(groups, n, what)?;
+        let mut out: Positions = ask.ps.iter().map(|p| (*p, None)).collect();
         for e in elements(list) {
-            if text(e.topic) != topic || !out.contains_key(&e.partition) {
+            if text(e.topic) != ask.topic || !out.contains_key(&e.partition) {
                 continue;
             }
             if e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
                 return Err(failure(
                     e.err,
-                    WHAT,
+                    what,
                     &format!("partition {}: {}", e.partition, RDKafkaErrorCode::from(e.err)),
                 ));
             }

@@ -221,9 +221,8 @@ pub(super) fn find<'g>(
 }
 
 /// Runs `f` with the broker that coordinates `group`, found first when it is not known. A failure
-/// of `f` that may mean the coordinator moved or went away (a timeout, a lost connection, a
-/// coordinator error: the transient kinds but members present) makes it forgotten, so that the
-/// next call finds it again.
+/// of `f` that may mean the coordinator moved or went away makes it forgotten (see [`failed`]), so
+/// that the next call finds it again.
 ///
 /// # Errors
 /// `f`'s failure, or why the coordinator could not be found.
@@ -239,12 +238,24 @@ pub(super) fn at<T>(
         KafkaFailure::unavailable(format!("no broker answered as the coordinator of group '{group}'"))
     })?;
     let result = f(broker);
-    if let Err(e) = &result
-        && matches!(e.kind, FailureKind::Unreachable | FailureKind::Unavailable)
-    {
-        h.coordinators.forget(group);
+    if let Err(e) = &result {
+        failed(h, group, e);
     }
     result
+}
+
+/// The coordinator of `group` the client knows, if any.
+pub(super) fn known(h: &Handle, group: &str) -> Option<i32> {
+    h.coordinators.get(group)
+}
+
+/// Forgets the coordinator of `group` when a call to it failed with `e` in a way that may mean it
+/// moved or went away: a timeout, a lost connection, a coordinator error (the transient kinds, but
+/// members present).
+pub(super) fn failed(h: &Handle, group: &str, e: &KafkaFailure) {
+    if matches!(e.kind, FailureKind::Unreachable | FailureKind::Unavailable) {
+        h.coordinators.forget(group);
+    }
 }
 
 #[cfg(test)]

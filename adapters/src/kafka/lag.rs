@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flow_core::reset::KafkaFailure;
+use flow_core::reset::{KafkaFailure, Positions};
 
-use super::{End, KafkaClient, blocking, committed, coordinator, log_offsets, topic_partitions};
+use super::{End, KafkaClient, admin, blocking, coordinator, log_offsets, topic_partitions};
 
 /// Per partition lag of a group: records it has still to read.
 pub type Lag = BTreeMap<i32, i64>;
@@ -17,9 +17,10 @@ type PartitionsAndHigh = (Vec<i32>, BTreeMap<i32, i64>);
 /// The lag of each `(group, topic)` of `wanted`, per partition: the high watermark minus the
 /// committed offset (minus the log start offset where the group has none), never below 0.
 ///
-/// One metadata request and one ListOffsets per topic serve every group; each group costs one
-/// OffsetFetch, sent to its coordinator. A group whose coordinator the client does not know yet
-/// costs a describe first, once (see [`coordinator`]). Results are in the order of `wanted`.
+/// One metadata request and one ListOffsets per topic (and partition leader) serve every group;
+/// each group costs one OffsetFetch, sent to its coordinator, all of them at once. A group whose
+/// coordinator the client does not know yet costs a describe first, once (see [`coordinator`]).
+/// Results are in the order of `wanted`.
 ///
 /// # Errors
 /// The outer error when the cluster's metadata cannot be read; otherwise each group's own
@@ -34,50 +35,82 @@ pub async fn lags(
         let mut lost = coordinator::find(h, Some(&md), &groups)?;
         // Per topic: its partitions and their high watermarks, looked up once.
         let mut topics: BTreeMap<&str, Result<PartitionsAndHigh, KafkaFailure>> = BTreeMap::new();
-        let mut starts: BTreeMap<&str, BTreeMap<i32, i64>> = BTreeMap::new();
-        let mut out = Vec::with_capacity(wanted.len());
-        for (group, topic) in &wanted {
-            let known = topics.entry(topic.as_str()).or_insert_with(|| {
+        for (_, topic) in &wanted {
+            topics.entry(topic.as_str()).or_insert_with(|| {
                 let ps = topic_partitions(&md, topic)?;
                 let high = log_offsets(h, topic, &ps, End::High)?;
                 Ok((ps, high))
             });
-            let (ps, high) = match known {
-                Ok(k) => k,
+        }
+        // Each group's committed offsets, or why they cannot be asked for.
+        let mut read: Vec<Option<Result<Positions, KafkaFailure>>> = Vec::with_capacity(wanted.len());
+        let mut asks = Vec::new();
+        let mut asked = Vec::new();
+        for (i, (group, topic)) in wanted.iter().enumerate() {
+            let ps = match &topics[topic.as_str()] {
+                Ok((ps, _)) => ps,
                 Err(f) => {
-                    out.push(Err(f.clone()));
+                    read.push(Some(Err(f.clone())));
                     continue;
                 }
             };
-            if let Some(f) = lost.remove(group.as_str()) {
-                out.push(Err(f));
-                continue;
+            let broker = match lost.remove(group.as_str()) {
+                Some(f) => Err(f),
+                None => coordinator::known(h, group).ok_or_else(|| {
+                    KafkaFailure::unavailable(format!("no broker answered as the coordinator of group '{group}'"))
+                }),
+            };
+            match broker {
+                Ok(broker) => {
+                    read.push(None);
+                    asks.push(admin::Ask { broker, group, topic, ps });
+                    asked.push(i);
+                }
+                Err(f) => read.push(Some(Err(f))),
             }
-            let committed = match committed(h, group, topic, ps) {
-                Ok(x) => x,
-                Err(f) => {
+        }
+        for (i, got) in asked.into_iter().zip(admin::list_group_offsets(h, &asks)) {
+            if let Err(f) = &got {
+                coordinator::failed(h, &wanted[i].0, f);
+            }
+            read[i] = Some(got);
+        }
+        // The log start offsets of a topic, read once and only when a group has no committed
+        // offset on some partition.
+        let mut starts: BTreeMap<&str, Result<BTreeMap<i32, i64>, KafkaFailure>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(wanted.len());
+        for ((_, topic), got) in wanted.iter().zip(read) {
+            let positions = match got {
+                Some(Ok(p)) => p,
+                Some(Err(f)) => {
                     out.push(Err(f));
                     continue;
                 }
+                None => {
+                    out.push(Err(KafkaFailure::unavailable("Kafka gave no offsets")));
+                    continue;
+                }
             };
-            if ps.iter().any(|p| committed.get(p).copied().flatten().is_none()) && !starts.contains_key(topic.as_str())
-            {
-                match log_offsets(h, topic, ps, End::Start) {
-                    Ok(s) => {
-                        starts.insert(topic, s);
-                    }
+            let Ok((ps, high)) = &topics[topic.as_str()] else {
+                out.push(Err(KafkaFailure::unavailable("Kafka gave no partitions")));
+                continue;
+            };
+            let start = if positions.values().any(Option::is_none) {
+                match starts.entry(topic).or_insert_with(|| log_offsets(h, topic, ps, End::Start)) {
+                    Ok(s) => Some(&*s),
                     Err(f) => {
-                        out.push(Err(f));
+                        out.push(Err(f.clone()));
                         continue;
                     }
                 }
-            }
-            let start = starts.get(topic.as_str());
+            } else {
+                None
+            };
             out.push(Ok(ps
                 .iter()
                 .map(|p| {
-                    let at = committed.get(p).copied().flatten().or_else(|| start.and_then(|s| s.get(p).copied()));
-                    let at = at.unwrap_or(0);
+                    let committed = positions.get(p).and_then(|x| x.as_ref().map(|x| x.offset));
+                    let at = committed.or_else(|| start.and_then(|s| s.get(p).copied())).unwrap_or(0);
                     (*p, (high.get(p).copied().unwrap_or(at) - at).max(0))
                 })
                 .collect()));
