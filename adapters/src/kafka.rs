@@ -3,7 +3,8 @@
 //! One [`KafkaClient`] per Kafka connection serves every group read over that connection. It never
 //! joins a group (see [`KafkaClient`]). Every blocking call runs on tokio's blocking pool and has a
 //! deadline. Lookups are batched: one metadata request per step, one ListOffsets request per end of
-//! the log for all partitions, one OffsetFetch and one OffsetCommit per group.
+//! the log for all partitions, one OffsetFetch and one OffsetCommit per group, each sent to the
+//! group's coordinator as the client found and keeps it ([`coordinator`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -80,6 +81,23 @@ fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
 /// The consumer behind a [`KafkaClient`].
 type Client = BaseConsumer<ClientLog>;
 
+/// What one blocking call of a [`KafkaClient`] works with: its consumer, its deadlines and the group
+/// coordinators it found.
+struct Handle<'a> {
+    client: &'a Client,
+    deadlines: Deadlines,
+    coordinators: &'a coordinator::Coordinators,
+}
+
+impl Handle<'_> {
+    /// The cluster's metadata: its brokers and every topic the principal may describe. Asks for every
+    /// topic rather than some, so that a broker with `auto.create.topics.enable=true` never creates a
+    /// missing one.
+    fn metadata(&self) -> Result<Metadata, KafkaFailure> {
+        self.client.fetch_metadata(None, self.deadlines.request).map_err(|e| classify(&e))
+    }
+}
+
 /// How often librdkafka counts what a client sent (its statistics, delivered to [`ClientLog`] by the
 /// pump thread), for [`KafkaClient::requests_sent`].
 pub const STATISTICS_INTERVAL: Duration = Duration::from_secs(1);
@@ -89,13 +107,23 @@ const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The operator's client of one Kafka connection, shared by every group that connection serves.
 ///
-/// It has no `group.id`, never subscribes and never polls for records, so it never joins a group.
-/// Group operations go through the admin API (DescribeConsumerGroups, ListConsumerGroupOffsets,
+/// It never subscribes, never assigns partitions and never polls for records, so it never joins a
+/// group. Group operations go through the admin API (DescribeConsumerGroups, ListConsumerGroupOffsets,
 /// AlterConsumerGroupOffsets), which names the group per call: a commit carries generation -1 and an
 /// empty member id, which the broker accepts only while the group has no members (it answers
 /// UNKNOWN_MEMBER_ID otherwise; see Kafka's `validateOffsetCommit`), exactly as Kafka's own
-/// `kafka-consumer-groups --reset-offsets` does. Building one costs a bootstrap connection (tens of
-/// milliseconds on loopback), so a reset builds one per connection, not one per group or per step.
+/// `kafka-consumer-groups --reset-offsets` does. Each call goes to the group's coordinator, which the
+/// client finds and keeps itself ([`coordinator`]). Building one costs a bootstrap connection (tens
+/// of milliseconds on loopback), so a reset builds one per connection, not one per group or per step.
+///
+/// Its `group.id` is its home group, one of the groups it serves: librdkafka needs a client's
+/// consumer group state for an OffsetFetch answer that names a coordinator error (NOT_COORDINATOR,
+/// COORDINATOR_NOT_AVAILABLE), and without a `group.id` there is none, so such an answer crashed the
+/// process (librdkafka 2.12, `rd_kafka_handle_OffsetFetch`;
+/// [confluentinc/librdkafka#5040](https://github.com/confluentinc/librdkafka/issues/5040)). With
+/// one, librdkafka looks the home group's coordinator up once (a FindCoordinator, which needs the
+/// Describe on the group that every group served needs anyway) and again every
+/// `coordinator.query.interval.ms` (10 minutes), and keeps a connection to it; it never joins it.
 ///
 /// A pump thread serves the client's queue while the client lives: librdkafka delivers log lines and
 /// error events there, and runs the OAUTHBEARER OIDC token refresh from it (the token request is made
@@ -105,6 +133,7 @@ pub struct KafkaClient {
     consumer: Arc<Client>,
     pump: Option<(Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
     deadlines: Deadlines,
+    coordinators: coordinator::Coordinators,
 }
 
 impl Drop for KafkaClient {
@@ -117,12 +146,13 @@ impl Drop for KafkaClient {
 }
 
 impl KafkaClient {
-    /// A client of `conn` whose every request has deadline `d.request`.
+    /// A client of `conn` whose every request has deadline `d.request`, with home group `home` (one of
+    /// the groups it serves; see [`KafkaClient`]).
     ///
     /// # Errors
     /// A final [`KafkaFailure`] when librdkafka rejects the connection's properties; its reason never
     /// holds a credential of them.
-    pub fn new(conn: &KafkaConnection, d: Deadlines) -> Result<Self, KafkaFailure> {
+    pub fn new(conn: &KafkaConnection, d: Deadlines, home: &str) -> Result<Self, KafkaFailure> {
         let secrets = Secrets::of(&conn.properties);
         let mut cfg = ClientConfig::new();
         for (k, v) in &conn.properties {
@@ -132,6 +162,7 @@ impl KafkaClient {
         // their own.
         cfg.set("bootstrap.servers", &conn.bootstrap_servers)
             .set("client.id", CLIENT_ID)
+            .set("group.id", home)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
@@ -156,7 +187,7 @@ impl KafkaClient {
                 }
             })
             .map_err(|e| KafkaFailure::unavailable(format!("cannot start a Kafka client thread: {e}")))?;
-        Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d })
+        Ok(KafkaClient { consumer, pump: Some((stop, pump)), deadlines: d, coordinators: Default::default() })
     }
 
     /// The requests this client sent to the brokers so far, by request type (`Metadata`,
@@ -174,20 +205,14 @@ impl KafkaClient {
 
     /// Runs `f`; a failure becomes the final [`Cause`] librdkafka reported meanwhile, if any. Either
     /// way the reason holds no credential.
-    fn call<T>(&self, f: impl FnOnce(&Client, Deadlines) -> Result<T, KafkaFailure>) -> Result<T, KafkaFailure> {
+    fn call<T>(&self, f: impl FnOnce(&Handle) -> Result<T, KafkaFailure>) -> Result<T, KafkaFailure> {
         let c = &*self.consumer;
-        f(c, self.deadlines).map_err(|failure| match c.context().cause() {
+        let h = Handle { client: c, deadlines: self.deadlines, coordinators: &self.coordinators };
+        f(&h).map_err(|failure| match c.context().cause() {
             Some(cause) => cause,
             None => KafkaFailure { reason: c.context().redact(&failure.reason), ..failure },
         })
     }
-}
-
-/// The partitions of `topic`, from cluster metadata. Asks for every topic's metadata rather than the
-/// one topic, so that a broker with `auto.create.topics.enable=true` never creates a missing one.
-fn partitions(c: &Client, topic: &str, d: Deadlines) -> Result<Vec<i32>, KafkaFailure> {
-    let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
-    topic_partitions(&md, topic)
 }
 
 /// The partitions of `topic` in `md`, ascending.
@@ -217,18 +242,12 @@ enum End {
 /// One end of every partition of `ps`, in one ListOffsets request per partition leader (librdkafka's
 /// offsets-for-times with the protocol's special timestamps, KIP-79), not one round trip per
 /// partition.
-fn log_offsets(
-    c: &Client,
-    topic: &str,
-    ps: &[i32],
-    end: End,
-    d: Deadlines,
-) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
+fn log_offsets(h: &Handle, topic: &str, ps: &[i32], end: End) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
     let at = match end {
         End::Start => Offset::Beginning,
         End::High => Offset::End,
     };
-    list_offsets(c, topic, ps, at, d)?
+    list_offsets(h, topic, ps, at)?
         .into_iter()
         .map(|(p, o)| {
             o.map(|o| (p, o)).ok_or_else(|| {
@@ -241,30 +260,18 @@ fn log_offsets(
 /// Each partition's first offset whose record's timestamp is at or after `at` (milliseconds since
 /// the Unix epoch), in one ListOffsets request per partition leader (KIP-79); `None` where the
 /// partition holds no such record.
-fn time_offsets(
-    c: &Client,
-    topic: &str,
-    ps: &[i32],
-    at: i64,
-    d: Deadlines,
-) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
-    list_offsets(c, topic, ps, Offset::Offset(at), d)
+fn time_offsets(h: &Handle, topic: &str, ps: &[i32], at: i64) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
+    list_offsets(h, topic, ps, Offset::Offset(at))
 }
 
 /// Each partition's offset for `at` (a timestamp, or the log's start or end), in one ListOffsets
 /// request per partition leader; `None` where Kafka has none.
-fn list_offsets(
-    c: &Client,
-    topic: &str,
-    ps: &[i32],
-    at: Offset,
-    d: Deadlines,
-) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
+fn list_offsets(h: &Handle, topic: &str, ps: &[i32], at: Offset) -> Result<BTreeMap<i32, Option<i64>>, KafkaFailure> {
     let mut tpl = TopicPartitionList::new();
     for p in ps {
         tpl.add_partition_offset(topic, *p, at).map_err(|e| KafkaFailure::refused(e.to_string()))?;
     }
-    let got = c.offsets_for_times(tpl, d.request).map_err(|e| classify(&e))?;
+    let got = h.client.offsets_for_times(tpl, h.deadlines.request).map_err(|e| classify(&e))?;
     let mut out = BTreeMap::new();
     for e in got.elements() {
         if let Err(err) = e.error() {
@@ -276,11 +283,20 @@ fn list_offsets(
     Ok(out)
 }
 
-fn committed(c: &Client, group: &str, topic: &str, ps: &[i32], d: Deadlines) -> Result<Committed, KafkaFailure> {
-    Ok(admin::list_group_offsets(c, group, topic, ps, d)?
-        .into_iter()
-        .map(|(p, pos)| (p, pos.map(|x| x.offset)))
-        .collect())
+/// The group's committed positions (offsets and commit metadata) on partitions `ps` of `topic`, read
+/// at its coordinator.
+fn positions(h: &Handle, group: &str, topic: &str, ps: &[i32]) -> Result<Positions, KafkaFailure> {
+    coordinator::at(h, group, |broker| {
+        let ask = admin::Ask { broker, group, topic, ps };
+        admin::list_group_offsets(h, &[ask])
+            .pop()
+            .unwrap_or_else(|| Err(KafkaFailure::unavailable("Kafka gave no offsets")))
+    })
+}
+
+/// The group's committed offsets on partitions `ps` of `topic`.
+fn committed(h: &Handle, group: &str, topic: &str, ps: &[i32]) -> Result<Committed, KafkaFailure> {
+    Ok(positions(h, group, topic, ps)?.into_iter().map(|(p, pos)| (p, pos.map(|x| x.offset))).collect())
 }
 
 /// An absolute offset, or `None` for "no committed offset". Logical offsets (beginning, end, stored)
@@ -294,7 +310,7 @@ pub fn absolute(o: Offset) -> Option<i64> {
 
 async fn blocking<T: Send + 'static>(
     client: Arc<KafkaClient>,
-    f: impl FnOnce(&Client, Deadlines) -> Result<T, KafkaFailure> + Send + 'static,
+    f: impl FnOnce(&Handle) -> Result<T, KafkaFailure> + Send + 'static,
 ) -> Result<T, KafkaFailure> {
     tokio::task::spawn_blocking(move || client.call(f))
         .await
@@ -312,15 +328,20 @@ pub async fn inspect(
     target: InletTarget,
     at: Option<i64>,
 ) -> Result<Inspection, KafkaFailure> {
-    blocking(client, move |c, d| {
+    blocking(client, move |h| {
         let group = target.group.as_str();
-        let (state, members) = admin::describe_group(c, group, d)?;
-        let ps = partitions(c, &target.topic, d)?;
-        let log_start = log_offsets(c, &target.topic, &ps, End::Start, d)?;
-        let high_watermark = log_offsets(c, &target.topic, &ps, End::High, d)?;
-        let committed = committed(c, group, &target.topic, &ps, d)?;
+        // The metadata first: it lists the partitions, and the brokers where the group's
+        // coordinator may be when it is not known yet.
+        let md = h.metadata()?;
+        let (state, members) = coordinator::describe(h, Some(&md), &[group])?
+            .pop()
+            .unwrap_or_else(|| Err(KafkaFailure::unavailable("describing the consumer group: Kafka gave no answer")))?;
+        let ps = topic_partitions(&md, &target.topic)?;
+        let log_start = log_offsets(h, &target.topic, &ps, End::Start)?;
+        let high_watermark = log_offsets(h, &target.topic, &ps, End::High)?;
+        let committed = committed(h, group, &target.topic, &ps)?;
         let at_time = match at {
-            Some(at) => time_offsets(c, &target.topic, &ps, at, d)?,
+            Some(at) => time_offsets(h, &target.topic, &ps, at)?,
             None => BTreeMap::new(),
         };
         Ok(Inspection { state, members, log_start, committed, high_watermark, at_time, topic_configs: BTreeMap::new() })
@@ -369,14 +390,16 @@ async fn write_offsets(
     metadata: String,
     read_back: bool,
 ) -> Result<Committed, KafkaFailure> {
-    blocking(client, move |c, d| {
+    blocking(client, move |h| {
         let group = target.group.as_str();
-        admin::alter_group_offsets(c, group, &target.topic, &offsets, &metadata, d)?;
+        coordinator::at(h, group, |broker| {
+            admin::alter_group_offsets(h, broker, group, &target.topic, &offsets, &metadata)
+        })?;
         if !read_back {
             return Ok(Committed::new());
         }
         let ps: Vec<i32> = offsets.keys().copied().collect();
-        committed(c, group, &target.topic, &ps, d)
+        committed(h, group, &target.topic, &ps)
     })
     .await
 }
@@ -386,9 +409,9 @@ async fn write_offsets(
 /// # Errors
 /// A classified [`KafkaFailure`].
 pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Result<Positions, KafkaFailure> {
-    blocking(client, move |c, d| {
-        let ps = partitions(c, &target.topic, d)?;
-        admin::list_group_offsets(c, target.group.as_str(), &target.topic, &ps, d)
+    blocking(client, move |h| {
+        let ps = topic_partitions(&h.metadata()?, &target.topic)?;
+        positions(h, target.group.as_str(), &target.topic, &ps)
     })
     .await
 }
@@ -396,15 +419,15 @@ pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Re
 /// A group's state and number of members, or why it could not be described.
 pub type Described = Result<(String, u32), KafkaFailure>;
 
-/// The state and number of members of each of `groups` (see [`inspect`]), in one admin call; in the
-/// order of `groups`.
+/// The state and number of members of each of `groups` (see [`inspect`]), in one admin call per
+/// coordinator; in the order of `groups`.
 ///
 /// # Errors
 /// The outer error when the call as a whole failed; otherwise each group's own [`KafkaFailure`].
 pub async fn describe_groups(client: Arc<KafkaClient>, groups: Vec<String>) -> Result<Vec<Described>, KafkaFailure> {
-    blocking(client, move |c, d| {
+    blocking(client, move |h| {
         let names: Vec<&str> = groups.iter().map(String::as_str).collect();
-        admin::describe_groups(c, &names, d)
+        coordinator::describe(h, None, &names)
     })
     .await
 }
@@ -415,88 +438,19 @@ pub async fn describe_groups(client: Arc<KafkaClient>, groups: Vec<String>) -> R
 /// # Errors
 /// A classified [`KafkaFailure`]; a missing topic is final.
 pub async fn log_start_offsets(client: Arc<KafkaClient>, topic: String) -> Result<BTreeMap<i32, i64>, KafkaFailure> {
-    blocking(client, move |c, d| {
-        let ps = partitions(c, &topic, d)?;
-        log_offsets(c, &topic, &ps, End::Start, d)
-    })
-    .await
-}
-
-/// Per partition lag of a group: records it has still to read.
-pub type Lag = BTreeMap<i32, i64>;
-
-/// A topic's partitions and their high watermarks.
-type PartitionsAndHigh = (Vec<i32>, BTreeMap<i32, i64>);
-
-/// The lag of each `(group, topic)` of `wanted`, per partition: the high watermark minus the
-/// committed offset (minus the log start offset where the group has none), never below 0.
-///
-/// One metadata request and one ListOffsets per topic serve every group; each group costs one
-/// OffsetFetch. Results are in the order of `wanted`.
-///
-/// # Errors
-/// The outer error when the cluster's metadata cannot be read; otherwise each group's own
-/// [`KafkaFailure`] (a missing topic is final).
-pub async fn lags(
-    client: Arc<KafkaClient>,
-    wanted: Vec<(String, String)>,
-) -> Result<Vec<Result<Lag, KafkaFailure>>, KafkaFailure> {
-    blocking(client, move |c, d| {
-        let md = c.fetch_metadata(None, d.request).map_err(|e| classify(&e))?;
-        // Per topic: its partitions and their high watermarks, looked up once.
-        let mut topics: BTreeMap<&str, Result<PartitionsAndHigh, KafkaFailure>> = BTreeMap::new();
-        let mut starts: BTreeMap<&str, BTreeMap<i32, i64>> = BTreeMap::new();
-        let mut out = Vec::with_capacity(wanted.len());
-        for (group, topic) in &wanted {
-            let known = topics.entry(topic.as_str()).or_insert_with(|| {
-                let ps = topic_partitions(&md, topic)?;
-                let high = log_offsets(c, topic, &ps, End::High, d)?;
-                Ok((ps, high))
-            });
-            let (ps, high) = match known {
-                Ok(k) => k,
-                Err(f) => {
-                    out.push(Err(f.clone()));
-                    continue;
-                }
-            };
-            let committed = match committed(c, group, topic, ps, d) {
-                Ok(x) => x,
-                Err(f) => {
-                    out.push(Err(f));
-                    continue;
-                }
-            };
-            if ps.iter().any(|p| committed.get(p).copied().flatten().is_none()) && !starts.contains_key(topic.as_str())
-            {
-                match log_offsets(c, topic, ps, End::Start, d) {
-                    Ok(s) => {
-                        starts.insert(topic, s);
-                    }
-                    Err(f) => {
-                        out.push(Err(f));
-                        continue;
-                    }
-                }
-            }
-            let start = starts.get(topic.as_str());
-            out.push(Ok(ps
-                .iter()
-                .map(|p| {
-                    let at = committed.get(p).copied().flatten().or_else(|| start.and_then(|s| s.get(p).copied()));
-                    let at = at.unwrap_or(0);
-                    (*p, (high.get(p).copied().unwrap_or(at) - at).max(0))
-                })
-                .collect()));
-        }
-        Ok(out)
+    blocking(client, move |h| {
+        let ps = topic_partitions(&h.metadata()?, &topic)?;
+        log_offsets(h, &topic, &ps, End::Start)
     })
     .await
 }
 
 mod admin;
+mod coordinator;
+mod lag;
 mod log;
 
+pub use lag::{Lag, lags};
 use log::ClientLog;
 pub use log::Requests;
 

@@ -12,6 +12,7 @@ use flow_adapters::kafka::{Deadlines, KafkaClient, Requests};
 use flow_adapters::kube as k;
 use flow_adapters::topics::TopicAdmin;
 use flow_core::connection::{self, Clusters, KafkaConnection, Resolution};
+use flow_core::names::GroupId;
 use flow_core::reset::KafkaFailure;
 use flow_core::resource::AnkkaFlow;
 use kube::ResourceExt;
@@ -108,14 +109,20 @@ impl Pool {
     }
 
     /// The group client of `conn` in lane `lane` (taken modulo [`LANES`]), connected already when it
-    /// was used within [`IDLE`].
+    /// was used within [`IDLE`]. A new one gets the group `home` gives as its home group (see
+    /// [`KafkaClient`]): a group it serves, so that the connection's principal may describe it.
     ///
     /// # Errors
-    /// librdkafka rejecting the connection's properties.
-    pub fn group_client(&self, conn: &KafkaConnection, lane: usize) -> Result<Arc<KafkaClient>, KafkaFailure> {
+    /// librdkafka rejecting the connection's properties, or `home`'s failure.
+    pub fn group_client(
+        &self,
+        conn: &KafkaConnection,
+        lane: usize,
+        home: impl FnOnce() -> Result<GroupId, KafkaFailure>,
+    ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let lane = lane % LANES;
         match self.get(conn, Slot::Group(lane), || {
-            Ok(Client::Group(lane, Arc::new(KafkaClient::new(conn, self.deadlines)?)))
+            Ok(Client::Group(lane, Arc::new(KafkaClient::new(conn, self.deadlines, home()?.as_str())?)))
         })? {
             Client::Group(_, c) => Ok(c),
             Client::Topics(_) => unreachable!("a group slot holds a group client"),
@@ -186,6 +193,19 @@ impl Drop for Pool {
     }
 }
 
+/// The consumer group a client of topic `topic_id`'s connection in `flow` gets as its home group:
+/// the group of the first inlet of `flow` that reads the topic, else of its first inlet.
+///
+/// # Errors
+/// A pipeline without inlets, whose connections serve no group.
+fn home_group(flow: &AnkkaFlow, topic_id: &str) -> Result<GroupId, KafkaFailure> {
+    let inlets: Vec<_> =
+        flow_core::targets::select(&flow.spec, &[]).unwrap_or_default().into_iter().flat_map(|t| t.inlets).collect();
+    inlets.iter().find(|i| i.topic_id == topic_id).or(inlets.first()).map(|i| i.group.clone()).ok_or_else(|| {
+        KafkaFailure::configuration(format!("the pipeline has no inlet: no consumer group reads topic '{topic_id}'"))
+    })
+}
+
 /// What [`Connections`] work with: the Kubernetes client (to read the cluster Secrets), the
 /// namespace of the cluster Secrets, and the operator's Kafka clients. `crate::context::Context`
 /// converts into it, so `Connections::new(ctx)` takes the reconcile's context.
@@ -233,7 +253,7 @@ impl<'a> Connections<'a> {
         lane: usize,
     ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let conn = self.get(flow, topic_id).await?;
-        self.parts.kafka.group_client(&conn, lane)
+        self.parts.kafka.group_client(&conn, lane, || home_group(flow, topic_id))
     }
 
     /// The operator's connection of topic `topic_id` of `flow`, resolved by the same rules as the

@@ -1,6 +1,8 @@
 //! Consumer-group calls of librdkafka's admin API that the safe rdkafka API lacks:
 //! DescribeConsumerGroups, ListConsumerGroupOffsets and AlterConsumerGroupOffsets. Each names its
-//! group per call, so one client serves every group of a connection.
+//! group per call, so one client serves every group of a connection, and each goes to the broker it
+//! names, the group's coordinator as [`super::coordinator`] found it: never through librdkafka's own
+//! coordinator lookup (see that module for why).
 //!
 //! DescribeConsumerGroups matters beyond convenience: rdkafka's `fetch_group_list` uses the classic
 //! DescribeGroups, which does not list the members of a KIP-848 `consumer` protocol group, so such a
@@ -25,7 +27,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Client, Deadlines, Described, KafkaFailure};
+use super::{Described, Handle, KafkaFailure};
 
 /// How long one wait for an admin result lasts before the client's context is asked for a final cause.
 const SLICE_MS: i32 = 100;
@@ -55,34 +57,55 @@ impl Drop for Call {
     }
 }
 
-/// Runs one admin operation `op` on `c`: `issue` sends it (given the client handle, the options
-/// and the result queue); returns the result event once it arrived without a request-level error.
-fn call(
-    c: &Client,
+/// Sends one admin operation `op` to broker `broker` over `h`'s client: `issue` sends it (given the
+/// client handle, the options and the result queue). Returns the call under way; [`finish`] waits for
+/// its result. A call whose options librdkafka refuses (a negative broker id) is never sent.
+///
+/// The broker is named in the call's options (`rd_kafka_AdminOptions_set_broker`), so librdkafka
+/// waits for a connection to that broker under the call's own timeout and sends it there; it never
+/// looks a coordinator up for it.
+fn start(
+    h: &Handle,
     op: rd::rd_kafka_admin_op_t,
-    what: &str,
-    d: Deadlines,
+    broker: i32,
     issue: impl FnOnce(*mut rd::rd_kafka_t, *mut rd::rd_kafka_AdminOptions_t, *mut rd::rd_kafka_queue_t),
 ) -> Result<Call, KafkaFailure> {
-    let rk = c.client().native_ptr();
-    let ms = i32::try_from(d.request.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: `rk` is the live handle of `c`, borrowed for this call; the queue and options are
-    // owned by the returned `Call` (or freed by its drop on an early return).
+    let rk = h.client.client().native_ptr();
+    let ms = i32::try_from(h.deadlines.request.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `rk` is the live handle of the client, borrowed for this call; the queue and options
+    // are owned by the returned `Call`, which frees them when it drops.
     unsafe {
-        let mut call = Call { queue: rd::rd_kafka_queue_new(rk), options: ptr::null_mut(), event: ptr::null_mut() };
-        call.options = rd::rd_kafka_AdminOptions_new(rk, op);
+        let call = Call {
+            queue: rd::rd_kafka_queue_new(rk),
+            options: rd::rd_kafka_AdminOptions_new(rk, op),
+            event: ptr::null_mut(),
+        };
         let mut errstr = [0 as c_char; 256];
         rd::rd_kafka_AdminOptions_set_request_timeout(call.options, ms, errstr.as_mut_ptr(), errstr.len());
+        let err = rd::rd_kafka_AdminOptions_set_broker(call.options, broker, errstr.as_mut_ptr(), errstr.len());
+        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(KafkaFailure::refused(format!("broker id {broker}: {}", text(errstr.as_ptr()))));
+        }
         issue(rk, call.options, call.queue);
-        // Wait in slices: a failure that no retry can cure (a TLS handshake or an authentication
-        // that failed, reported to the client's context meanwhile) ends the wait at once.
-        let deadline = Instant::now() + d.request + Duration::from_secs(1);
+        Ok(call)
+    }
+}
+
+/// Waits for the result of `call` (admin call `what`, started at `started`): the result event once
+/// it arrived without a request-level error.
+fn finish(h: &Handle, mut call: Call, what: &str, started: Instant) -> Result<Call, KafkaFailure> {
+    // Wait in slices: a failure that no retry can cure (a TLS handshake or an authentication that
+    // failed, reported to the client's context meanwhile) ends the wait at once. librdkafka ends the
+    // call itself at its request timeout; the extra second only bounds a result that never comes.
+    let deadline = started + h.deadlines.request + Duration::from_secs(1);
+    // SAFETY: the queue is owned by `call`; the event it returns is owned by `call` from then on.
+    unsafe {
         loop {
             call.event = rd::rd_kafka_queue_poll(call.queue, SLICE_MS);
             if !call.event.is_null() {
                 break;
             }
-            if let Some(cause) = c.context().cause() {
+            if let Some(cause) = h.client.context().cause() {
                 return Err(cause);
             }
             if Instant::now() >= deadline {
@@ -93,8 +116,20 @@ fn call(
         if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
             return Err(failure(err, what, &text(rd::rd_kafka_event_error_string(call.event))));
         }
-        Ok(call)
     }
+    Ok(call)
+}
+
+/// [`start`] and [`finish`] in one.
+fn call(
+    h: &Handle,
+    op: rd::rd_kafka_admin_op_t,
+    what: &str,
+    broker: i32,
+    issue: impl FnOnce(*mut rd::rd_kafka_t, *mut rd::rd_kafka_AdminOptions_t, *mut rd::rd_kafka_queue_t),
+) -> Result<Call, KafkaFailure> {
+    let started = Instant::now();
+    finish(h, start(h, op, broker, issue)?, what, started)
 }
 
 fn text(p: *const c_char) -> String {
@@ -159,33 +194,64 @@ unsafe fn elements<'a>(list: *const rd::rd_kafka_topic_partition_list_t) -> &'a 
     }
 }
 
-/// The group's state (`Empty`, `Stable`, `Dead`, ...) and its number of members, classic and
-/// consumer protocol alike. A group that does not exist is `Dead` with no member.
-///
-/// # Errors
-/// A [`KafkaFailure`]: timeouts and coordinator changes are transient, the rest final.
-pub fn describe_group(c: &Client, group: &str, d: Deadlines) -> Result<(String, u32), KafkaFailure> {
-    describe_groups(c, &[group], d)?.pop().unwrap_or_else(|| Ok(("Dead".into(), 0)))
+/// What one broker answered about one group it was asked to describe.
+#[derive(Clone, Debug)]
+pub(super) enum Answer {
+    /// The broker coordinates the group: its state and number of members, or a failure that says
+    /// it is the coordinator (COORDINATOR_LOAD_IN_PROGRESS: it is loading the group).
+    Coordinator(Described),
+    /// The broker does not coordinate the group (NOT_COORDINATOR), or no broker does right now
+    /// (COORDINATOR_NOT_AVAILABLE).
+    NotCoordinator,
+    /// No answer from the broker (a timeout, a lost connection): it may be the coordinator or not.
+    Silent(KafkaFailure),
+    /// A failure that does not depend on the broker asked (an authorization, for example).
+    Failed(KafkaFailure),
 }
 
-/// [`describe_group`] of every group of `groups` in one DescribeConsumerGroups call, results in the
-/// order of `groups`. librdkafka sends one request per group to its coordinator, all at once, and
-/// for a classic group follows ConsumerGroupDescribe (KIP-848) with DescribeGroups at once, without
-/// a retry backoff (librdkafka 2.12: `rd_kafka_DescribeConsumerGroups_response_merge`).
+/// Describes the groups of each `(broker, groups)` of `plan` at that broker, in one
+/// DescribeConsumerGroups call per broker, all sent before any answer is awaited. Results are in the
+/// order of `plan`, each group's answer in the order of its groups. librdkafka sends one request per
+/// group, and for a classic group follows ConsumerGroupDescribe (KIP-848) with DescribeGroups at once
+/// (`rd_kafka_DescribeConsumerGroups_response_merge`, librdkafka 2.12), to the same broker.
 ///
 /// # Errors
-/// The outer error when the call as a whole failed (a timeout, an unreachable cluster); a group's
-/// own error is its entry's.
-pub fn describe_groups(c: &Client, groups: &[&str], d: Deadlines) -> Result<Vec<Described>, KafkaFailure> {
+/// A group id that Kafka cannot be sent (it holds a NUL). A call that failed as a whole (a timeout)
+/// is its entry's error: its groups have no answer.
+pub(super) fn describe_at_each(
+    h: &Handle,
+    plan: &[(i32, Vec<&str>)],
+) -> Result<Vec<Result<Vec<Answer>, KafkaFailure>>, KafkaFailure> {
     const WHAT: &str = "describing the consumer group";
-    let names = groups.iter().map(|g| group_name(g)).collect::<Result<Vec<CString>, _>>()?;
+    let mut names = Vec::with_capacity(plan.len());
+    for (_, groups) in plan {
+        names.push(groups.iter().map(|g| group_name(g)).collect::<Result<Vec<CString>, _>>()?);
+    }
     let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS;
-    let call = call(c, op, WHAT, d, |rk, options, queue| {
-        let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-        // SAFETY: live handle, options and queue; librdkafka copies the names before returning.
-        unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), ptrs.len(), options, queue) }
-    })?;
-    // SAFETY: the result and the descriptions belong to `call.event`, alive until `call` drops.
+    let started = Instant::now();
+    let calls: Vec<Result<Call, KafkaFailure>> = plan
+        .iter()
+        .zip(&names)
+        .map(|((broker, _), names)| {
+            start(h, op, *broker, |rk, options, queue| {
+                let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+                // SAFETY: live handle, options and queue; librdkafka copies the names before returning.
+                unsafe { rd::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), ptrs.len(), options, queue) }
+            })
+        })
+        .collect();
+    Ok(calls
+        .into_iter()
+        .zip(plan)
+        .map(|(call, (_, groups))| finish(h, call?, WHAT, started).map(|call| answers(&call, groups)))
+        .collect())
+}
+
+/// The answer about each of `groups` in the DescribeConsumerGroups result of `call`.
+fn answers(call: &Call, groups: &[&str]) -> Vec<Answer> {
+    const WHAT: &str = "describing the consumer group";
+    use rd::rd_kafka_resp_err_t as E;
+    // SAFETY: the result and the descriptions belong to `call.event`, alive while `call` is.
     unsafe {
         let result = rd::rd_kafka_event_DescribeConsumerGroups_result(call.event);
         let mut n = 0usize;
@@ -196,70 +262,145 @@ pub fn describe_groups(c: &Client, groups: &[&str], d: Deadlines) -> Result<Vec<
         for desc in descs {
             let name = text(rd::rd_kafka_ConsumerGroupDescription_group_id(*desc));
             let error = rd::rd_kafka_ConsumerGroupDescription_error(*desc);
-            let got = if error.is_null() {
+            let answer = if error.is_null() {
                 let state =
                     text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(*desc)));
                 let members =
                     u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(*desc)).unwrap_or(u32::MAX);
-                Ok((state, members))
+                Answer::Coordinator(Ok((state, members)))
             } else {
                 let code = rd::rd_kafka_error_code(error);
-                if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND {
-                    Ok(("Dead".into(), 0))
-                } else {
-                    Err(failure(code, WHAT, &text(rd::rd_kafka_error_string(error))))
+                let f = || failure(code, WHAT, &text(rd::rd_kafka_error_string(error)));
+                match code {
+                    E::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND => Answer::Coordinator(Ok(("Dead".into(), 0))),
+                    E::RD_KAFKA_RESP_ERR_NOT_COORDINATOR | E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE => {
+                        Answer::NotCoordinator
+                    }
+                    E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS => Answer::Coordinator(Err(f())),
+                    _ if f().kind == flow_core::reset::FailureKind::Unreachable => Answer::Silent(f()),
+                    _ => Answer::Failed(f()),
                 }
             };
-            by_name.insert(name, got);
+            by_name.insert(name, answer);
         }
-        // A group Kafka said nothing about does not exist.
-        Ok(groups.iter().map(|g| by_name.get(*g).cloned().unwrap_or_else(|| Ok(("Dead".into(), 0)))).collect())
+        // A group the broker said nothing about does not exist.
+        groups
+            .iter()
+            .map(|g| by_name.remove(*g).unwrap_or_else(|| Answer::Coordinator(Ok(("Dead".into(), 0)))))
+            .collect()
     }
 }
 
-/// The group's committed positions (offset and commit metadata) on partitions `ps` of `topic`, in
-/// one OffsetFetch; `None` where it has none.
-///
-/// # Errors
-/// A [`KafkaFailure`]; a partition-level error names the partition.
-pub fn list_group_offsets(
-    c: &Client,
-    group: &str,
-    topic: &str,
-    ps: &[i32],
-    d: Deadlines,
-) -> Result<Positions, KafkaFailure> {
+/// One group's committed offsets to read: on partitions `ps` of `topic`, at `broker`, its
+/// coordinator.
+pub(super) struct Ask<'a> {
+    pub broker: i32,
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub ps: &'a [i32],
+}
+
+/// The committed positions (offset and commit metadata) of each ask of `asks`, in one OffsetFetch
+/// per ask, all sent before any answer is awaited, over one result queue; `None` where a group has
+/// none. Results are in the order of `asks`.
+pub(super) fn list_group_offsets(h: &Handle, asks: &[Ask]) -> Vec<Result<Positions, KafkaFailure>> {
     const WHAT: &str = "reading the group's committed offsets";
-    let name = group_name(group)?;
-    let mut tpl = TopicPartitionList::new();
-    for p in ps {
-        tpl.add_partition(topic, *p);
-    }
+    let mut out: Vec<Option<Result<Positions, KafkaFailure>>> = asks.iter().map(|_| None).collect();
+    let rk = h.client.client().native_ptr();
     let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS;
-    let call = call(c, op, WHAT, d, |rk, options, queue| {
-        // SAFETY: `name` and `tpl` outlive the constructor, which copies both; the request
-        // object is copied by the call and freed right after it.
-        unsafe {
-            let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
-            rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, options, queue);
-            rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
-        }
-    })?;
-    // SAFETY: everything read belongs to `call.event`, alive until `call` drops.
+    let ms = i32::try_from(h.deadlines.request.as_millis()).unwrap_or(i32::MAX);
+    let started = Instant::now();
+    // SAFETY: `rk` is the live handle of the client, borrowed for this call. The queue and the
+    // options are owned by `shared`; librdkafka copies the options, the names and the partition
+    // lists at each call, so the options are changed and reused for the next one, and each request
+    // object is freed right after its call. Each event polled is owned by its own guard.
     unsafe {
+        let shared = Call {
+            queue: rd::rd_kafka_queue_new(rk),
+            options: rd::rd_kafka_AdminOptions_new(rk, op),
+            event: ptr::null_mut(),
+        };
+        let mut errstr = [0 as c_char; 256];
+        rd::rd_kafka_AdminOptions_set_request_timeout(shared.options, ms, errstr.as_mut_ptr(), errstr.len());
+        let mut waiting = 0usize;
+        for (i, ask) in asks.iter().enumerate() {
+            let name = match group_name(ask.group) {
+                Ok(n) => n,
+                Err(f) => {
+                    out[i] = Some(Err(f));
+                    continue;
+                }
+            };
+            let err =
+                rd::rd_kafka_AdminOptions_set_broker(shared.options, ask.broker, errstr.as_mut_ptr(), errstr.len());
+            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                out[i] =
+                    Some(Err(KafkaFailure::refused(format!("broker id {}: {}", ask.broker, text(errstr.as_ptr())))));
+                continue;
+            }
+            // The ask's index plus one names its result (a null opaque would be index 0 otherwise).
+            rd::rd_kafka_AdminOptions_set_opaque(shared.options, (i + 1) as *mut std::ffi::c_void);
+            let mut tpl = TopicPartitionList::new();
+            for p in ask.ps {
+                tpl.add_partition(ask.topic, *p);
+            }
+            let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+            rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, shared.options, shared.queue);
+            rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
+            waiting += 1;
+        }
+        // librdkafka ends each call at its request timeout; the extra second only bounds a result
+        // that never comes. A final failure reported meanwhile (TLS, authentication) ends the wait.
+        let deadline = started + h.deadlines.request + Duration::from_secs(1);
+        let mut gone: Option<KafkaFailure> = None;
+        while waiting > 0 {
+            let event = rd::rd_kafka_queue_poll(shared.queue, SLICE_MS);
+            if event.is_null() {
+                gone = h.client.context().cause();
+                if gone.is_none() && Instant::now() >= deadline {
+                    gone =
+                        Some(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, WHAT, "no answer in time"));
+                }
+                if gone.is_some() {
+                    break;
+                }
+                continue;
+            }
+            // Owned from here on, freed when it drops.
+            let one = Call { queue: ptr::null_mut(), options: ptr::null_mut(), event };
+            let i = (rd::rd_kafka_event_opaque(event) as usize).wrapping_sub(1);
+            if let (Some(slot @ None), Some(ask)) = (out.get_mut(i), asks.get(i)) {
+                *slot = Some(positions_in(&one, ask, WHAT));
+                waiting -= 1;
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(gone.clone().unwrap_or_else(|| KafkaFailure::unavailable(WHAT)))))
+            .collect()
+    }
+}
+
+/// The committed positions of `ask` in the ListConsumerGroupOffsets result event of `call`.
+fn positions_in(call: &Call, ask: &Ask, what: &str) -> Result<Positions, KafkaFailure> {
+    // SAFETY: everything read belongs to `call.event`, alive while `call` is.
+    unsafe {
+        let err = rd::rd_kafka_event_error(call.event);
+        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(failure(err, what, &text(rd::rd_kafka_event_error_string(call.event))));
+        }
         let result = rd::rd_kafka_event_ListConsumerGroupOffsets_result(call.event);
         let mut n = 0usize;
         let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut n);
-        let list = only_group(groups, n, WHAT)?;
-        let mut out: Positions = ps.iter().map(|p| (*p, None)).collect();
+        let list = only_group(groups, n, what)?;
+        let mut out: Positions = ask.ps.iter().map(|p| (*p, None)).collect();
         for e in elements(list) {
-            if text(e.topic) != topic || !out.contains_key(&e.partition) {
+            if text(e.topic) != ask.topic || !out.contains_key(&e.partition) {
                 continue;
             }
             if e.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
                 return Err(failure(
                     e.err,
-                    WHAT,
+                    what,
                     &format!("partition {}: {}", e.partition, RDKafkaErrorCode::from(e.err)),
                 ));
             }
@@ -277,18 +418,18 @@ pub fn list_group_offsets(
 }
 
 /// Commits `offsets` of `topic` with commit metadata `metadata` for the group, without joining it,
-/// in one OffsetCommit; then examines every partition's result.
+/// in one OffsetCommit to `broker`, its coordinator; then examines every partition's result.
 ///
 /// # Errors
 /// A [`KafkaFailure`]: UNKNOWN_MEMBER_ID (members present) and other retriable codes are
 /// transient; when some partitions failed, the reason lists each with Kafka's code.
-pub fn alter_group_offsets(
-    c: &Client,
+pub(super) fn alter_group_offsets(
+    h: &Handle,
+    broker: i32,
     group: &str,
     topic: &str,
     offsets: &BTreeMap<i32, i64>,
     metadata: &str,
-    d: Deadlines,
 ) -> Result<(), KafkaFailure> {
     const WHAT: &str = "committing the group's offsets";
     let name = group_name(group)?;
@@ -299,7 +440,7 @@ pub fn alter_group_offsets(
         e.set_metadata(metadata);
     }
     let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS;
-    let call = call(c, op, WHAT, d, |rk, options, queue| {
+    let call = call(h, op, WHAT, broker, |rk, options, queue| {
         // SAFETY: as in `list_group_offsets`.
         unsafe {
             let mut req = [rd::rd_kafka_AlterConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];

@@ -41,13 +41,18 @@ impl Kafka {
     }
 
     /// The group client of `conn` in lane `lane` (see [`super::LANES`]), for the reset driver and the
-    /// lag measurement.
+    /// lag measurement; a new one gets the group `home` gives as its home group (see [`Pool::group_client`]).
     ///
     /// # Errors
     /// librdkafka rejecting the connection's properties; the in-memory cluster has no group clients.
-    pub fn group_client(&self, conn: &KafkaConnection, lane: usize) -> Result<Arc<KafkaClient>, KafkaFailure> {
+    pub fn group_client(
+        &self,
+        conn: &KafkaConnection,
+        lane: usize,
+        home: impl FnOnce() -> Result<flow_core::names::GroupId, KafkaFailure>,
+    ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         match self {
-            Kafka::Live(pool) => pool.group_client(conn, lane),
+            Kafka::Live(pool) => pool.group_client(conn, lane, home),
             #[cfg(test)]
             Kafka::Fake(_) => Err(KafkaFailure::unavailable("the in-memory Kafka has no group clients")),
         }

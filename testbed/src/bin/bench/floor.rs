@@ -57,7 +57,8 @@ pub fn measure(
         .expect("a tokio runtime");
     rt.block_on(async {
         let conn = KafkaConnection { bootstrap_servers: bootstrap.to_string(), properties: BTreeMap::new() };
-        let client = || Arc::new(KafkaClient::new(&conn, Deadlines::default()).expect("a Kafka client"));
+        let home = groups.first().cloned().unwrap_or_default();
+        let client = || Arc::new(KafkaClient::new(&conn, Deadlines::default(), &home).expect("a Kafka client"));
         let targets: Vec<InletTarget> = groups
             .iter()
             .map(|g| InletTarget {

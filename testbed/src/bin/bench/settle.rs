@@ -40,7 +40,9 @@ pub struct Round {
 pub fn measure(standin: &Path, bootstrap: &str, topic: &str, protocols: &[&str], reps: usize) -> Vec<Round> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let conn = KafkaConnection { bootstrap_servers: bootstrap.to_string(), properties: BTreeMap::new() };
-    let client = Arc::new(KafkaClient::new(&conn, Deadlines::default()).expect("a Kafka client"));
+    // Its home group: the first round's group (any group it serves would do).
+    let home = format!("{topic}-{}-0", protocols.first().copied().unwrap_or_default());
+    let client = Arc::new(KafkaClient::new(&conn, Deadlines::default(), &home).expect("a Kafka client"));
     let mut out = Vec::new();
     for protocol in protocols {
         for rep in 0..reps {
