@@ -300,9 +300,15 @@ pub(super) struct Ask<'a> {
     pub ps: &'a [i32],
 }
 
+/// OffsetFetch requests of [`list_group_offsets`] in flight at most: enough to keep the
+/// coordinators busy, few enough that a lag sample of a thousand groups never holds a thousand
+/// requests and answers in memory at once (see docs/performance.md, "1,000 AnkkaFlows").
+const OFFSET_FETCHES_IN_FLIGHT: usize = 32;
+
 /// The committed positions (offset and commit metadata) of each ask of `asks`, in one OffsetFetch
-/// per ask, all sent before any answer is awaited, over one result queue; `None` where a group has
-/// none. Results are in the order of `asks`.
+/// per ask, up to [`OFFSET_FETCHES_IN_FLIGHT`] of them in flight (the next one sent as soon as an
+/// answer came), over one result queue; `None` where a group has none. Results are in the order of
+/// `asks`.
 pub(super) fn list_group_offsets(h: &Handle, asks: &[Ask]) -> Vec<Result<Positions, KafkaFailure>> {
     const WHAT: &str = "reading the group's committed offsets";
     let mut out: Vec<Option<Result<Positions, KafkaFailure>>> = asks.iter().map(|_| None).collect();
@@ -323,37 +329,47 @@ pub(super) fn list_group_offsets(h: &Handle, asks: &[Ask]) -> Vec<Result<Positio
         let mut errstr = [0 as c_char; 256];
         rd::rd_kafka_AdminOptions_set_request_timeout(shared.options, ms, errstr.as_mut_ptr(), errstr.len());
         let mut waiting = 0usize;
-        for (i, ask) in asks.iter().enumerate() {
-            let name = match group_name(ask.group) {
-                Ok(n) => n,
-                Err(f) => {
-                    out[i] = Some(Err(f));
+        let mut next = 0usize;
+        // librdkafka ends each call at its request timeout; the extra second only bounds a result
+        // that never comes (counted from the last answer, as later requests wait for earlier ones).
+        // A final failure reported meanwhile (TLS, authentication) ends the wait.
+        let mut deadline = started + h.deadlines.request + Duration::from_secs(1);
+        let mut gone: Option<KafkaFailure> = None;
+        while next < asks.len() || waiting > 0 {
+            while waiting < OFFSET_FETCHES_IN_FLIGHT && next < asks.len() {
+                let (i, ask) = (next, &asks[next]);
+                next += 1;
+                let name = match group_name(ask.group) {
+                    Ok(n) => n,
+                    Err(f) => {
+                        out[i] = Some(Err(f));
+                        continue;
+                    }
+                };
+                let err =
+                    rd::rd_kafka_AdminOptions_set_broker(shared.options, ask.broker, errstr.as_mut_ptr(), errstr.len());
+                if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                    out[i] = Some(Err(KafkaFailure::refused(format!(
+                        "broker id {}: {}",
+                        ask.broker,
+                        text(errstr.as_ptr())
+                    ))));
                     continue;
                 }
-            };
-            let err =
-                rd::rd_kafka_AdminOptions_set_broker(shared.options, ask.broker, errstr.as_mut_ptr(), errstr.len());
-            if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-                out[i] =
-                    Some(Err(KafkaFailure::refused(format!("broker id {}: {}", ask.broker, text(errstr.as_ptr())))));
-                continue;
+                // The ask's index plus one names its result (a null opaque would be index 0 otherwise).
+                rd::rd_kafka_AdminOptions_set_opaque(shared.options, (i + 1) as *mut std::ffi::c_void);
+                let mut tpl = TopicPartitionList::new();
+                for p in ask.ps {
+                    tpl.add_partition(ask.topic, *p);
+                }
+                let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
+                rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, shared.options, shared.queue);
+                rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
+                waiting += 1;
             }
-            // The ask's index plus one names its result (a null opaque would be index 0 otherwise).
-            rd::rd_kafka_AdminOptions_set_opaque(shared.options, (i + 1) as *mut std::ffi::c_void);
-            let mut tpl = TopicPartitionList::new();
-            for p in ask.ps {
-                tpl.add_partition(ask.topic, *p);
+            if waiting == 0 {
+                break;
             }
-            let mut req = [rd::rd_kafka_ListConsumerGroupOffsets_new(name.as_ptr(), tpl.ptr())];
-            rd::rd_kafka_ListConsumerGroupOffsets(rk, req.as_mut_ptr(), 1, shared.options, shared.queue);
-            rd::rd_kafka_ListConsumerGroupOffsets_destroy(req[0]);
-            waiting += 1;
-        }
-        // librdkafka ends each call at its request timeout; the extra second only bounds a result
-        // that never comes. A final failure reported meanwhile (TLS, authentication) ends the wait.
-        let deadline = started + h.deadlines.request + Duration::from_secs(1);
-        let mut gone: Option<KafkaFailure> = None;
-        while waiting > 0 {
             let event = rd::rd_kafka_queue_poll(shared.queue, SLICE_MS);
             if event.is_null() {
                 gone = h.client.context().cause();
@@ -372,6 +388,7 @@ pub(super) fn list_group_offsets(h: &Handle, asks: &[Ask]) -> Vec<Result<Positio
             if let (Some(slot @ None), Some(ask)) = (out.get_mut(i), asks.get(i)) {
                 *slot = Some(positions_in(&one, ask, WHAT));
                 waiting -= 1;
+                deadline = Instant::now() + h.deadlines.request + Duration::from_secs(1);
             }
         }
         out.into_iter()

@@ -18,8 +18,9 @@ type PartitionsAndHigh = (Vec<i32>, BTreeMap<i32, i64>);
 /// committed offset (minus the log start offset where the group has none), never below 0.
 ///
 /// One metadata request and one ListOffsets per topic (and partition leader) serve every group;
-/// each group costs one OffsetFetch, sent to its coordinator, all of them at once. A group whose
-/// coordinator the client does not know yet costs a describe first, once (see [`coordinator`]).
+/// each group costs one OffsetFetch, sent to its coordinator, a bounded number of them in flight at
+/// once. A group whose coordinator the client does not know yet costs a describe first, once (see
+/// [`coordinator`]).
 /// Results are in the order of `wanted`.
 ///
 /// # Errors
