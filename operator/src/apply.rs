@@ -82,7 +82,7 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
 }
 
 /// Carries out a plan (needs Kafka and a client): the finalizer, the topics and their events, the
-/// per-pipeline objects, each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
+/// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
 /// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
 /// Everything is applied server-side with the operator's field manager.
 ///
@@ -93,6 +93,9 @@ pub async fn plan(ctx: &Context, flow: &AnkkaFlow, p: &Plan, conns: &Connections
     let outcome: Result<(), (Action<'_>, String)> = async {
         for action in p.setup_actions() {
             step(ctx, flow, action, conns).await?;
+        }
+        for stage in p.pipeline_object_stages() {
+            futures::future::try_join_all(stage.into_iter().map(|a| step(ctx, flow, a, conns))).await?;
         }
         // Collected first: a stream over a lazy map of borrowing futures trips the compiler's
         // higher-ranked lifetime check.

@@ -314,13 +314,14 @@ impl Plan {
     /// Deployment, Secret and `StreamletRemoved`.
     pub fn actions(&self) -> Vec<Action<'_>> {
         let mut a = self.setup_actions();
+        a.extend(self.pipeline_object_stages().into_iter().flatten());
         a.extend(self.streamlets.iter().flat_map(StreamletStep::actions));
         a.extend(self.removal_actions());
         a
     }
 
-    /// The steps before any streamlet's: the finalizer, the topics (each creation followed by its
-    /// `TopicCreated`, then the topic's warnings), the ServiceAccount, Role and RoleBinding.
+    /// The first steps, in order: the finalizer, the topics (each creation followed by its
+    /// `TopicCreated`, then the topic's warnings).
     pub fn setup_actions(&self) -> Vec<Action<'_>> {
         let mut a = Vec::new();
         match self.finalizer {
@@ -335,10 +336,19 @@ impl Plan {
             }
             a.extend(events.iter().map(Action::Record));
         }
-        a.push(Action::ApplyServiceAccount(&self.service_account));
-        a.push(Action::ApplyRole(&self.role));
-        a.push(Action::ApplyRoleBinding(&self.role_binding));
         a
+    }
+
+    /// The steps after the setup's and before any streamlet's, in stages whose steps may be
+    /// carried out at once: the ServiceAccount and the Role, then the RoleBinding. The RoleBinding
+    /// waits for its Role: an operator that may bind a Role only because it holds the Role's rights
+    /// (no `bind` verb) can create the binding only once the API server can read those rights. The
+    /// streamlets' Deployments need the ServiceAccount, so they wait for every stage.
+    pub fn pipeline_object_stages(&self) -> [Vec<Action<'_>>; 2] {
+        [
+            vec![Action::ApplyServiceAccount(&self.service_account), Action::ApplyRole(&self.role)],
+            vec![Action::ApplyRoleBinding(&self.role_binding)],
+        ]
     }
 
     /// The steps after every streamlet's: per removed streamlet its Deployment, Secret and
