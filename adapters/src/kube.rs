@@ -53,23 +53,35 @@ pub async fn running_pods(
 /// The API call's error (for example no right to list Secrets there).
 pub async fn clusters(client: &Client, namespace: &str) -> Result<Clusters, kube::Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let mut out = Clusters::new();
-    for s in secrets.list(&ListParams::default()).await?.items {
-        let name = s.name_any();
-        let Some(cluster) = name.strip_prefix(CLUSTER_SECRET_PREFIX) else {
-            continue;
-        };
-        let annotations = s.metadata.annotations.clone().unwrap_or_default();
-        let mut data: BTreeMap<String, String> = s
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-            .collect();
-        data.extend(s.string_data.unwrap_or_default());
-        out.insert(cluster.to_string(), Cluster::from_secret(cluster, &data, &annotations));
-    }
-    Ok(out)
+    Ok(secrets.list(&ListParams::default()).await?.items.into_iter().filter_map(cluster_of).collect())
+}
+
+/// Reads the one cluster Secret `name` (`kafka-cluster-<cluster>`) of `namespace`: its cluster name,
+/// its `resourceVersion` and the cluster it describes, as [`clusters`] reads each. `None` when it
+/// does not exist (or its name is no cluster Secret's).
+///
+/// # Errors
+/// The API call's error.
+pub async fn cluster(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<(String, String, Cluster)>, kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let Some(secret) = secrets.get_opt(name).await? else { return Ok(None) };
+    let version = secret.resource_version().unwrap_or_default();
+    Ok(cluster_of(secret).map(|(cluster, c)| (cluster, version, c)))
+}
+
+/// The cluster a cluster Secret describes, with its name; `None` for any other Secret.
+fn cluster_of(s: Secret) -> Option<(String, Cluster)> {
+    let name = s.name_any();
+    let cluster = name.strip_prefix(CLUSTER_SECRET_PREFIX)?;
+    let annotations = s.metadata.annotations.clone().unwrap_or_default();
+    let mut data: BTreeMap<String, String> =
+        s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect();
+    data.extend(s.string_data.unwrap_or_default());
+    Some((cluster.to_string(), Cluster::from_secret(cluster, &data, &annotations)))
 }
 
 /// Sets the request annotation of `AnkkaFlow` `name`, touching no other field (JSON merge patch).

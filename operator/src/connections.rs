@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flow_adapters::kafka::{Deadlines, KafkaClient, Requests};
-use flow_adapters::kube as k;
 use flow_adapters::topics::TopicAdmin;
 use flow_core::connection::{self, Clusters, KafkaConnection, Resolution};
 use flow_core::names::GroupId;
@@ -206,14 +205,12 @@ fn home_group(flow: &AnkkaFlow, topic_id: &str) -> Result<GroupId, KafkaFailure>
     })
 }
 
-/// What [`Connections`] work with: the Kubernetes client (to read the cluster Secrets), the
-/// namespace of the cluster Secrets, and the operator's Kafka clients. `crate::context::Context`
-/// converts into it, so `Connections::new(ctx)` takes the reconcile's context.
+/// What [`Connections`] work with: the cluster Secrets and the operator's Kafka clients.
+/// `crate::context::Context` converts into it, so `Connections::new(ctx)` takes the reconcile's
+/// context.
 pub struct Parts<'a> {
-    /// The Kubernetes client.
-    pub client: &'a kube::Client,
-    /// The namespace of the Kafka cluster Secrets.
-    pub clusters_namespace: &'a str,
+    /// The Kafka cluster Secrets.
+    pub clusters: &'a crate::clusters::ClusterSecrets,
     /// The operator's Kafka clients.
     pub kafka: &'a Kafka,
 }
@@ -271,8 +268,8 @@ impl<'a> Connections<'a> {
         let key = (flow.namespace().unwrap_or_default(), flow.name_any());
         if !self.resolved.contains_key(&key) {
             if self.clusters.is_none() {
-                let ns = self.parts.clusters_namespace;
-                let listed = k::clusters(self.parts.client, ns).await.map_err(|e| {
+                let ns = self.parts.clusters.namespace();
+                let listed = self.parts.clusters.get().await.map_err(|e| {
                     KafkaFailure::unavailable(format!("cannot read the Kafka cluster Secrets in namespace '{ns}': {e}"))
                 })?;
                 self.clusters = Some(listed);

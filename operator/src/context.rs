@@ -75,6 +75,8 @@ impl Error {
 pub struct Context {
     /// The Kubernetes client.
     pub client: Client,
+    /// The Kafka cluster Secrets, through their cache (see `crate::clusters`).
+    pub clusters: crate::clusters::ClusterSecrets,
     /// The reset ledger (a cache: see `crate::ledger`).
     pub ledger: crate::ledger::Ledger,
     /// The operator's settings.
@@ -90,6 +92,9 @@ pub struct Context {
     /// namespace, or one of every namespace), as last seen: what the lag sampler reads, and the other
     /// resources a consumer group may be shared with.
     pub flows: Vec<kube::runtime::reflector::Store<AnkkaFlow>>,
+    /// The controllers' caches of the Deployments the operator manages (slimmed, see
+    /// `crate::observe::slim_deployment`), one per watched namespace or one of every namespace.
+    pub deployments: Vec<kube::runtime::reflector::Store<k8s_openapi::api::apps::v1::Deployment>>,
     /// When each refusal or shared-group event (by namespace and event name) was last recorded or
     /// found recorded: reconciles repeat them, and asking the API server again each time would
     /// cost a request per event per reconcile.
@@ -101,6 +106,6 @@ pub struct Context {
 
 impl<'a> From<&'a Context> for Parts<'a> {
     fn from(ctx: &'a Context) -> Self {
-        Parts { client: &ctx.client, clusters_namespace: ctx.settings.clusters_namespace(), kafka: &ctx.kafka }
+        Parts { clusters: &ctx.clusters, kafka: &ctx.kafka }
     }
 }

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -80,6 +80,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let (flows, deployments) = (scope.apis::<AnkkaFlow>(&watches), scope.apis::<Deployment>(&watches));
     // The reconciles in parallel, shared out between the controllers.
     let concurrency = (settings.max_concurrent_reconciles / u16::try_from(flows.len()).unwrap_or(u16::MAX)).max(1);
+    let mut deployment_stores = Vec::new();
     let controllers: Vec<Controller<AnkkaFlow>> = flows
         .into_iter()
         .zip(deployments)
@@ -87,19 +88,35 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
             // The controller's cache of AnkkaFlows, and what wakes a reconcile of one: a change the
             // reconcile has to act on (see [`acts_on`]), never a status write alone (its own, mostly).
             let (store, writer) = reflector::store();
-            let changes =
-                reflector::reflector(writer, watcher(flows, watcher::Config::default()).modify(forget_managed_fields))
-                    .applied_objects()
-                    .predicate_filter(acts_on, Default::default());
+            let changes = reflector(writer, watcher(flows, watcher::Config::default()).modify(forget_managed_fields))
+                .applied_objects()
+                .predicate_filter(acts_on, Default::default());
+            // The Deployments it manages: what wakes their resource's reconcile, and a cache of them
+            // (see `crate::observe::owned`).
+            let (owned, owned_writer) = reflector::store();
+            deployment_stores.push(owned);
+            let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+            let owned_changes = reflector(
+                owned_writer,
+                watcher(deployments, managed).default_backoff().modify(observe::slim_deployment),
+            )
+            .touched_objects();
             Controller::for_stream(changes, store)
-                .owns(deployments, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")))
+                .owns_stream(owned_changes)
                 .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         })
         .collect();
     // The controllers' caches: every AnkkaFlow the operator watches, for the lag sampler and the
     // consumer groups they may share.
     let all_flows = controllers.iter().map(Controller::store).collect();
+    let (cluster_secrets, cluster_ticks) =
+        watch_cluster_secrets(watches.clone(), settings.clusters_namespace(), controllers.len());
     let ctx = Arc::new(Context {
+        clusters: crate::clusters::ClusterSecrets::new(
+            client.clone(),
+            settings.clusters_namespace(),
+            Some(cluster_secrets),
+        ),
         client,
         ledger,
         kafka: crate::connections::Kafka::new(crate::connections::Pool::new(Deadlines {
@@ -109,6 +126,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         failures: Mutex::new(HashMap::new()),
         metrics,
         flows: all_flows,
+        deployments: deployment_stores,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
     });
@@ -118,9 +136,9 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     }));
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
-    let runs = controllers.into_iter().map(|controller| {
+    let runs = controllers.into_iter().zip(cluster_ticks).map(|(controller, ticks)| {
         controller
-            .reconcile_all_on(cluster_secret_changes(watches.clone(), ctx.settings.clusters_namespace()))
+            .reconcile_all_on(ticks)
             .graceful_shutdown_on(stop.clone().requested())
             .run(reconcile_measured, error_policy, ctx.clone())
             .boxed()
@@ -178,25 +196,44 @@ fn forget_managed_fields(flow: &mut AnkkaFlow) {
     flow.managed_fields_mut().clear();
 }
 
-/// A tick whenever a Kafka cluster Secret (`kafka-cluster-<name>`) of the clusters namespace is
-/// created, changed or deleted, so that every pipeline is reconciled and the streamlets whose
-/// rendered configuration changed roll (the periodic resync would notice too, later). Watches the
-/// Secrets' metadata only: their values never reach this watch.
-fn cluster_secret_changes(client: Client, namespace: &str) -> impl futures::Stream<Item = ()> + Send + 'static {
+/// Watches the Secrets of the clusters namespace, metadata only (their values never reach this
+/// watch), and returns the store it fills, for [`crate::clusters::ClusterSecrets`], and for each of
+/// `controllers` controllers a stream that ticks whenever a Kafka cluster Secret
+/// (`kafka-cluster-<name>`) is created, changed or deleted, so that every pipeline is reconciled and
+/// the streamlets whose rendered configuration changed roll (the periodic resync would notice too,
+/// later). The store is updated before the tick.
+fn watch_cluster_secrets(
+    client: Client,
+    namespace: &str,
+    controllers: usize,
+) -> (Store<PartialObjectMeta<Secret>>, Vec<futures::channel::mpsc::Receiver<()>>) {
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(client, namespace);
-    watcher(secrets, watcher::Config::default()).default_backoff().touched_objects().filter_map(|seen| async move {
-        match seen {
-            Ok(meta) if meta.name_any().starts_with(CLUSTER_SECRET_PREFIX) => {
-                tracing::debug!(secret = %meta.name_any(), "cluster Secret changed: reconciling every pipeline");
-                Some(())
-            }
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch the Kafka cluster Secrets; edits are noticed at the next resync");
-                None
+    let (store, writer) = reflector::store();
+    let (mut ticks, receivers): (Vec<_>, Vec<_>) = (0..controllers).map(|_| futures::channel::mpsc::channel(1)).unzip();
+    let changes = reflector(
+        writer,
+        watcher(secrets, watcher::Config::default()).default_backoff().modify(|m| m.managed_fields_mut().clear()),
+    )
+    .touched_objects();
+    tokio::spawn(async move {
+        let mut changes = std::pin::pin!(changes);
+        while let Some(seen) = changes.next().await {
+            match seen {
+                Ok(meta) if meta.name_any().starts_with(CLUSTER_SECRET_PREFIX) => {
+                    tracing::debug!(secret = %meta.name_any(), "cluster Secret changed: reconciling every pipeline");
+                    // A full channel already holds a tick that has not been taken yet: one is enough.
+                    for tick in &mut ticks {
+                        let _ = tick.try_send(());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the Kafka cluster Secrets; edits are noticed at the next resync");
+                }
             }
         }
-    })
+    });
+    (store, receivers)
 }
 
 fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action {

@@ -68,6 +68,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
     ])
     .settings;
     let ctx = Context {
+        clusters: crate::clusters::ClusterSecrets::new(client.clone(), settings.clusters_namespace(), None),
         client,
         ledger: crate::ledger::Ledger::open(&dir, Arc::new(crate::metrics::Metrics::default())),
         kafka: Kafka::Fake(kafka),
@@ -75,6 +76,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         failures: Mutex::new(HashMap::new()),
         metrics: Arc::new(crate::metrics::Metrics::default()),
         flows: vec![kube::runtime::reflector::store().0],
+        deployments: Vec::new(),
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
     };

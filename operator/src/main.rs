@@ -2,6 +2,7 @@
 //! requests.
 
 mod apply;
+mod clusters;
 mod connections;
 mod context;
 mod controller;

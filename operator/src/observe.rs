@@ -3,18 +3,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_adapters::kube as k;
 use flow_adapters::owned;
 use flow_core::connection::{Clusters, KafkaConnection};
-use flow_core::names::{LABEL_STREAMLET, streamlet_object_name};
+use flow_core::names::{LABEL_PIPELINE, LABEL_STREAMLET, streamlet_object_name};
 use flow_core::render::plan::{StageSecret, ValidPipeline, stage_secrets_to_read};
 use flow_core::render::status::ObservedDeployment;
 use flow_core::render::topics::KafkaTopic;
 use flow_core::render::workload::{ANNOTATION_CONFIG_HASH, PROCESS_CONTAINER};
 use flow_core::resource::AnkkaFlow;
+use futures::FutureExt;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Container, PodSpec, Secret};
 use kube::{Api, ResourceExt};
 
 use crate::context::{Context, Error};
@@ -33,7 +33,7 @@ pub struct Fetched {
 /// The cluster Secrets cannot be listed. A built-in's Secret that cannot be read is no error: it is
 /// [`StageSecret::Unreadable`], which the decision refuses with the reason.
 pub async fn fetch(ctx: &Context, flow: &AnkkaFlow) -> Result<Fetched, Error> {
-    let clusters = k::clusters(&ctx.client, ctx.settings.clusters_namespace()).await?;
+    let clusters = ctx.clusters.get().await?;
     let ns = flow.namespace().unwrap_or_default();
     let mut stage_secrets = BTreeMap::new();
     for name in stage_secrets_to_read(flow) {
@@ -101,10 +101,16 @@ pub struct Owned {
     pub secrets: BTreeSet<String>,
 }
 
-/// Lists the resource's Deployments, and looks up the Secrets of streamlets that are no longer in
+/// Finds the resource's Deployments, and looks up the Secrets of streamlets that are no longer in
 /// the resource: those of its Deployments, and those its last status listed (a Secret whose
 /// Deployment was deleted by hand is found that way). The operator never lists Secrets: it reads
 /// these by name, metadata only.
+///
+/// The Deployments come from the controllers' watch of the Deployments the operator manages, once
+/// it has listed them (a change of one wakes its resource's reconcile after the cache has it), and
+/// from the API server before that. A cache a few milliseconds behind the operator's own last apply
+/// costs at most that apply again and its `StreamletRolled` event again; a roll-out's progress is
+/// seen at the reconcile its Deployment's change wakes.
 ///
 /// # Errors
 /// The API calls' errors.
@@ -112,11 +118,24 @@ pub async fn owned(ctx: &Context, flow: &AnkkaFlow) -> Result<Owned, Error> {
     let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
     let uid = flow.uid().ok_or(Error::Incomplete("uid"))?;
     let pipeline = &flow.spec.pipeline;
-    let listed: Vec<Deployment> = owned::list_owned(&ctx.client, &ns, pipeline, &uid).await?;
-    let deployments: BTreeMap<String, ObservedDeployment> = listed
-        .iter()
-        .filter_map(|d| Some((d.labels().get(LABEL_STREAMLET)?.clone(), observed_deployment(d))))
-        .collect();
+    let observed = |d: &Deployment| Some((d.labels().get(LABEL_STREAMLET)?.clone(), observed_deployment(d)));
+    let cached = ctx.deployments.iter().all(|s| s.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok()));
+    let deployments: BTreeMap<String, ObservedDeployment> = if cached && !ctx.deployments.is_empty() {
+        ctx.deployments
+            .iter()
+            .flat_map(|s| {
+                s.state_filter(|d| {
+                    d.namespace().as_deref() == Some(ns.as_str())
+                        && d.labels().get(LABEL_PIPELINE) == Some(pipeline)
+                        && d.owner_references().iter().any(|r| r.uid == uid)
+                })
+            })
+            .filter_map(|d| observed(&d))
+            .collect()
+    } else {
+        let listed: Vec<Deployment> = owned::list_owned(&ctx.client, &ns, pipeline, &uid).await?;
+        listed.iter().filter_map(observed).collect()
+    };
     let wanted: BTreeSet<&str> = flow.spec.streamlets.iter().map(|s| s.name.as_str()).collect();
     let reported = flow.status.iter().flat_map(|s| s.streamlets.iter().map(|s| s.name.as_str()));
     let candidates: BTreeSet<&str> =
@@ -131,6 +150,25 @@ pub async fn owned(ctx: &Context, flow: &AnkkaFlow) -> Result<Owned, Error> {
         }
     }
     Ok(Owned { deployments, secrets })
+}
+
+/// Keeps of a watched Deployment only what [`owned`] reads (labels, owner references, the
+/// template's annotations, each container's name and image, generation and replica counts), so
+/// that the cache of every managed Deployment stays small.
+pub fn slim_deployment(d: &mut Deployment) {
+    d.managed_fields_mut().clear();
+    d.annotations_mut().clear();
+    if let Some(pod) = d.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        let containers = pod
+            .containers
+            .iter()
+            .map(|c| Container { name: c.name.clone(), image: c.image.clone(), ..Container::default() })
+            .collect();
+        *pod = PodSpec { containers, ..PodSpec::default() };
+    }
+    if let Some(status) = d.status.as_mut() {
+        status.conditions = None;
+    }
 }
 
 /// What the status and the roll-out decision need of a Deployment.

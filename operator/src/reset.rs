@@ -59,10 +59,16 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
     if k::reset_annotations(cached).0.is_none() {
         return Ok(None);
     }
-    // Act only on a fresh read: the watch cache may predate our own done write (case D2).
+    // Act only on a fresh read: the watch cache may predate our own done write (case D2). The
+    // pipeline's pods are listed at the same time (for the pipeline id the cache has, and again
+    // below in the rare case the fresh read names another): the list does not depend on the read,
+    // and the group's members, checked in Kafka before any commit, stay the guard of last resort.
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
-    let flow = timed(api.get(&cached.name_any())).await?;
+    let name = cached.name_any();
+    let (flow, pods) =
+        tokio::join!(timed(api.get(&name)), timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)));
+    let flow = flow?;
     // Every write of this drive lands on the object just read, or nowhere (`crate::writes`).
     let object = Arc::new(Object::of(&ctx.client, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
@@ -115,7 +121,10 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         Started::Drive(drive) => *drive,
     };
     status.reset_history = drive.history().to_vec();
-    let pods = timed(k::running_pods(&ctx.client, &ns, &flow.spec.pipeline)).await?;
+    let pods = match pods {
+        Ok(pods) if flow.spec.pipeline == cached.spec.pipeline => pods,
+        _ => timed(k::running_pods(&ctx.client, &ns, &flow.spec.pipeline)).await?,
+    };
     drive.observe(flow.spec.clone(), pods, now());
     // About to touch Kafka for the first time: refused if another resource maps to one of its
     // groups on the same cluster (the drive is dropped before it hands out anything).
@@ -321,9 +330,15 @@ impl Run<'_> {
                 Idle::Sleep(at) => {
                     tokio::time::sleep(until(at)).await;
                     // A newer request (`flow reset --replace`) supersedes this one: stop here and let
-                    // the next reconcile take the new one.
-                    let name = self.flow.name_any();
-                    if k::reset_annotations(&timed(self.api.get(&name)).await?).0 != Some(drive.annotation()) {
+                    // the next reconcile take the new one. Looked up in the controllers' cache,
+                    // which the watch keeps within milliseconds of the API server (a request
+                    // written in those milliseconds is as late as one written just after a fresh
+                    // read), and confirmed by a fresh read only when the cache shows another (or
+                    // none), so that a cache behind a broken watch never stops the drive.
+                    let ours = |f: &AnkkaFlow| k::reset_annotations(f).0 == Some(drive.annotation());
+                    let superseded = !crate::tenancy::cached(self.ctx, self.flow).is_some_and(|f| ours(&f))
+                        && !ours(&timed(self.api.get(&self.flow.name_any())).await?);
+                    if superseded {
                         status.reset = Some(drive.status(now()));
                         return Ok(Some(Duration::ZERO));
                     }
