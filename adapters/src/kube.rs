@@ -52,25 +52,37 @@ pub async fn running_pods(
 /// # Errors
 /// The API call's error (for example no right to list Secrets there).
 pub async fn clusters(client: &Client, namespace: &str) -> Result<Clusters, kube::Error> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    Ok(secrets.list(&ListParams::default()).await?.items.into_iter().filter_map(cluster_of).collect())
+    Ok(cluster_secrets(client, namespace).await?.into_iter().map(|s| (s.cluster, s.content)).collect())
 }
 
-/// Reads the one cluster Secret `name` (`kafka-cluster-<cluster>`) of `namespace`: its cluster name,
-/// its `resourceVersion` and the cluster it describes, as [`clusters`] reads each. `None` when it
-/// does not exist (or its name is no cluster Secret's).
+/// A cluster Secret as [`cluster_secrets`] read it.
+pub struct ClusterSecret {
+    /// The Secret's name (`kafka-cluster-<cluster>`).
+    pub name: String,
+    /// Its `resourceVersion`.
+    pub resource_version: String,
+    /// The cluster's name.
+    pub cluster: String,
+    /// The cluster it describes.
+    pub content: Cluster,
+}
+
+/// [`clusters`], with each Secret's name and `resourceVersion`.
 ///
 /// # Errors
-/// The API call's error.
-pub async fn cluster(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<(String, String, Cluster)>, kube::Error> {
+/// The API call's error (for example no right to list Secrets there).
+pub async fn cluster_secrets(client: &Client, namespace: &str) -> Result<Vec<ClusterSecret>, kube::Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let Some(secret) = secrets.get_opt(name).await? else { return Ok(None) };
-    let version = secret.resource_version().unwrap_or_default();
-    Ok(cluster_of(secret).map(|(cluster, c)| (cluster, version, c)))
+    Ok(secrets
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|s| {
+            let (name, resource_version) = (s.name_any(), s.resource_version().unwrap_or_default());
+            cluster_of(s).map(|(cluster, content)| ClusterSecret { name, resource_version, cluster, content })
+        })
+        .collect())
 }
 
 /// The cluster a cluster Secret describes, with its name; `None` for any other Secret.

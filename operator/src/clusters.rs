@@ -3,8 +3,8 @@
 //! unchanged.
 //!
 //! One watch of the namespace's Secrets, metadata only, says which Secrets exist and at which
-//! `resourceVersion`; a cluster Secret's content is read (by name) only when this instance has not
-//! read it at that version yet. Every change the watch sees also wakes a reconcile of every
+//! `resourceVersion`; they are listed again only when one of them is at a version this instance
+//! has not read (or is new, or gone). Every change the watch sees also wakes a reconcile of every
 //! pipeline (see `crate::controller`). Until the watch has listed the namespace once, and whenever
 //! it is not running, every read lists the Secrets from the API server, as before the cache.
 
@@ -49,11 +49,12 @@ impl ClusterSecrets {
         &self.namespace
     }
 
-    /// The clusters, by cluster name: from the cache where the watch shows a Secret unchanged,
-    /// read by name where it is new or changed.
+    /// The clusters, by cluster name: from the cache while the watch shows every cluster Secret at
+    /// the version read last, else listed again (the operator may list and watch the Secrets of the
+    /// clusters namespace, and reads none of them by name there).
     ///
     /// # Errors
-    /// A Secret that cannot be read (or listed, before the watch has listed them once).
+    /// The Secrets cannot be listed.
     pub async fn get(&self) -> Result<Clusters, kube::Error> {
         let Some(seen) = self.seen.as_ref().filter(|s| s.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok()))
         else {
@@ -66,32 +67,20 @@ impl ClusterSecrets {
             .filter(|m| m.name_any().starts_with(CLUSTER_SECRET_PREFIX))
             .map(|m| (m.name_any(), m.resource_version().unwrap_or_default()))
             .collect();
-        let stale: Vec<String> = {
+        {
             let read = self.read.lock().unwrap_or_else(|p| p.into_inner());
-            now.iter()
-                .filter(|(name, v)| read.get(*name).is_none_or(|r| &r.version != *v))
-                .map(|(n, _)| n.clone())
-                .collect()
-        };
-        let fetched = futures::future::try_join_all(
-            stale
-                .iter()
-                .map(|name| async move { k::cluster(&self.client, &self.namespace, name).await.map(|c| (name, c)) }),
-        )
-        .await?;
-        let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
-        for (name, got) in fetched {
-            match got {
-                Some((cluster, version, content)) => {
-                    read.insert(name.clone(), Read { version, cluster, content });
-                }
-                // Deleted since the watch saw it: the watch will say so too.
-                None => {
-                    read.remove(name);
-                }
+            let current =
+                read.len() == now.len() && now.iter().all(|(n, v)| read.get(n).is_some_and(|r| &r.version == v));
+            if current {
+                return Ok(read.values().map(|r| (r.cluster.clone(), r.content.clone())).collect());
             }
         }
-        read.retain(|name, _| now.contains_key(name));
-        Ok(read.values().map(|r| (r.cluster.clone(), r.content.clone())).collect())
+        let listed = k::cluster_secrets(&self.client, &self.namespace).await?;
+        let clusters = listed.iter().map(|s| (s.cluster.clone(), s.content.clone())).collect();
+        *self.read.lock().unwrap_or_else(|p| p.into_inner()) = listed
+            .into_iter()
+            .map(|s| (s.name, Read { version: s.resource_version, cluster: s.cluster, content: s.content }))
+            .collect();
+        Ok(clusters)
     }
 }
