@@ -84,3 +84,87 @@ impl ClusterSecrets {
         Ok(clusters)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http::{Method, StatusCode};
+    use kube::core::{ObjectMeta, PartialObjectMetaExt};
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::fixtures::{ApiServer, secret, secret_list};
+
+    const LIST: &str = "/api/v1/namespaces/ankka-flow/secrets";
+
+    fn seen(name: &str, version: &str) -> PartialObjectMeta<Secret> {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ankka-flow".into()),
+            resource_version: Some(version.into()),
+            ..ObjectMeta::default()
+        }
+        .into_response_partial()
+    }
+
+    fn listed(version: &str) -> serde_json::Value {
+        let mut s = secret("ankka-flow", "kafka-cluster-main", "*", &[("bootstrap.servers", "kafka:9092")]);
+        s["metadata"]["resourceVersion"] = version.into();
+        secret_list(vec![s])
+    }
+
+    fn client() -> (Client, ApiServer) {
+        let (service, handle) = tower_test::mock::pair();
+        (Client::new(service, "default"), ApiServer(handle))
+    }
+
+    /// A writer whose watch has listed `kafka-cluster-main` at `version` and an unrelated Secret.
+    fn synced(version: &str) -> (Store<PartialObjectMeta<Secret>>, Writer<PartialObjectMeta<Secret>>) {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(seen("kafka-cluster-main", version)));
+        writer.apply_watcher_event(&Event::InitApply(seen("something-else", "3")));
+        writer.apply_watcher_event(&Event::InitDone);
+        (store, writer)
+    }
+
+    async fn cached(secrets: &ClusterSecrets) -> Clusters {
+        tokio::time::timeout(std::time::Duration::from_secs(1), secrets.get())
+            .await
+            .expect("answered from the cache, with no call to the API server")
+            .expect("no error")
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_secret_is_not_listed_again_and_a_changed_one_is() {
+        let (client, mut api) = client();
+        let (store, mut writer) = synced("7");
+        let secrets = ClusterSecrets::new(client, "ankka-flow", Some(store));
+        let (first, _) = tokio::join!(secrets.get(), api.expect(Method::GET, LIST, StatusCode::OK, listed("7")));
+        assert!(first.expect("listed").contains_key("main"));
+        // Unchanged in the watch: from the cache, no call (a call would never be answered).
+        assert!(cached(&secrets).await.contains_key("main"));
+        // Changed: listed again.
+        writer.apply_watcher_event(&Event::Apply(seen("kafka-cluster-main", "8")));
+        let (again, _) = tokio::join!(secrets.get(), api.expect(Method::GET, LIST, StatusCode::OK, listed("8")));
+        assert!(again.expect("listed").contains_key("main"));
+        assert!(cached(&secrets).await.contains_key("main"));
+        // Deleted: listed again, and gone.
+        writer.apply_watcher_event(&Event::Delete(seen("kafka-cluster-main", "9")));
+        let (gone, _) = tokio::join!(secrets.get(), api.expect(Method::GET, LIST, StatusCode::OK, secret_list(vec![])));
+        assert!(gone.expect("listed").is_empty());
+        api.done().await;
+    }
+
+    #[tokio::test]
+    async fn before_the_watch_has_listed_every_read_lists() {
+        let (client, mut api) = client();
+        let (store, _writer) = reflector::store::<PartialObjectMeta<Secret>>();
+        let secrets = ClusterSecrets::new(client, "ankka-flow", Some(store));
+        for _ in 0..2 {
+            let (got, _) = tokio::join!(secrets.get(), api.expect(Method::GET, LIST, StatusCode::OK, listed("7")));
+            assert!(got.expect("listed").contains_key("main"));
+        }
+        api.done().await;
+    }
+}

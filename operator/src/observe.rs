@@ -194,3 +194,89 @@ pub fn observed_deployment(d: &Deployment) -> ObservedDeployment {
         ready_replicas: status.ready_replicas.unwrap_or(0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use flow_core::names::{LABEL_MANAGED_BY, MANAGED_BY};
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+    use crate::connections::fake::FakeKafka;
+    use crate::fixtures::{self, ApiServer};
+
+    /// A Deployment of streamlet `router` of pipeline `cart`, owned by the object of uid `owner`.
+    fn deployment(owner: &str, hash: &str) -> Deployment {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "flow-cart-router",
+                "namespace": "shop",
+                "generation": 3,
+                "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_PIPELINE: "cart", LABEL_STREAMLET: "router"},
+                "annotations": {"deployment.kubernetes.io/revision": "2"},
+                "managedFields": [{"manager": "ankka-flow-operator", "operation": "Apply"}],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "AnkkaFlow", "name": "cart", "uid": owner}]
+            },
+            "spec": {
+                "selector": {"matchLabels": {LABEL_STREAMLET: "router"}},
+                "template": {
+                    "metadata": {"annotations": {ANNOTATION_CONFIG_HASH: hash}},
+                    "spec": {
+                        "serviceAccountName": "flow-cart",
+                        "volumes": [{"name": "conf", "secret": {"secretName": "flow-cart-router"}}],
+                        "containers": [
+                            {"name": "sidecar", "image": "sidecar:1", "args": ["--conf", "/conf"]},
+                            {"name": PROCESS_CONTAINER, "image": "cart-router:1.2", "env": [{"name": "A", "value": "b"}]}
+                        ]
+                    }
+                }
+            },
+            "status": {"observedGeneration": 3, "updatedReplicas": 1, "readyReplicas": 1,
+                       "conditions": [{"type": "Available", "status": "True"}]}
+        }))
+        .expect("a Deployment")
+    }
+
+    #[test]
+    fn a_slimmed_deployment_is_observed_as_the_whole_one() {
+        let whole = deployment("5f0c1e2a-cart", "abc");
+        let mut slim = whole.clone();
+        slim_deployment(&mut slim);
+        assert_eq!(observed_deployment(&slim), observed_deployment(&whole));
+        assert_eq!(observed_deployment(&slim).process_image.as_deref(), Some("cart-router:1.2"));
+        let pod = slim.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("a pod template");
+        assert!(pod.volumes.is_none() && pod.containers.iter().all(|c| c.env.is_none() && c.args.is_none()));
+        assert!(slim.metadata.managed_fields.is_none_or(|m| m.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn the_deployments_come_from_the_cache_once_it_has_listed() {
+        let (ctx, handle) = fixtures::context(Arc::new(FakeKafka::default()));
+        let mut ctx = Arc::into_inner(ctx).expect("the only reference");
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&Event::Init);
+        // The second is another object's, of the same pipeline name, in another namespace.
+        let mut elsewhere = deployment("another-object", "old");
+        elsewhere.metadata.namespace = Some("elsewhere".into());
+        for mut d in [deployment("5f0c1e2a-cart", "abc"), elsewhere] {
+            slim_deployment(&mut d);
+            writer.apply_watcher_event(&Event::InitApply(d));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        ctx.deployments = vec![store];
+        // A call to the API server would never be answered.
+        let found = tokio::time::timeout(std::time::Duration::from_secs(1), owned(&ctx, &fixtures::cart()))
+            .await
+            .expect("answered from the cache, with no call to the API server")
+            .expect("read from the cache");
+        assert_eq!(found.deployments.keys().collect::<Vec<_>>(), ["router"]);
+        assert_eq!(found.deployments["router"].config_hash.as_deref(), Some("abc"));
+        // Not one call to the API server.
+        ApiServer(handle).done().await;
+    }
+}
