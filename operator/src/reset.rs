@@ -400,17 +400,28 @@ impl Run<'_> {
                     intent,
                     outcome,
                     task: tokio::spawn(async move {
-                        // The ledger first (on a blocking thread), then the status, which carries this
-                        // progress too: a ledger that cannot take it leaves the status alone to hold
-                        // it, and never blocks a reset. The persist counts as durable once both ended.
-                        if !persist.writes.is_empty() {
-                            let owner = Owner { namespace: &namespace, name: &name, uid: object.uid() };
-                            ledger.put(owner, &id, persist.writes).await;
-                        }
-                        if fail {
-                            return Err(kube::Error::Service("fault injection: the status write fails".into()).into());
-                        }
-                        object.status(&snapshot).await
+                        // The ledger (its flush on a blocking thread) and the status, which carries
+                        // this progress too, at once: neither waits for the other's round trip. A
+                        // ledger that cannot take it leaves the status alone to hold it, and never
+                        // blocks a reset. The persist counts as durable once both ended, so nothing
+                        // that depends on it starts before the ledger holds it too (the ledger
+                        // tests model this: the ledger is written as the persist starts).
+                        let to_ledger = async {
+                            if !persist.writes.is_empty() {
+                                let owner = Owner { namespace: &namespace, name: &name, uid: object.uid() };
+                                ledger.put(owner, &id, persist.writes).await;
+                            }
+                        };
+                        let to_status = async {
+                            if fail {
+                                return Err(
+                                    kube::Error::Service("fault injection: the status write fails".into()).into()
+                                );
+                            }
+                            object.status(&snapshot).await
+                        };
+                        let ((), written) = tokio::join!(to_ledger, to_status);
+                        written
                     }),
                 });
             }
