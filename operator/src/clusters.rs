@@ -13,7 +13,6 @@ use std::sync::Mutex;
 
 use flow_adapters::kube as k;
 use flow_core::connection::{CLUSTER_SECRET_PREFIX, Cluster, Clusters};
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -56,8 +55,7 @@ impl ClusterSecrets {
     /// # Errors
     /// The Secrets cannot be listed.
     pub async fn get(&self) -> Result<Clusters, kube::Error> {
-        let Some(seen) = self.seen.as_ref().filter(|s| s.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok()))
-        else {
+        let Some(seen) = self.seen.as_ref().filter(|s| crate::context::listed(s)) else {
             return k::clusters(&self.client, &self.namespace).await;
         };
         // The cluster Secrets the watch sees now, with their versions.

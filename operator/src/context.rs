@@ -104,6 +104,33 @@ pub struct Context {
     pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
 }
 
+impl Context {
+    /// Whether each of the controllers' caches of `AnkkaFlow`s has listed its namespaces once.
+    pub fn flows_listed(&self) -> bool {
+        !self.flows.is_empty() && self.flows.iter().all(listed)
+    }
+
+    /// `flow` as the controllers' caches hold it now, when they have listed their namespaces once
+    /// and hold it (the same object: same uid).
+    pub fn cached(&self, flow: &AnkkaFlow) -> Option<Arc<AnkkaFlow>> {
+        let key = ObjectRef::from_obj(flow);
+        self.flows_listed()
+            .then(|| self.flows.iter().find_map(|s| s.get(&key)))
+            .flatten()
+            .filter(|f| kube::ResourceExt::uid(f.as_ref()) == kube::ResourceExt::uid(flow))
+    }
+}
+
+/// Whether the watch behind `store` has listed its objects once (asked without waiting): until then
+/// the operator reads from the API server instead.
+pub fn listed<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    futures::FutureExt::now_or_never(store.wait_until_ready()).is_some_and(|r| r.is_ok())
+}
+
 impl<'a> From<&'a Context> for Parts<'a> {
     fn from(ctx: &'a Context) -> Self {
         Parts { clusters: &ctx.clusters, kafka: &ctx.kafka }

@@ -11,7 +11,6 @@ use flow_core::render::status::ObservedDeployment;
 use flow_core::render::topics::KafkaTopic;
 use flow_core::render::workload::{ANNOTATION_CONFIG_HASH, PROCESS_CONTAINER};
 use flow_core::resource::AnkkaFlow;
-use futures::FutureExt;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Secret};
@@ -119,7 +118,7 @@ pub async fn owned(ctx: &Context, flow: &AnkkaFlow) -> Result<Owned, Error> {
     let uid = flow.uid().ok_or(Error::Incomplete("uid"))?;
     let pipeline = &flow.spec.pipeline;
     let observed = |d: &Deployment| Some((d.labels().get(LABEL_STREAMLET)?.clone(), observed_deployment(d)));
-    let cached = ctx.deployments.iter().all(|s| s.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok()));
+    let cached = ctx.deployments.iter().all(crate::context::listed);
     let deployments: BTreeMap<String, ObservedDeployment> = if cached && !ctx.deployments.is_empty() {
         ctx.deployments
             .iter()

@@ -336,7 +336,7 @@ impl Run<'_> {
                     // read), and confirmed by a fresh read only when the cache shows another (or
                     // none), so that a cache behind a broken watch never stops the drive.
                     let ours = |f: &AnkkaFlow| k::reset_annotations(f).0 == Some(drive.annotation());
-                    let superseded = !crate::tenancy::cached(self.ctx, self.flow).is_some_and(|f| ours(&f))
+                    let superseded = !self.ctx.cached(self.flow).is_some_and(|f| ours(&f))
                         && !ours(&timed(self.api.get(&self.flow.name_any())).await?);
                     if superseded {
                         status.reset = Some(drive.status(now()));

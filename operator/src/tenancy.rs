@@ -52,21 +52,6 @@ pub async fn warn_shared_groups(ctx: &Context, flow: &AnkkaFlow, clusters: &Clus
     }
 }
 
-/// Whether each of the controllers' caches of `AnkkaFlow`s has listed its namespaces once.
-fn synced(ctx: &Context) -> bool {
-    let ready = |s: &kube::runtime::reflector::Store<AnkkaFlow>| {
-        futures::FutureExt::now_or_never(s.wait_until_ready()).is_some_and(|r| r.is_ok())
-    };
-    !ctx.flows.is_empty() && ctx.flows.iter().all(ready)
-}
-
-/// `flow` as the controllers' caches hold it now, when they have listed their namespaces once and
-/// hold it (same uid).
-pub fn cached(ctx: &Context, flow: &AnkkaFlow) -> Option<Arc<AnkkaFlow>> {
-    let key = kube::runtime::reflector::ObjectRef::from_obj(flow);
-    synced(ctx).then(|| ctx.flows.iter().find_map(|s| s.get(&key))).flatten().filter(|f| f.uid() == flow.uid())
-}
-
 /// Why a fresh reset request `id` of `flow`, targeting `groups`, is refused because another
 /// `AnkkaFlow` maps to one of them on the same cluster, in every namespace the operator watches.
 /// The `AnkkaFlow`s come from the controllers' caches once they have listed their namespaces (the
@@ -85,7 +70,7 @@ pub async fn shared_reset_refusal(
     if groups.is_empty() {
         return Ok(None);
     }
-    let all: Vec<Arc<AnkkaFlow>> = match synced(ctx) {
+    let all: Vec<Arc<AnkkaFlow>> = match ctx.flows_listed() {
         true => ctx.flows.iter().flat_map(kube::runtime::reflector::Store::state).collect(),
         false => {
             crate::scope::Scope::of(&ctx.settings).list_flows(&ctx.client).await?.into_iter().map(Arc::new).collect()
