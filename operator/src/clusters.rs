@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use flow_adapters::kube as k;
-use flow_core::connection::{CLUSTER_SECRET_PREFIX, Cluster, Clusters};
+use flow_core::connection::{CLUSTER_SECRET_PREFIX, Clusters};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -24,16 +24,8 @@ pub struct ClusterSecrets {
     namespace: String,
     /// The watch's view of the namespace's Secrets (metadata only); none without a watch.
     seen: Option<Store<PartialObjectMeta<Secret>>>,
-    /// What each cluster Secret held, by Secret name: its `resourceVersion` and its cluster.
-    read: Mutex<BTreeMap<String, Read>>,
-}
-
-/// A cluster Secret as it was read.
-#[derive(Clone)]
-struct Read {
-    version: String,
-    cluster: String,
-    content: Cluster,
+    /// Each cluster Secret as it was last listed, by Secret name.
+    read: Mutex<BTreeMap<String, k::ClusterSecret>>,
 }
 
 impl ClusterSecrets {
@@ -67,18 +59,16 @@ impl ClusterSecrets {
             .collect();
         {
             let read = self.read.lock().unwrap_or_else(|p| p.into_inner());
-            let current =
-                read.len() == now.len() && now.iter().all(|(n, v)| read.get(n).is_some_and(|r| &r.version == v));
+            let current = read.len() == now.len()
+                && now.iter().all(|(n, v)| read.get(n).is_some_and(|r| &r.resource_version == v));
             if current {
                 return Ok(read.values().map(|r| (r.cluster.clone(), r.content.clone())).collect());
             }
         }
         let listed = k::cluster_secrets(&self.client, &self.namespace).await?;
         let clusters = listed.iter().map(|s| (s.cluster.clone(), s.content.clone())).collect();
-        *self.read.lock().unwrap_or_else(|p| p.into_inner()) = listed
-            .into_iter()
-            .map(|s| (s.name, Read { version: s.resource_version, cluster: s.cluster, content: s.content }))
-            .collect();
+        *self.read.lock().unwrap_or_else(|p| p.into_inner()) =
+            listed.into_iter().map(|s| (s.name.clone(), s)).collect();
         Ok(clusters)
     }
 }
