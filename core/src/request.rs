@@ -106,6 +106,13 @@ pub enum MalformedRequest {
     BadRebuild(&'static str),
 }
 
+/// Whether the request annotation (`request`) holds a request that the done annotation (`done`)
+/// does not name yet: one the reset driver still has to carry out. A malformed annotation is none
+/// (the driver answers it at once).
+pub fn pending(request: Option<&str>, done: Option<&str>) -> bool {
+    request.and_then(|r| ResetRequest::parse(r).ok()).is_some_and(|r| done != Some(r.id.as_str()))
+}
+
 impl ResetRequest {
     /// Parses the annotation value.
     ///
@@ -246,6 +253,16 @@ mod tests {
         assert_eq!(r.id, ID);
         assert_eq!(r.streamlets, vec!["router"]);
         assert_eq!(ResetRequest::parse(&r.to_annotation()).unwrap(), r);
+    }
+
+    #[test]
+    fn pending_until_the_done_annotation_names_the_request() {
+        let text = ResetRequest::new(ID, vec![]).to_annotation();
+        assert!(pending(Some(&text), None));
+        assert!(pending(Some(&text), Some("0e5b1c2a-1111-4222-8333-444455556666")));
+        assert!(!pending(Some(&text), Some(ID)));
+        assert!(!pending(None, None));
+        assert!(!pending(Some("not json"), None), "a malformed request is answered at once");
     }
 
     #[test]

@@ -91,7 +91,7 @@ mod vocabulary;
 mod wording;
 
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
-pub use drive::{Drive, DriveOptions, Idle, KafkaCall, Persist, ProgressWrite, Work};
+pub use drive::{Drive, DriveOptions, GATHER, Idle, KafkaCall, Persist, ProgressWrite, Work};
 pub use group::GroupPhase;
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,

@@ -407,9 +407,11 @@ fn fence_outlives_its_drive(w: &mut World) {
         &[
             &|w| _ = w.write_request(1, Ask::All),
             &|w| w.inject_kube(KubeFault::StatusWrite, 1),
-            // Both inspections, then both fences start; router's fence completes first, and the
-            // status write of its intent fails while sink's fence is still under way.
-            &|w| assert_eq!(w.reconcile_in(None, &[0, 0, 0, 1]), Reconciled::Abandoned),
+            // Both inspections start; router's completes, then its fence, while sink's inspection
+            // is still under way (its intent waits for that inspection). Sink's inspection
+            // completes: router's intent write and sink's fence start, and the write fails while
+            // the fence is still under way.
+            &|w| assert_eq!(w.reconcile_in(None, &[0, 1, 0, 0]), Reconciled::Abandoned),
             &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
             &|w| w.land_late_calls(),
         ],

@@ -28,8 +28,10 @@ const IDLE: Duration = Duration::from_secs(600);
 
 /// Group clients at most per connection, each its own connection to the brokers. A broker answers
 /// one connection's requests one at a time, in order, so the commits of different consumer groups
-/// run side by side only over different connections (see docs/performance.md, "The floor").
-pub const LANES: usize = 8;
+/// run side by side only over different connections (see docs/performance.md, "The floor"). As
+/// many as a reset runs Kafka calls at once by default (`FLOW_RESET_CONCURRENCY`), so that those
+/// calls never wait for each other; a lane's client is made on its first use.
+pub const LANES: usize = 16;
 
 /// The operator's librdkafka clients, kept between reconciles: per distinct connection, up to
 /// [`LANES`] group clients ([`KafkaClient`]) and one topic admin client ([`TopicAdmin`]).

@@ -354,7 +354,19 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     // and the reset and status steps still run.
     let conns: apply::Connections =
         valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect();
+    // A reset request being carried out comes first: the apply waits until the reset's Kafka work
+    // is under its settle (or the drive returned), so that its server-side applies do not compete
+    // with the reset's reads and writes on the API server's critical path. It changes nothing the
+    // reset acts on: a reset acts only on streamlets stopped already (docs/performance.md, "Where
+    // the time goes").
+    let (annotation, done) = flow_adapters::kube::reset_annotations(flow);
+    let (quiet, reset_quiet) = tokio::sync::oneshot::channel::<()>();
+    let reset_first = flow_core::request::pending(annotation, done);
     let pipeline = async {
+        if reset_first {
+            // Sent, or dropped when the drive ends: either way the apply goes on.
+            let _ = reset_quiet.await;
+        }
         let topics = observe::describe_topics(ctx, &valid).await;
         let owned = observe::owned(ctx, flow).await?;
         let plan = valid.build(&Observed { topics: &topics, deployments: &owned.deployments, secrets: &owned.secrets });
@@ -368,7 +380,7 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     // (its write-ahead persists, see docs/reset.md), on top of the stored status; the reconcile's own
     // write comes after, with the reset's part of it.
     let mut reset = flow.status.clone().unwrap_or_default();
-    let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset));
+    let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset, quiet));
     // A failure here keeps what the drive made of the reset in the status written.
     let failed = |e: Error, reset: AnkkaFlowStatus| {
         let mut ending = Ending::failed(flow, e);
@@ -390,7 +402,6 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
     // A rebuild: whether it holds streamlets at 0 replicas (the plan above rendered them so), and
     // whether its groups caught up, as conditions and, when that changes, an event.
-    let (annotation, done) = flow_adapters::kube::reset_annotations(flow);
     let held = flow_core::rebuild::held(&flow.spec, annotation, done);
     let rebuild = flow_core::rebuild::conditions(annotation, &held, status.reset.as_ref(), flow.metadata.generation);
     let before = flow.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());

@@ -23,7 +23,7 @@ use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kube::{Api, ResourceExt};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::connections::Connections;
@@ -49,9 +49,18 @@ fn until(at: Timestamp) -> Duration {
 /// it, so that the cluster holds per-group progress even if the ledger is lost. Returns when to look
 /// again (a waiting request).
 ///
+/// `quiet` is sent once every group of the request is in its settle or waits for a retry, and
+/// dropped when the drive returns: until then, the reconcile keeps other API calls off the reset's
+/// critical path.
+///
 /// # Errors
 /// A Kubernetes or ledger failure; the request is then rebuilt from durable state on the retry.
-pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStatus) -> Result<Option<Duration>, Error> {
+pub async fn drive(
+    ctx: &Context,
+    cached: &AnkkaFlow,
+    status: &mut AnkkaFlowStatus,
+    quiet: oneshot::Sender<()>,
+) -> Result<Option<Duration>, Error> {
     if let Some(s) = &cached.status {
         status.reset.clone_from(&s.reset);
         status.reset_history.clone_from(&s.reset_history);
@@ -162,7 +171,9 @@ pub async fn drive(ctx: &Context, cached: &AnkkaFlow, status: &mut AnkkaFlowStat
         object: Arc::clone(&object),
         owner,
         connections: Connections::new(ctx),
+        lanes: lanes(&drive),
         events,
+        quiet: Some(quiet),
     };
     run.run(&mut drive, status).await
 }
@@ -200,6 +211,10 @@ struct Run<'a> {
     object: Arc<Object>,
     owner: Owner<'a>,
     connections: Connections<'a>,
+    /// The lane of each group's Kafka calls.
+    lanes: BTreeMap<GroupId, usize>,
+    /// Sent when the drive first sleeps (see [`drive`]).
+    quiet: Option<oneshot::Sender<()>>,
     /// The drive's events being recorded: they are off the reset's critical path, all at once, and
     /// awaited before the done write, so that a request shows done only with its events recorded.
     events: Events,
@@ -293,6 +308,7 @@ impl Run<'_> {
                         let Some(done) = writing.take() else { continue };
                         match written.map_err(Error::Task).and_then(|w| w) {
                             Ok(()) => {
+                                tracing::debug!(token = done.token, "persist durable");
                                 if done.intent {
                                     faults::point("after-intent").await;
                                 }
@@ -328,6 +344,10 @@ impl Run<'_> {
                     return Ok(Some(WAIT_RECHECK));
                 }
                 Idle::Sleep(at) => {
+                    if let Some(quiet) = self.quiet.take() {
+                        // The apply may have gone already (its reconcile step failed early).
+                        let _ = quiet.send(());
+                    }
                     tokio::time::sleep(until(at)).await;
                     // A newer request (`flow reset --replace`) supersedes this one: stop here and let
                     // the next reconcile take the new one. Looked up in the controllers' cache,
@@ -383,10 +403,13 @@ impl Run<'_> {
                     }
                     _ => BTreeMap::new(),
                 };
-                let call = run_kafka(&mut self.connections, self.flow, call, at, configs).await;
+                // A group outside the map (never expected) shares lane 0.
+                let lane = self.lanes.get(call.group()).copied().unwrap_or(0);
+                let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs).await;
                 calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
+                tracing::debug!(token = persist.token, writes = persist.writes.len(), "persist started");
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);
                 let (object, snapshot) = (Arc::clone(&self.object), status.clone());
@@ -486,18 +509,19 @@ async fn claim(group: &GroupId) -> Claim {
 async fn run_kafka(
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
+    lane: usize,
     call: KafkaCall,
     at: Option<i64>,
     configs: BTreeMap<String, String>,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
-    // Each group keeps to one lane, so that its calls stay in order over one connection, and
-    // different groups' calls spread over the lanes.
-    let lane = lane_of(&group);
     let client = connections.client_in(flow, &call.target().topic_id, lane).await;
+    let name = call.name();
     async move {
         let _claim = claim(&group).await;
-        match call {
+        let started = std::time::Instant::now();
+        tracing::debug!(%group, call = name, lane, "Kafka call started");
+        let input = match call {
             KafkaCall::Inspect(target) => {
                 let result = async { kafka::inspect(client?, target, at).await }.await;
                 Input::Inspected { group, result: result.map(|seen| Inspection { topic_configs: configs, ..seen }) }
@@ -524,7 +548,9 @@ async fn run_kafka(
             KafkaCall::Read(target) => {
                 Input::Read { group, result: async { kafka::read_committed(client?, target).await }.await }
             }
-        }
+        };
+        tracing::debug!(group = %input.group().map_or("", |g| g.as_str()), call = name, ms = started.elapsed().as_millis(), "Kafka call ended");
+        input
     }
 }
 
@@ -545,12 +571,15 @@ async fn topic_configs(
     }
 }
 
-/// The lane of `group`'s Kafka calls (see `crate::connections::LANES`): a hash of its name.
-fn lane_of(group: &GroupId) -> usize {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    group.as_str().hash(&mut h);
-    usize::try_from(h.finish() % crate::connections::LANES as u64).unwrap_or(0)
+/// The lane of each group of a request (see `crate::connections::LANES`): its place among the
+/// request's groups, so that up to `LANES` groups each have a connection of their own (a hash of
+/// the name put 3 of 10 groups on one lane). Each group keeps to its lane for the whole drive, so
+/// that its calls stay in order over one connection.
+fn lanes(drive: &Drive) -> BTreeMap<GroupId, usize> {
+    match drive.machine().state() {
+        State::Resetting(r) => r.groups.keys().enumerate().map(|(i, g)| (g.clone(), i)).collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 /// Counts the groups of a request that just finished, and its duration since it was first seen.

@@ -5,7 +5,9 @@
 //! commits or publishes waits for the durability it depends on. The drive holds them accordingly:
 //! - **persists** ([`Effect::PersistIntent`], [`Effect::PersistOutcome`]) are batched: every persist
 //!   emitted while a write is under way goes into the next write, one [`Persist`] at a time, each
-//!   carrying the whole `status.reset` as it stands;
+//!   carrying the whole `status.reset` as it stands. A persist also waits until no Kafka call is under
+//!   way, for at most [`GATHER`], so that groups whose calls run side by side share one write
+//!   instead of taking a write each, one after another;
 //! - **commits, events and the done write** are held until every persist emitted before them is
 //!   durable (a [`Persist`] handed out after them was reported with [`Drive::persisted`]);
 //! - **reads, fences and inspections** go at once, at most `concurrency` Kafka calls at a time; the
@@ -38,6 +40,11 @@ use crate::events::Event;
 use crate::names::GroupId;
 use crate::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus};
 use crate::targets::InletTarget;
+
+/// How long a persist waits at most for the Kafka calls under way to end (see the module
+/// documentation): about one Kafka round trip of a loaded broker, short beside the status
+/// write it saves (docs/performance.md, "Where the time goes").
+pub const GATHER: Duration = Duration::from_millis(30);
 
 /// How a drive runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +102,16 @@ impl KafkaCall {
     /// The group the call is about.
     pub fn group(&self) -> &GroupId {
         &self.target().group
+    }
+
+    /// The call's name, for logs: `inspect`, `fence`, `commit` or `read`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KafkaCall::Inspect(_) => "inspect",
+            KafkaCall::Fence { .. } => "fence",
+            KafkaCall::Commit { .. } => "commit",
+            KafkaCall::Read(_) => "read",
+        }
     }
 }
 
@@ -205,6 +222,8 @@ pub struct Drive {
     /// Kafka calls free to go, and how many are under way.
     queue: VecDeque<KafkaCall>,
     calls: usize,
+    /// While progress is unwritten: until when it waits for the Kafka calls under way.
+    gather: Option<Timestamp>,
     /// The status of the last persist handed out.
     shown: Option<ResetStatus>,
     abandoned: bool,
@@ -233,6 +252,7 @@ impl Drive {
             ready: events.into_iter().map(Work::Record).collect(),
             queue: VecDeque::new(),
             calls: 0,
+            gather: None,
             shown: None,
             abandoned: false,
         }
@@ -336,10 +356,21 @@ impl Drive {
 
     /// When to [`Drive::tick`] next, while waiting for results or not.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        match self.machine.state() {
+        let machine = match self.machine.state() {
             State::Resetting(_) if !self.abandoned => self.machine.poll_timeout(),
             _ => None,
+        };
+        let gather = self.gather.filter(|_| !self.abandoned);
+        match (machine, gather) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
+    }
+
+    /// Whether unwritten progress may be handed out now: no Kafka call is under way, or it waited
+    /// [`GATHER`].
+    fn gathered(&self, now: Timestamp) -> bool {
+        self.calls == 0 || self.gather.is_none_or(|until| now >= until)
     }
 
     /// The next work to start now; `None` when there is none for the moment.
@@ -348,7 +379,7 @@ impl Drive {
         if self.abandoned {
             return None;
         }
-        self.take_effects();
+        self.take_effects(now);
         while let Some((needs, _)) = self.held.front() {
             if *needs > self.durable {
                 break;
@@ -360,7 +391,7 @@ impl Drive {
                 None => {}
             }
         }
-        if self.writing.is_none() && !self.unwritten.is_empty() {
+        if self.writing.is_none() && !self.unwritten.is_empty() && self.gathered(now) {
             return Some(Work::Persist(self.hand_out(now)));
         }
         if let Some(work) = self.ready.pop_front() {
@@ -405,6 +436,7 @@ impl Drive {
         let reset = self.status(now);
         self.shown = Some(reset.clone());
         self.writing = Some(self.emitted);
+        self.gather = None;
         Persist {
             token: self.emitted,
             writes: std::mem::take(&mut self.unwritten),
@@ -413,8 +445,10 @@ impl Drive {
         }
     }
 
-    /// Sorts the machine's new effects into the persists, the held effects and the Kafka queue.
-    fn take_effects(&mut self) {
+    /// Sorts the machine's new effects into the persists, the held effects and the Kafka queue;
+    /// the first progress left unwritten starts a gather (see [`GATHER`]).
+    fn take_effects(&mut self, now: Timestamp) {
+        let unwritten = !self.unwritten.is_empty();
         while let Some(effect) = self.machine.poll_effect() {
             match effect {
                 Effect::PersistIntent { group, intent, .. } => {
@@ -436,6 +470,9 @@ impl Drive {
                 Effect::Record(event) => self.held.push_back((self.emitted, Held::Record(event))),
                 Effect::WriteDone { id } => self.held.push_back((self.emitted, Held::WriteDone(id))),
             }
+        }
+        if !unwritten && !self.unwritten.is_empty() {
+            self.gather = Some(now.after(GATHER));
         }
     }
 }

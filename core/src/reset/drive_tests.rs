@@ -186,8 +186,8 @@ fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
     assert!(d.outcomes().is_some());
 }
 
-#[test]
-fn intents_emitted_while_a_write_is_under_way_share_the_next_write() {
+/// A drive of both groups, inspected and with both fences handed out.
+fn fencing_both() -> Drive {
     let mut d = drive(&[], 16);
     let w = work(&mut d);
     assert_eq!(w.iter().filter_map(kafka).count(), 2, "both groups are inspected at once: {w:?}");
@@ -195,11 +195,37 @@ fn intents_emitted_while_a_write_is_under_way_share_the_next_write() {
         d.handle(Input::Inspected { group: g.clone(), result: Ok(empty_group()) }, T0);
     }
     assert_eq!(work(&mut d).len(), 2, "both fences");
+    d
+}
+
+#[test]
+fn an_intent_waits_for_the_kafka_calls_under_way_and_shares_their_write() {
+    let mut d = fencing_both();
     d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
-    let w = work(&mut d);
-    let [Work::Persist(first)] = &w[..] else { panic!("{w:?}") };
-    assert_eq!(first.writes.len(), 1);
+    assert!(work(&mut d).is_empty(), "router's intent waits for sink's fence, still under way");
+    assert_eq!(d.poll_timeout(), Some(T0.after(GATHER)), "for at most the gather");
     d.handle(Input::Fenced { group: sink(), result: Ok(()) }, T0);
+    let w = work(&mut d);
+    let [Work::Persist(both)] = &w[..] else { panic!("one write for both intents: {w:?}") };
+    assert!(
+        matches!(&both.writes[..], [ProgressWrite::Intent(a, _), ProgressWrite::Intent(b, _)] if *a == router() && *b == sink())
+    );
+    assert_eq!(d.poll_timeout(), None, "no gather any more");
+    d.persisted(both.token);
+    let w = work(&mut d);
+    assert_eq!(w.iter().filter(|w| matches!(w, Work::Kafka(KafkaCall::Commit { .. }))).count(), 2, "{w:?}");
+}
+
+#[test]
+fn a_gather_ends_at_its_deadline_and_intents_emitted_while_a_write_is_under_way_share_the_next_write() {
+    let mut d = fencing_both();
+    d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    assert!(work(&mut d).is_empty());
+    let late = T0.after(GATHER);
+    let w: Vec<Work> = std::iter::from_fn(|| d.poll_work(late)).collect();
+    let [Work::Persist(first)] = &w[..] else { panic!("router's intent alone once the gather is over: {w:?}") };
+    assert_eq!(first.writes.len(), 1);
+    d.handle(Input::Fenced { group: sink(), result: Ok(()) }, late);
     assert!(work(&mut d).is_empty(), "sink's intent waits for the write under way");
     d.persisted(first.token);
     let w = work(&mut d);
