@@ -223,3 +223,100 @@ async fn the_cache_is_ready_after_the_first_list() {
     tokio::time::timeout(Duration::from_secs(1), store.wait_until_ready()).await.expect("ready").expect("writer");
     assert_eq!(store.state().len(), 1);
 }
+
+/// A reconcile that carries a pending reset request reads what the reset acts on before it lists or
+/// applies the pipeline's objects: the apply waits until the drive sleeps in its settle or
+/// returns. Here the stopped router still has a pod, so the request waits, and only then does the
+/// apply start.
+#[tokio::test]
+async fn a_pending_reset_reads_before_the_apply_starts() {
+    let kafka = Arc::new(FakeKafka::default());
+    // Every topic exists as the pipeline sets it: the apply records no topic event.
+    for (topic, partitions, configs) in [
+        ("shop.cart-events.v1", 3, vec![]),
+        ("cart.review-carts", 3, vec![]),
+        ("cart.valid-carts", 6, vec![("retention.ms".to_string(), "86400000".to_string())]),
+    ] {
+        kafka.topics.lock().unwrap().insert(
+            (SHOP.into(), topic.into()),
+            LiveTopic { partitions, replication: 1, configs: configs.into_iter().collect() },
+        );
+    }
+    let (ctx, handle) = fixtures::context(kafka);
+    let mut flow = fixtures::cart();
+    for s in &mut flow.spec.streamlets {
+        s.replicas = 0;
+    }
+    let id = "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71";
+    flow.metadata.annotations = Some(
+        [(
+            flow_core::names::ANNOTATION_RESET.to_string(),
+            flow_core::request::ResetRequest::new(id, vec![]).to_annotation(),
+        )]
+        .into(),
+    );
+    let flow = Arc::new(flow);
+    let stored = serde_json::to_value(flow.as_ref()).unwrap();
+    let server = tokio::spawn(async move {
+        let mut api = ApiServer(handle);
+        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
+        // The drive's fresh read and its pod list, at once, in either order; nothing of the apply.
+        let read = "/apis/flow.ankka.thinkmorestupidless.com/v1alpha1/namespaces/shop/ankkaflows/cart";
+        let pods = "/api/v1/namespaces/shop/pods";
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let (request, send) = tokio::time::timeout(Duration::from_secs(5), api.0.next_request())
+                .await
+                .expect("a request")
+                .expect("the client is there");
+            let path = request.uri().path().to_string();
+            let answer = match path.as_str() {
+                p if p == read => stored.clone(),
+                p if p == pods => json!({
+                    "apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "7"},
+                    "items": [{
+                        "metadata": {"name": "flow-cart-router-0", "namespace": "shop", "labels": {
+                            flow_core::names::LABEL_PIPELINE: "cart", flow_core::names::LABEL_STREAMLET: "router"}},
+                        "status": {"phase": "Running"}
+                    }]
+                }),
+                other => panic!("{} {other} before the reset's reads were answered", request.method()),
+            };
+            send.send_response(
+                http::Response::builder()
+                    .status(StatusCode::OK)
+                    .body(kube::client::Body::from(serde_json::to_vec(&answer).unwrap()))
+                    .unwrap(),
+            );
+            seen.push(path);
+        }
+        seen.sort();
+        assert_eq!(seen, [pods, read]);
+        // The request waits for the router's pod, and says so; then the apply.
+        let event = api
+            .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", StatusCode::CREATED, json!({}))
+            .await;
+        assert_eq!(event.body["reason"], "ResetRefused");
+        assert_eq!(event.body["note"], format!("reset {id} waits: router still has 1 pod(s)"));
+        api.expect(
+            Method::GET,
+            "/apis/apps/v1/namespaces/shop/deployments",
+            StatusCode::OK,
+            fixtures::empty_list("apps/v1", "DeploymentList"),
+        )
+        .await;
+        api.apply("/api/v1/namespaces/shop/serviceaccounts/flow-cart").await;
+        api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
+        api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
+        api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
+        let deployment = api.apply("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router").await;
+        assert_eq!(deployment.body["spec"]["replicas"], 0);
+        let status = api.status_write(&stored).await;
+        assert_eq!(status.body["status"]["reset"]["id"], id);
+        assert_eq!(status.body["status"]["reset"]["phase"], "Waiting");
+        api.done().await;
+    });
+    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
+    assert!(action.is_ok(), "{action:?}");
+    server.await.expect("the scenario holds");
+}
