@@ -357,8 +357,8 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     // A reset request being carried out comes first: the apply waits until the reset's Kafka work
     // is under its settle (or the drive returned), so that its server-side applies do not compete
     // with the reset's reads and writes on the API server's critical path. It changes nothing the
-    // reset acts on: a reset acts only on streamlets stopped already (docs/performance.md, "Where
-    // the time goes").
+    // reset acts on: a reset acts only on streamlets stopped already (docs/performance.md, "One
+    // status write per step, a lane per group").
     let (annotation, done) = flow_adapters::kube::reset_annotations(flow);
     let (quiet, reset_quiet) = tokio::sync::oneshot::channel::<()>();
     let reset_first = flow_core::request::pending(annotation, done);

@@ -43,7 +43,7 @@ use crate::targets::InletTarget;
 
 /// How long a persist waits at most for the Kafka calls under way to end (see the module
 /// documentation): about one Kafka round trip of a loaded broker, short beside the status
-/// write it saves (docs/performance.md, "Where the time goes").
+/// write it saves (docs/performance.md, "One status write per step, a lane per group").
 pub const GATHER: Duration = Duration::from_millis(30);
 
 /// How a drive runs.
@@ -360,7 +360,9 @@ impl Drive {
             State::Resetting(_) if !self.abandoned => self.machine.poll_timeout(),
             _ => None,
         };
-        let gather = self.gather.filter(|_| !self.abandoned);
+        // Only while the gather alone holds a persist back: a write under way wakes the driver
+        // itself when it ends, and a deadline past would have it tick in a loop until then.
+        let gather = self.gather.filter(|_| !self.abandoned && self.writing.is_none() && self.calls > 0);
         match (machine, gather) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

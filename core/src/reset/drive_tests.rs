@@ -227,6 +227,7 @@ fn a_gather_ends_at_its_deadline_and_intents_emitted_while_a_write_is_under_way_
     assert_eq!(first.writes.len(), 1);
     d.handle(Input::Fenced { group: sink(), result: Ok(()) }, late);
     assert!(work(&mut d).is_empty(), "sink's intent waits for the write under way");
+    assert_eq!(d.poll_timeout(), None, "the write's end wakes the driver: no tick is due meanwhile");
     d.persisted(first.token);
     let w = work(&mut d);
     // Router's commit may go; sink's intent goes in the next write, its commit after it.
