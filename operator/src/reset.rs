@@ -345,7 +345,8 @@ impl Run<'_> {
                 }
                 Idle::Sleep(at) => {
                     if let Some(quiet) = self.quiet.take() {
-                        // The apply may have gone already (its reconcile step failed early).
+                        // Nobody may be waiting: the apply waits only when the reconcile began
+                        // with a request pending, and may have ended already.
                         let _ = quiet.send(());
                     }
                     tokio::time::sleep(until(at)).await;
