@@ -340,6 +340,9 @@ impl Run<'_> {
                 }
                 Idle::Abandoned => return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset"))),
                 Idle::Waiting(_) | Idle::Members => {
+                    // The events that say why it waits are recorded before the drive lets the
+                    // apply start, so that they come in the order they were decided.
+                    self.events.recorded().await;
                     status.reset = Some(drive.status(now()));
                     return Ok(Some(WAIT_RECHECK));
                 }
