@@ -68,7 +68,9 @@ pub fn flows_row(args: &Args, cx: &mut Ctx, n: usize) -> FlowsRow {
     eprintln!(
         "{n} flows: restart, all reconciled {restart_reconciled:.0} ms, all Ready {restart_ready:.0} ms, {restart_reconciles:.0} reconciles"
     );
-    std::thread::sleep(Duration::from_secs(5));
+    // Read after as long a quiet time as the RSS with all Ready above (5 s and the CPU window), so
+    // that the two compare: the Kafka calls' blocking threads, for one, end 10 s after their last call.
+    std::thread::sleep(Duration::from_secs(5 + args.cpu_window));
     let (restart_rss, restart_hwm) = (op.rss_kib(), op.hwm_kib());
     op.stop();
 

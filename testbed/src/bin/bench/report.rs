@@ -193,7 +193,7 @@ impl Report {
                  A fresh operator per count. Times in ms from the start of the one `kubectl apply` (server-side, one multi-document file), \
                  and for the restart from starting the new process (every resource's `spec.version` changed while it was stopped). \
                  Reconciled: every `status.observedGeneration` = generation; Ready: every `status.phase` Ready (all pods ready), \
-                 both seen through a `kubectl get --watch`. RSS settled 5 s after all Ready; CPU is the operator's user + system time.\n\n\
+                 both seen through a `kubectl get --watch`. RSS read after the CPU window, which starts 5 s after all Ready, after the apply and after the restart alike; CPU is the operator's user + system time.\n\n\
                  | measure | {} |\n|---|{}\n",
                 self.flows.iter().map(|f| format!("{} AnkkaFlows", f.flows)).collect::<Vec<_>>().join(" | "),
                 "---:|".repeat(self.flows.len())
