@@ -136,13 +136,10 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     }));
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
-    let runs = controllers.into_iter().zip(cluster_ticks).map(|(controller, ticks)| {
-        controller
-            .reconcile_all_on(ticks)
-            .graceful_shutdown_on(stop.clone().requested())
-            .run(reconcile_measured, error_policy, ctx.clone())
-            .boxed()
-    });
+    let runs = controllers
+        .into_iter()
+        .zip(cluster_ticks)
+        .map(|(controller, ticks)| run_controller(controller, ticks, stop.clone(), ctx.clone()));
     let controller = futures::stream::select_all(runs).for_each(|res| async move {
         match res {
             Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
@@ -166,6 +163,40 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!("stopped");
     Ok(())
 }
+
+/// Reconciles with `controller` until `stop`: then the running reconciles finish (kube's graceful
+/// shutdown) and the stream ends.
+///
+/// kube holds every reconcile until the controller's cache has listed once, and its graceful
+/// shutdown ends the watch that would list it: a stop that came before the list would wait forever.
+/// Then no reconcile can have started, so the stream ends at once.
+fn run_controller(
+    controller: Controller<AnkkaFlow>,
+    ticks: impl futures::Stream<Item = ()> + Send + Sync + 'static,
+    stop: Stop,
+    ctx: Arc<Context>,
+) -> futures::stream::BoxStream<'static, Reconciled> {
+    let store = controller.store();
+    let unlisted_at_stop = {
+        let stop = stop.clone();
+        async move {
+            stop.requested().await;
+            if crate::context::listed(&store) {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    controller
+        .reconcile_all_on(ticks)
+        .graceful_shutdown_on(stop.requested())
+        .run(reconcile_measured, error_policy, ctx)
+        .take_until(unlisted_at_stop)
+        .boxed()
+}
+
+/// What a controller's stream yields for each reconcile.
+type Reconciled =
+    Result<(ObjectRef<AnkkaFlow>, Action), kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>>;
 
 /// [`reconcile`], counted and timed by outcome for the metrics.
 async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -100,6 +100,13 @@ impl Stop {
         Ok(Stop(rx))
     }
 
+    /// A stop asked for through the sender, for tests.
+    #[cfg(test)]
+    pub fn manual() -> (watch::Sender<bool>, Stop) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Stop(rx))
+    }
+
     /// Resolves once a stop was asked for.
     pub async fn requested(mut self) {
         // An error means the listener is gone, which never happens while the runtime runs; treat

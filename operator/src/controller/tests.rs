@@ -320,3 +320,26 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
     assert!(action.is_ok(), "{action:?}");
     server.await.expect("the scenario holds");
 }
+
+/// A stop before the controller's cache has listed ends the controller at once: kube holds the
+/// reconciles until that list, and its graceful shutdown ends the watch that would make it.
+#[tokio::test]
+async fn a_stop_before_the_first_list_ends_the_controller() {
+    let (ctx, mut handle) = fixtures::context(Arc::new(FakeKafka::default()));
+    let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), "shop");
+    let (store, writer) = reflector::store();
+    let changes = reflector(writer, watcher(api, listing())).applied_objects();
+    let controller = Controller::for_stream(changes, store);
+    let (stop, stopped) = crate::leader::Stop::manual();
+    let mut run = run_controller(controller, futures::stream::pending(), stopped, ctx);
+    // The list comes and is never answered, as from an API server that is slow to answer.
+    let runner = tokio::spawn(async move { while run.next().await.is_some() {} });
+    let (list, _unanswered) =
+        tokio::time::timeout(Duration::from_secs(5), handle.next_request()).await.expect("the list").expect("a client");
+    assert!(list.uri().path().ends_with("/namespaces/shop/ankkaflows"), "{}", list.uri());
+    stop.send(true).expect("the controller listens");
+    tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("the controller ends after the stop")
+        .expect("the controller's task");
+}
