@@ -153,13 +153,13 @@ pub async fn drive(
             let id = drive.id().to_string();
             record(ctx, &flow, &Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")))
                 .await;
-            object.done(&id).await?;
             let mut refused = drive.status(now());
             refused.phase = RequestPhase::Refused;
             refused.detail = why;
             refused.groups.clear();
             refused.finished_at = Some(now().rfc3339());
             status.reset = Some(refused);
+            refuse(&object, status, &id).await?;
             return Ok(None);
         }
     }
@@ -193,12 +193,20 @@ async fn answered(
     for event in &answer.events {
         record(ctx, flow, event).await;
     }
-    if let Some(id) = &answer.done {
-        object.done(id).await?;
-    }
     status.reset = Some(answer.reset);
     status.reset_history = answer.history;
+    if let Some(id) = &answer.done {
+        refuse(object, status, id).await?;
+    }
     Ok(None)
+}
+
+/// Marks refused request `id` done, its status (`status`, saying why) written first: the done
+/// annotation alone reads as done (see [`flow_core::reset::Drive`]), so a refusal is never shown as
+/// done, even for a moment.
+async fn refuse(object: &Object, status: &AnkkaFlowStatus, id: &str) -> Result<(), Error> {
+    object.status(status).await?;
+    object.done(id).await
 }
 
 /// What one drive of a request works with.

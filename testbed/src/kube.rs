@@ -2,7 +2,8 @@
 //! events, and kubeconfigs for other users.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 
 use crate::bed::{bed, show};
 use crate::cart;
@@ -181,5 +182,75 @@ impl Drop for ReleasePod {
             "-p",
             r#"{"metadata":{"finalizers":null}}"#,
         ]);
+    }
+}
+
+/// Every version of AnkkaFlow `name` as `kubectl get -w -o json` streams them, from the version
+/// current when it starts; stopped (killed) when dropped.
+pub struct Versions {
+    child: Child,
+    text: Arc<Mutex<String>>,
+}
+
+impl Versions {
+    pub fn watch(ns: &str, name: &str) -> Versions {
+        let mut child = Command::new("kubectl")
+            .args(["-n", ns, "get", "aflow", name, "-w", "-o", "json"])
+            .env("KUBECONFIG", &bed().kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl get -w starts");
+        let text = Arc::new(Mutex::new(String::new()));
+        let into = text.clone();
+        let mut out = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock().unwrap_or_else(|p| p.into_inner()).push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Versions { child, text }
+    }
+
+    /// The versions seen so far (a partly written last one is left out).
+    pub fn seen(&self) -> Vec<serde_json::Value> {
+        let text = self.text.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>().map_while(Result::ok).collect()
+    }
+
+    /// `(phase, detail)` of `status.reset` in every version about request `id`, in order.
+    pub fn phases(&self, id: &str) -> Vec<(String, String)> {
+        self.seen()
+            .iter()
+            .map(|v| &v["status"]["reset"])
+            .filter(|r| r["id"] == id)
+            .map(|r| (r["phase"].as_str().unwrap_or("").to_string(), r["detail"].as_str().unwrap_or("").to_string()))
+            .collect()
+    }
+}
+
+impl Versions {
+    /// Waits until a version has the done annotation name request `id`, then returns every version
+    /// seen that has it while its `status.reset` is not request `id` in `phase`. The done annotation
+    /// alone reads as done, so a refusal's status must land first.
+    pub fn done_without(&self, id: &str, phase: &str) -> Vec<serde_json::Value> {
+        let done = |v: &serde_json::Value| v["metadata"]["annotations"][cart::DONE] == id;
+        crate::wait_until("the watch shows the done annotation", std::time::Duration::from_secs(10), || {
+            self.seen().iter().any(done).then_some(())
+        });
+        let shown = |v: &serde_json::Value| v["status"]["reset"]["id"] == id && v["status"]["reset"]["phase"] == phase;
+        self.seen().into_iter().filter(|v| done(v) && !shown(v)).collect()
+    }
+}
+
+impl Drop for Versions {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

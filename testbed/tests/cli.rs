@@ -190,6 +190,8 @@ subjects: [{{kind: ServiceAccount, name: viewer, namespace: {ns}}}]
     // --watch -o yaml: one YAML stream, a document per change, ending with the final one. A
     // request for a streamlet that does not exist (past the CLI's guards) is refused for good.
     let bad = "11111111-2222-4333-8444-555555555555";
+    let versions = Versions::watch(ns, "cart");
+    wait_until("the watch shows the resource", Duration::from_secs(10), || (!versions.seen().is_empty()).then_some(()));
     write_request(ns, "cart", bad, &["nope"]);
     let o = flow(&["reset", "status", bad, "-n", ns, "--watch", "-o", "yaml"]);
     assert!(o.status.success(), "{}", show(&o));
@@ -197,6 +199,10 @@ subjects: [{{kind: ServiceAccount, name: viewer, namespace: {ns}}}]
     assert!(!docs.is_empty() && docs.iter().all(|d| d["id"] == bad), "{}", show(&o));
     assert_eq!(docs.last().map(|d| d["phase"].clone()), Some("Refused".into()), "{}", show(&o));
     assert!(text(&o.stdout).starts_with("---\n"), "{}", show(&o));
+    // No version of the object had the done annotation name the refused request without its
+    // status saying Refused (the done annotation alone reads as done).
+    assert_eq!(versions.done_without(bad, "Refused"), Vec::<serde_json::Value>::new());
+    drop(versions);
 
     // A pipeline named `status` is reset like any other.
     apply_own_pipeline(ns, "status", &[("router", cart::TOPIC, 0)]);

@@ -24,8 +24,6 @@
 //! repeated.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flow_testbed::cart::DONE;
@@ -250,62 +248,6 @@ fn f1_a_terminating_pod_that_commits_on_close_holds_the_reset_until_it_is_gone()
 /// to 0 without waiting for its pod to go (it cannot while its finalizer holds it).
 fn apply_own_pipeline_replicas_zero(ns: &str, pipeline: &str, topic: &str) {
     kubectl_apply(&own_pipeline_yaml(ns, pipeline, &[("router", topic, 0)]));
-}
-
-/// Every version of AnkkaFlow `name` as `kubectl get -w -o json` streams them, from the version
-/// current when it starts; stopped (killed) when dropped.
-struct Versions {
-    child: Child,
-    text: Arc<Mutex<String>>,
-}
-
-impl Versions {
-    fn watch(ns: &str, name: &str) -> Versions {
-        let mut child = Command::new("kubectl")
-            .args(["-n", ns, "get", "aflow", name, "-w", "-o", "json"])
-            .env("KUBECONFIG", &bed().kubeconfig)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("kubectl get -w starts");
-        let text = Arc::new(Mutex::new(String::new()));
-        let into = text.clone();
-        let mut out = child.stdout.take().expect("stdout");
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                into.lock().unwrap_or_else(|p| p.into_inner()).push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Versions { child, text }
-    }
-
-    /// The versions seen so far (a partly written last one is left out).
-    fn seen(&self) -> Vec<serde_json::Value> {
-        let text = self.text.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>().map_while(Result::ok).collect()
-    }
-
-    /// `(phase, detail)` of `status.reset` in every version about request `id`, in order.
-    fn phases(&self, id: &str) -> Vec<(String, String)> {
-        self.seen()
-            .iter()
-            .map(|v| &v["status"]["reset"])
-            .filter(|r| r["id"] == id)
-            .map(|r| (r["phase"].as_str().unwrap_or("").to_string(), r["detail"].as_str().unwrap_or("").to_string()))
-            .collect()
-    }
-}
-
-impl Drop for Versions {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// F2: the operator starts with a request already pending, written while the streamlet runs (replicas

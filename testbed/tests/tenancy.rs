@@ -374,6 +374,10 @@ fn shared_consumer_groups() {
 
     // The tenant's reset is refused, naming shop's pipeline; nothing moves. `--wait` says so with
     // its exit code 3 (docs/cli.md), the refusal on stderr and the final status on stdout.
+    let versions = Versions::watch(tenant, "cart");
+    wait_until("the watch shows tenant's cart", Duration::from_secs(10), || {
+        (!versions.seen().is_empty()).then_some(())
+    });
     let o = flow(&["reset", "cart", "-n", tenant, "--wait", "--timeout", "60s", "-o", "json"]);
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -385,6 +389,8 @@ fn shared_consumer_groups() {
     let final_status: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the final status as JSON");
     assert_eq!((final_status["id"].as_str(), final_status["phase"].as_str()), (Some(id.as_str()), Some("Refused")));
     assert_eq!(annotation(tenant, "cart", DONE).as_deref(), Some(id.as_str()));
+    assert_eq!(versions.done_without(&id, "Refused"), Vec::<serde_json::Value>::new(), "the refusal shows before done");
+    drop(versions);
     let why = format!(
         "reset {id} refused: consumer group {GROUP} is also the consumer group of AnkkaFlow shop/cart on the same Kafka \
          cluster, and a reset would move its offsets too; give one of the pipelines another name, or have an \

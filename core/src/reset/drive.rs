@@ -10,6 +10,10 @@
 //!   instead of taking a write each, one after another;
 //! - **commits, events and the done write** are held until every persist emitted before them is
 //!   durable (a [`Persist`] handed out after them was reported with [`Drive::persisted`]);
+//! - **a refusal's status goes before its done write**: the done annotation says only that a
+//!   request is finished, and a reader that finds it without a status naming the request takes it
+//!   as done (a completed request's status follows its done write). A refused request's status is
+//!   therefore made durable first, as a persist of its own, so that it is never read as done;
 //! - **reads, fences and inspections** go at once, at most `concurrency` Kafka calls at a time; the
 //!   calls of a group that is under way (fences, reads, commits) go before new inspections, so that
 //!   groups finish early and few are open at once.
@@ -226,6 +230,8 @@ pub struct Drive {
     gather: Option<Timestamp>,
     /// The status of the last persist handed out.
     shown: Option<ResetStatus>,
+    /// A persist without progress is due: the refusal's status, before its done write.
+    show_refusal: bool,
     abandoned: bool,
 }
 
@@ -254,6 +260,7 @@ impl Drive {
             calls: 0,
             gather: None,
             shown: None,
+            show_refusal: false,
             abandoned: false,
         }
     }
@@ -393,7 +400,7 @@ impl Drive {
                 None => {}
             }
         }
-        if self.writing.is_none() && !self.unwritten.is_empty() && self.gathered(now) {
+        if self.writing.is_none() && (self.show_refusal || !self.unwritten.is_empty() && self.gathered(now)) {
             return Some(Work::Persist(self.hand_out(now)));
         }
         if let Some(work) = self.ready.pop_front() {
@@ -439,6 +446,7 @@ impl Drive {
         self.shown = Some(reset.clone());
         self.writing = Some(self.emitted);
         self.gather = None;
+        self.show_refusal = false;
         Persist {
             token: self.emitted,
             writes: std::mem::take(&mut self.unwritten),
@@ -470,7 +478,13 @@ impl Drive {
                     self.held.push_back((self.emitted, Held::Commit(KafkaCall::Commit { target, offsets, metadata })))
                 }
                 Effect::Record(event) => self.held.push_back((self.emitted, Held::Record(event))),
-                Effect::WriteDone { id } => self.held.push_back((self.emitted, Held::WriteDone(id))),
+                Effect::WriteDone { id } => {
+                    if matches!(self.machine.state(), State::Done(Done::Refused { .. })) {
+                        self.emitted += 1;
+                        self.show_refusal = true;
+                    }
+                    self.held.push_back((self.emitted, Held::WriteDone(id)))
+                }
             }
         }
         if !unwritten && !self.unwritten.is_empty() {

@@ -385,3 +385,24 @@ fn a_status_of_the_request_for_another_object_is_never_merged() {
     assert_eq!(status.uid.as_deref(), Some(UID), "the status names the object it runs for");
     assert_eq!(status.requested_at, Some(T0.rfc3339()), "nothing of the other object's status is kept");
 }
+
+#[test]
+fn a_refused_request_shows_its_refusal_before_the_done_write() {
+    // A name the pipeline does not have: refused, and marked done so it never runs.
+    let Started::Drive(mut d) = admitted(&annotation(&["nope"])).start(None, DriveOptions::default(), T0) else {
+        panic!()
+    };
+    d.observe(cart(0), BTreeMap::new(), T0);
+    let w = work(&mut d);
+    let [Work::Persist(p), Work::Record(e)] = &w[..] else { panic!("the status and the event: {w:?}") };
+    assert_eq!(e.reason, "ResetRefused");
+    assert_eq!((p.reset.id.as_str(), p.reset.phase), (ID, RequestPhase::Refused));
+    assert!(p.reset.detail.contains("nope"), "{}", p.reset.detail);
+    assert!(p.writes.is_empty(), "nothing of the request's progress: {:?}", p.writes);
+    // The done annotation reads as done: it waits until the refusal is durable.
+    assert!(work(&mut d).is_empty(), "no done write before the status is durable");
+    d.persisted(p.token);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::WriteDone(id)] if id == ID), "{w:?}");
+    assert_eq!(d.idle(), Idle::Done);
+}

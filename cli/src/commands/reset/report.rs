@@ -151,6 +151,8 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
     if let Some(h) = status.and_then(|s| s.reset_history.iter().find(|h| h.id == id)) {
         return Some(base(h.phase));
     }
+    // Done, with its status not written yet: the operator writes a refusal's status before its done
+    // annotation, and a completed request's after it (see `flow_core::reset::Drive`).
     let (raw, done) = k::reset_annotations(flow);
     match raw.map(ResetRequest::parse) {
         Some(Ok(r)) if r.id == id && done == Some(id) => Some(base(RequestPhase::Done)),
