@@ -91,6 +91,9 @@ async fn sample_forever(ctx: Arc<Context>) {
             ctx.metrics.lag_sample_errors.remove(&labels);
         }
         in_use = now_in_use;
+        drop(flows);
+        // The sample's buffers are freed now; their pages go back to the system.
+        crate::allocator::release_free();
     }
 }
 

@@ -1,6 +1,7 @@
 //! `flow-operator`: reconciles `AnkkaFlow` resources in every namespace and carries out their reset
 //! requests.
 
+mod allocator;
 mod apply;
 mod clusters;
 mod connections;
@@ -49,6 +50,9 @@ async fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             settings::init_tracing(cli.settings.log_format);
+            if !allocator::fix_mmap_threshold() {
+                tracing::warn!("the C allocator refused a fixed mmap threshold; memory after bursts may stay higher");
+            }
             tracing::info!(
                 version = metrics::VERSION,
                 commit = metrics::GIT_COMMIT,
