@@ -219,6 +219,25 @@ pub struct AnkkaFlowStatus {
     /// Earlier reset requests, newest first (at most 10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reset_history: Vec<ResetHistoryEntry>,
+    /// What the operator last applied of the pipeline's objects, so that a reconcile with nothing
+    /// to change applies nothing (docs/rendering.md, "Applied objects").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<AppliedObjects>,
+}
+
+/// The pipeline's objects as the operator last applied them all: the ServiceAccount, Role and
+/// RoleBinding, and each streamlet's Secret and Deployment.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedObjects {
+    /// SHA-256 (hex) of the objects as rendered; a Secret's values count through the config hash
+    /// its Deployment carries.
+    pub hash: String,
+    /// When they were applied (RFC 3339).
+    pub time: String,
+    /// Per streamlet, the `metadata.generation` its Deployment had after the apply.
+    #[serde(default)]
+    pub deployment_generations: BTreeMap<String, i64>,
 }
 
 /// An earlier reset request: its id and how it ended.

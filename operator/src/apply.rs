@@ -81,16 +81,26 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
     Ok(())
 }
 
+/// The `metadata.generation` of each streamlet's Deployment after its apply, by streamlet, for the
+/// status's record of the apply ([`flow_core::render::applied`]).
+pub type Generations = BTreeMap<String, i64>;
+
 /// Carries out a plan (needs Kafka and a client): the finalizer, the topics and their events, the
 /// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
 /// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
-/// Everything is applied server-side with the operator's field manager.
+/// Everything is applied server-side with the operator's field manager. The objects are left out
+/// when the plan leaves them as they are ([`Plan::objects`]).
 ///
 /// # Errors
 /// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
 /// the steps after it were not carried out. The outcome goes into the `Applied` condition.
-pub async fn plan(ctx: &Context, flow: &AnkkaFlow, p: &Plan, conns: &Connections) -> Result<(), (Error, ApplyOutcome)> {
-    let outcome: Result<(), (Action<'_>, String)> = async {
+pub async fn plan(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    p: &Plan,
+    conns: &Connections,
+) -> Result<Generations, (Error, ApplyOutcome)> {
+    let outcome: Result<Generations, (Action<'_>, String)> = async {
         for action in p.setup_actions() {
             step(ctx, flow, action, conns).await?;
         }
@@ -99,16 +109,27 @@ pub async fn plan(ctx: &Context, flow: &AnkkaFlow, p: &Plan, conns: &Connections
         }
         // Collected first: a stream over a lazy map of borrowing futures trips the compiler's
         // higher-ranked lifetime check.
-        let each: Vec<_> = p.streamlets.iter().map(|s| streamlet(ctx, flow, s, conns)).collect();
-        futures::stream::iter(each).buffer_unordered(STREAMLET_CONCURRENCY).try_collect::<Vec<()>>().await?;
+        let each: Vec<_> = p.streamlet_steps().iter().map(|s| streamlet(ctx, flow, s, conns)).collect();
+        let generations: Generations = futures::stream::iter(each)
+            .buffer_unordered(STREAMLET_CONCURRENCY)
+            .try_collect::<Vec<_>>()
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
         for action in p.removal_actions() {
             step(ctx, flow, action, conns).await?;
         }
-        Ok(())
+        Ok(generations)
     }
     .await;
+    ctx.metrics.objects(match (&outcome, p.objects.applies()) {
+        (Err(_), _) => "failed",
+        (Ok(_), true) => "applied",
+        (Ok(_), false) => "unchanged",
+    });
     match outcome {
-        Ok(()) => Ok(()),
+        Ok(generations) => Ok(generations),
         Err((action, message)) => {
             let (event, applied) = plan::apply_failed(&action, &message);
             record(ctx, flow, &event).await;
@@ -117,31 +138,40 @@ pub async fn plan(ctx: &Context, flow: &AnkkaFlow, p: &Plan, conns: &Connections
     }
 }
 
-/// One streamlet's steps, in order: its Secret, its Deployment, and `StreamletRolled`.
+/// One streamlet's steps, in order: its Secret, its Deployment, and `StreamletRolled`. Returns the
+/// streamlet with its Deployment's generation after the apply.
 async fn streamlet<'p>(
     ctx: &Context,
     flow: &AnkkaFlow,
     s: &'p StreamletStep,
     conns: &Connections,
-) -> Result<(), (Action<'p>, String)> {
+) -> Result<Option<(String, i64)>, (Action<'p>, String)> {
+    let mut generation = None;
     for action in s.actions() {
-        step(ctx, flow, action, conns).await?;
+        generation = generation.or(step(ctx, flow, action, conns).await?);
     }
-    Ok(())
+    Ok(generation.map(|g| (s.rendered.name.clone(), g)))
 }
 
-/// One step of a plan, which comes back with the error when it fails.
+/// One step of a plan, which comes back with the error when it fails; a Deployment's apply gives
+/// the Deployment's generation after it.
 async fn step<'p>(
     ctx: &Context,
     flow: &AnkkaFlow,
     action: Action<'p>,
     conns: &Connections,
-) -> Result<(), (Action<'p>, String)> {
+) -> Result<Option<i64>, (Action<'p>, String)> {
     carry_out(ctx, flow, &action, conns).await.map_err(|message| (action, message))
 }
 
-/// One step of a plan; the error is the API server's or Kafka's words (never a Secret's content).
-async fn carry_out(ctx: &Context, flow: &AnkkaFlow, action: &Action<'_>, conns: &Connections) -> Result<(), String> {
+/// One step of a plan, with the generation of the Deployment it applied, if it applied one; the
+/// error is the API server's or Kafka's words (never a Secret's content).
+async fn carry_out(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    action: &Action<'_>,
+    conns: &Connections,
+) -> Result<Option<i64>, String> {
     let ns = flow.namespace().unwrap_or_default();
     let c = &ctx.client;
     let api = |e: kube::Error| match e {
@@ -149,31 +179,31 @@ async fn carry_out(ctx: &Context, flow: &AnkkaFlow, action: &Action<'_>, conns: 
         other => other.to_string(),
     };
     match action {
-        Action::AddFinalizer => owned::add_finalizer(c, flow, FINALIZER).await.map_err(api),
-        Action::RemoveFinalizer => owned::remove_finalizer(c, flow, FINALIZER).await.map_err(api),
+        Action::AddFinalizer => owned::add_finalizer(c, flow, FINALIZER).await.map(|()| None).map_err(api),
+        Action::RemoveFinalizer => owned::remove_finalizer(c, flow, FINALIZER).await.map(|()| None).map_err(api),
         Action::CreateTopic(t) => {
             let Some(conn) = conns.get(&t.id) else {
                 return Err("the topic has no connection".into());
             };
             match ctx.kafka.create(conn, t).await {
-                Ok(Created::Created) => Ok(()),
+                Ok(Created::Created) => Ok(None),
                 Ok(Created::AlreadyExisted) => {
                     tracing::info!(namespace = %ns, name = %flow.name_any(), topic = %t.name, "topic appeared before the operator created it");
-                    Ok(())
+                    Ok(None)
                 }
                 Err(f) => Err(f.reason),
             }
         }
         Action::Record(e) => {
             record(ctx, flow, e).await;
-            Ok(())
+            Ok(None)
         }
-        Action::ApplyServiceAccount(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
-        Action::ApplyRole(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
-        Action::ApplyRoleBinding(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
-        Action::ApplySecret(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
-        Action::ApplyDeployment(o) => owned::apply(c, &ns, *o).await.map(drop).map_err(api),
-        Action::DeleteDeployment(n) => owned::delete::<Deployment>(c, &ns, n).await.map(drop).map_err(api),
-        Action::DeleteSecret(n) => owned::delete::<Secret>(c, &ns, n).await.map(drop).map_err(api),
+        Action::ApplyServiceAccount(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
+        Action::ApplyRole(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
+        Action::ApplyRoleBinding(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
+        Action::ApplySecret(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
+        Action::ApplyDeployment(o) => owned::apply(c, &ns, *o).await.map(|d| d.metadata.generation).map_err(api),
+        Action::DeleteDeployment(n) => owned::delete::<Deployment>(c, &ns, n).await.map(|_| None).map_err(api),
+        Action::DeleteSecret(n) => owned::delete::<Secret>(c, &ns, n).await.map(|_| None).map_err(api),
     }
 }

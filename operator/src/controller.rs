@@ -400,9 +400,20 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
         }
         let topics = observe::describe_topics(ctx, &valid).await;
         let owned = observe::owned(ctx, flow).await?;
-        let plan = valid.build(&Observed { topics: &topics, deployments: &owned.deployments, secrets: &owned.secrets });
+        let now = Timestamp::now();
+        let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
+        let plan = valid.build(&Observed {
+            topics: &topics,
+            deployments: &owned.deployments,
+            secrets: &owned.secrets,
+            applied: stored,
+            now,
+            reapply_after: Duration::from_secs(ctx.settings.resync_seconds),
+        });
         let applied = apply::plan(ctx, flow, &plan, &conns).await;
-        Ok::<_, Error>((plan.status, applied))
+        let mut status = plan.status;
+        status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, now);
+        Ok::<_, Error>((status, applied.map(|_| plan.objects.reapply_in())))
     };
     // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside steps
     // 3-5, so that a request waits neither for the pipeline's objects to be read nor applied (a reset
@@ -451,9 +462,9 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
 
     // 7. Status (needs a client): one write, when it changed, done by [`reconcile`].
     let (outcome, result) = match applied {
-        Ok(()) => {
+        Ok(reapply) => {
             let resync = Duration::from_secs(ctx.settings.resync_seconds);
-            let next = [recheck, follow].into_iter().flatten().min().map_or(resync, |r| r.min(resync));
+            let next = [recheck, follow, reapply].into_iter().flatten().min().map_or(resync, |r| r.min(resync));
             (ApplyOutcome::Applied, Ok(Action::requeue(next)))
         }
         Err((e, outcome)) => (outcome, Err(e)),

@@ -126,10 +126,10 @@ pub struct LedgerLabels {
     pub operation: String,
 }
 
-/// Label of the reset outcome counter.
+/// Label of the reset outcome counter and of the object applies counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
-    /// `reset` or `failed`.
+    /// `reset` or `failed` (reset groups); `applied`, `unchanged` or `failed` (object applies).
     pub outcome: String,
 }
 
@@ -158,6 +158,8 @@ pub struct Metrics {
     pub lag_last_success: Family<ClusterLabels, Gauge<f64, AtomicU64>>,
     /// Reconciles by outcome.
     pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Reconciles that applied a pipeline's objects, left them as they were, or failed to apply.
+    object_applies: Family<OutcomeLabels, Counter>,
     /// Reconcile durations by outcome.
     pub reconcile_duration: Family<ReconcileLabels, Histogram, fn() -> Histogram>,
     /// When the API server last answered this instance (Unix milliseconds; 0: never).
@@ -239,6 +241,12 @@ impl Default for Metrics {
         );
         let reconciles = Family::<ReconcileLabels, Counter>::default();
         registry.register("ankka_flow_reconciles", "Reconciles of AnkkaFlows by outcome", reconciles.clone());
+        let object_applies = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "ankka_flow_object_applies",
+            "Reconciles by what they did with the pipeline's ServiceAccount, Role, RoleBinding, Secrets and Deployments: applied, unchanged (left as last applied), failed",
+            object_applies.clone(),
+        );
         let reconcile_duration =
             Family::<ReconcileLabels, Histogram, fn() -> Histogram>::new_with_constructor(reconcile_histogram);
         registry.register(
@@ -283,6 +291,7 @@ impl Default for Metrics {
             lag_sample_errors,
             lag_last_success,
             reconciles,
+            object_applies,
             reconcile_duration,
             apiserver_answered_ms: AtomicU64::new(0),
             kafka_requests,
@@ -291,6 +300,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Records what one reconcile did with the pipeline's objects: `applied`, `unchanged` or
+    /// `failed`.
+    pub fn objects(&self, outcome: &str) {
+        self.object_applies.get_or_create(&OutcomeLabels { outcome: outcome.to_string() }).inc();
+    }
+
     /// Records one reconcile: `outcome` is `success` or the error's category.
     pub fn reconciled(&self, outcome: &str, took: Duration) {
         let labels = ReconcileLabels { outcome: outcome.to_string() };

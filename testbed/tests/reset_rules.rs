@@ -1,6 +1,7 @@
 //! The reset's guards and its exactly-once rules, on the real test bed: the CLI's refusals change
 //! nothing; the operator waits while a target runs and proceeds once it stops; an operator restarted
-//! after done does not repeat the request; a `kubectl scale` of a streamlet's Deployment is reverted.
+//! after done does not repeat the request; a `kubectl scale` of a streamlet's Deployment is reverted;
+//! a restarted operator applies no object that is as it applied it, and an edited Secret is put back.
 
 use std::time::Duration;
 
@@ -173,4 +174,59 @@ fn scaling_a_streamlet_deployment_by_hand_is_reverted() {
         (r == "1").then_some(())
     });
     wait_until("one pod", Duration::from_secs(60), || (pipeline_pods(ns, "cart").len() == 1).then_some(()));
+}
+
+/// The operator's count of reconciles that did `outcome` with the pipeline's objects.
+fn object_applies(op: &Operator, outcome: &str) -> f64 {
+    let prefix = format!("ankka_flow_object_applies_total{{outcome=\"{outcome}\"}} ");
+    let body = http_get(&metrics_address(op), "/metrics").1;
+    body.lines().find_map(|l| l.strip_prefix(prefix.as_str())?.parse().ok()).unwrap_or(0.0)
+}
+
+#[test]
+fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone() {
+    let _serial = serial();
+    let ns = "shop-applied";
+    // Objects as last applied are applied again after this long at the latest.
+    let env = [("FLOW_WATCH_NAMESPACE", ns), ("FLOW_OPERATOR_RESYNC_SECONDS", "45")];
+    let op = cart_scenario(ns, 1, &env);
+    kubectl_ok(&["-n", ns, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
+    let applied = get_json(ns, "aflow", "cart")["status"]["applied"].clone();
+    assert_eq!(applied["hash"].as_str().map(str::len), Some(64), "{applied}");
+    let generation = get_json(ns, "deployment", "flow-cart-router")["metadata"]["generation"].clone();
+    assert_eq!(applied["deploymentGenerations"]["router"], generation, "{applied}");
+    op.stop();
+
+    // A restarted operator finds every object as it applied it, and applies none.
+    let op = Operator::start(&fresh_dir(&format!("{ns}-restart")), &env);
+    wait_until("the restarted operator's reconcile", Duration::from_secs(30), || {
+        (object_applies(&op, "unchanged") >= 1.0).then_some(())
+    });
+    assert_eq!(object_applies(&op, "applied"), 0.0);
+    assert_eq!(get_json(ns, "aflow", "cart")["status"]["applied"], applied);
+
+    // A Deployment scaled by hand is put back at once: its spec's generation rose.
+    kubectl_ok(&["-n", ns, "scale", "deployment", "flow-cart-router", "--replicas=3"]);
+    wait_until("replicas back at 1", Duration::from_secs(30), || {
+        let r = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"]);
+        (r == "1").then_some(())
+    });
+    // A streamlet Secret edited by hand (the operator does not watch Secrets) is put back once the
+    // objects are applied again, within the interval.
+    let conf = secret_file(ns, "flow-cart-router", "streamlet.conf");
+    kubectl_ok(&[
+        "-n",
+        ns,
+        "patch",
+        "secret",
+        "flow-cart-router",
+        "--type=merge",
+        "-p",
+        r#"{"stringData":{"streamlet.conf":"edited by hand"}}"#,
+    ]);
+    assert_eq!(secret_file(ns, "flow-cart-router", "streamlet.conf"), "edited by hand");
+    wait_until("the Secret put back", Duration::from_secs(75), || {
+        (secret_file(ns, "flow-cart-router", "streamlet.conf") == conf).then_some(())
+    });
+    assert!(object_applies(&op, "applied") >= 2.0, "the scale and the interval's end each applied them");
 }

@@ -21,6 +21,7 @@
 //!
 //! docs/rendering.md describes all of it for users.
 
+pub mod applied;
 pub mod conf;
 pub mod names;
 pub mod plan;

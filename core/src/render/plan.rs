@@ -12,22 +12,27 @@
 //!    and Secrets labelled with the pipeline and owned by the resource.
 //! 4. **Build** (pure, cannot fail): [`ValidPipeline::build`] gives the [`Plan`].
 //! 5. **Apply** (I/O): carry out [`Plan::actions`] in order, each object by server-side apply with the
-//!    operator's field manager. An event that cannot be recorded is logged and skipped. Any other
+//!    operator's field manager; the objects are left out when they are as last applied
+//!    ([`Plan::objects`], [`super::applied`]). An event that cannot be recorded is logged and skipped. Any other
 //!    action that fails stops the plan: the actions after it are not carried out, and the failure
 //!    is reported with [`apply_failed`] (a Warning event) and [`ApplyOutcome::Failed`] (the
 //!    `Applied` condition). Actions of different streamlets may run concurrently; those of one
 //!    streamlet run in their order.
-//! 6. **Status** (I/O): the reset driver fills the reset part of [`Plan::status`], then
+//! 6. **Status** (I/O): the reset driver fills the reset part of [`Plan::status`],
+//!    [`ObjectsStep::record`] its `applied` record, then
 //!    [`status::finish`] adds the conditions and times, and it is written when
 //!    [`status::needs_write`] says so.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::jiff::Timestamp;
 
 use super::Owner;
+use super::applied::{self, ObjectsStep};
 use super::conf::{InletConf, NEO4J_CREDENTIALS_DIR, OutletConf, StageConf, StreamletConf};
 use super::names::{self, NamedStreamlet, streamlet_object_name};
 use super::refusal::{Problem, REASON_REFUSED, REASON_SIDECAR_IMAGE_MISSING};
@@ -39,7 +44,7 @@ use crate::blueprint::descriptor::{self, Descriptor, PortKind};
 use crate::connection::{self, Clusters, ResolvedTopic};
 use crate::events::{Event, EventType};
 use crate::names::GroupId;
-use crate::resource::{AnkkaFlow, AnkkaFlowStatus, ManagedTopicsPolicy, StreamletSpec};
+use crate::resource::{AnkkaFlow, AnkkaFlowStatus, AppliedObjects, ManagedTopicsPolicy, StreamletSpec};
 
 mod build;
 mod validate;
@@ -188,6 +193,12 @@ pub struct Observed<'a> {
     pub deployments: &'a BTreeMap<String, ObservedDeployment>,
     /// The streamlet labels of the Secrets labelled with the pipeline and owned by the resource.
     pub secrets: &'a BTreeSet<String>,
+    /// What the resource's status records of the last apply of its objects.
+    pub applied: Option<&'a AppliedObjects>,
+    /// The time of the reconcile.
+    pub now: Timestamp,
+    /// How long objects applied once are left alone at most (`FLOW_OPERATOR_RESYNC_SECONDS`).
+    pub reapply_after: Duration,
 }
 
 /// One streamlet of the plan.
@@ -230,6 +241,9 @@ pub struct Plan {
     pub finalizer: FinalizerChange,
     /// Per topic (by id): its creation if any, then its events.
     pub topics: Vec<(Option<TopicCreation>, Vec<Event>)>,
+    /// Whether the ServiceAccount, Role, RoleBinding and the streamlets' Secrets and Deployments are
+    /// applied, or left as they are ([`super::applied`]).
+    pub objects: ObjectsStep,
     /// `flow-<pipeline>`.
     pub service_account: ServiceAccount,
     /// `flow-<pipeline>`.
@@ -315,7 +329,7 @@ impl Plan {
     pub fn actions(&self) -> Vec<Action<'_>> {
         let mut a = self.setup_actions();
         a.extend(self.pipeline_object_stages().into_iter().flatten());
-        a.extend(self.streamlets.iter().flat_map(StreamletStep::actions));
+        a.extend(self.streamlet_steps().iter().flat_map(StreamletStep::actions));
         a.extend(self.removal_actions());
         a
     }
@@ -343,12 +357,22 @@ impl Plan {
     /// carried out at once: the ServiceAccount and the Role, then the RoleBinding. The RoleBinding
     /// waits for its Role: an operator that may bind a Role only because it holds the Role's rights
     /// (no `bind` verb) can create the binding only once the API server can read those rights. The
-    /// streamlets' Deployments need the ServiceAccount, so they wait for every stage.
-    pub fn pipeline_object_stages(&self) -> [Vec<Action<'_>>; 2] {
-        [
+    /// streamlets' Deployments need the ServiceAccount, so they wait for every stage. None when the
+    /// objects are left as they are.
+    pub fn pipeline_object_stages(&self) -> Vec<Vec<Action<'_>>> {
+        if !self.objects.applies() {
+            return Vec::new();
+        }
+        vec![
             vec![Action::ApplyServiceAccount(&self.service_account), Action::ApplyRole(&self.role)],
             vec![Action::ApplyRoleBinding(&self.role_binding)],
         ]
+    }
+
+    /// The streamlets whose steps are carried out: every one, unless the objects are left as they
+    /// are (then none has a step: a streamlet that rolls makes the objects applied).
+    pub fn streamlet_steps(&self) -> &[StreamletStep] {
+        if self.objects.applies() { &self.streamlets } else { &[] }
     }
 
     /// The steps after every streamlet's: per removed streamlet its Deployment, Secret and

@@ -84,7 +84,19 @@ async fn the_cart_example_first_reconcile() {
             conf.contains(r#"group = "cart.router.in""#) && conf.contains(&format!(r#"bootstrap.servers = "{SHOP}""#)),
             "{conf}"
         );
-        let deployment = api.apply("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router").await;
+        // Answered as the API server does, with the generation it gave the Deployment.
+        let deployment = api
+            .expect_with(
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/shop/deployments/flow-cart-router",
+                StatusCode::OK,
+                |b| {
+                    let mut answer = b.clone();
+                    answer["metadata"]["generation"] = json!(1);
+                    answer
+                },
+            )
+            .await;
         let containers: Vec<&str> = deployment.body["spec"]["template"]["spec"]["containers"]
             .as_array()
             .unwrap()
@@ -101,11 +113,15 @@ async fn the_cart_example_first_reconcile() {
         assert_eq!(s["topics"].as_array().map(Vec::len), Some(3));
         let applied: Vec<_> = s["conditions"].as_array().unwrap().iter().filter(|c| c["type"] == "Applied").collect();
         assert_eq!(applied[0]["status"], "True");
+        // What was applied, for the next reconcile: every object, with the Deployment's generation.
+        assert_eq!(s["applied"]["hash"].as_str().map(str::len), Some(64), "{s}");
+        assert_eq!(s["applied"]["deploymentGenerations"], json!({"router": 1}));
         api.done().await;
+        (deployment.body, status.body["status"].clone())
     });
     let action = tokio::time::timeout(Duration::from_secs(10), reconcile(flow, ctx)).await.expect("the reconcile ends");
     assert!(action.is_ok(), "{action:?}");
-    server.await.expect("the scenario holds");
+    let (deployment, status) = server.await.expect("the scenario holds");
     // One describe per connection (cluster `shop` has its own connection settings, so it is
     // another connection than `default`, on the same brokers), asked concurrently; then the
     // creations, in topic order.
@@ -123,6 +139,40 @@ async fn the_cart_example_first_reconcile() {
     let created = kafka.topics.lock().unwrap()[&(SHOP.to_string(), "cart.valid-carts".to_string())].clone();
     assert_eq!((created.partitions, created.replication), (6, 1));
     assert_eq!(created.configs.get("retention.ms").map(String::as_str), Some("86400000"));
+
+    // A restarted operator's reconcile, with nothing changed since: no object is applied again, the
+    // record stays as it is, and the reconcile comes back when the reapply interval ends.
+    let mut again = fixtures::cart();
+    again.status = Some(serde_json::from_value(status).expect("the status written"));
+    let (restarted, handle) = fixtures::context(kafka.clone());
+    let stored = serde_json::to_value(&again).unwrap();
+    let recorded = stored["status"]["applied"].clone();
+    let server = tokio::spawn(async move {
+        let mut api = ApiServer(handle);
+        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
+        let mut listed = deployment;
+        listed["metadata"]["generation"] = json!(1);
+        api.expect(
+            Method::GET,
+            "/apis/apps/v1/namespaces/shop/deployments",
+            StatusCode::OK,
+            json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [listed]}),
+        )
+        .await;
+        // Then the status, for the topics that exist now: with the record of the apply as it was.
+        let written = api.status_write(&stored).await;
+        assert_eq!(written.body["status"]["applied"], recorded);
+        api.done().await;
+    });
+    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(Arc::new(again), restarted.clone()))
+        .await
+        .expect("the reconcile ends");
+    server.await.expect("the scenario holds");
+    let requeue = action.expect("reconciled");
+    // The record's time has whole seconds: the interval (300 s) less at most a second or two.
+    let after = format!("{requeue:?}");
+    assert!(after.contains("Some(298.") || after.contains("Some(299.") || after.contains("Some(300s)"), "{after}");
+    assert!(restarted.metrics.encode().contains("ankka_flow_object_applies_total{outcome=\"unchanged\"} 1"));
 }
 
 /// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
@@ -309,7 +359,19 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
         api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
-        let deployment = api.apply("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router").await;
+        // Answered as the API server does, with the generation it gave the Deployment.
+        let deployment = api
+            .expect_with(
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/shop/deployments/flow-cart-router",
+                StatusCode::OK,
+                |b| {
+                    let mut answer = b.clone();
+                    answer["metadata"]["generation"] = json!(1);
+                    answer
+                },
+            )
+            .await;
         assert_eq!(deployment.body["spec"]["replicas"], 0);
         let status = api.status_write(&stored).await;
         assert_eq!(status.body["status"]["reset"]["id"], id);

@@ -77,8 +77,22 @@ impl ValidPipeline {
             })
             .collect();
         let (phase, detail) = status::phase(&streamlet_status, &topic_status);
+        let hash = applied::objects_hash(
+            &(&self.service_account, &self.role, &self.role_binding),
+            &self.streamlets.iter().map(|(_, r)| (&r.secret, &r.deployment)).collect::<Vec<_>>(),
+        );
+        let objects = applied::objects_step(
+            hash,
+            self.streamlets.iter().map(|(_, r)| r.name.as_str()),
+            observed.applied,
+            observed.deployments,
+            steps.iter().any(|s| s.rolled.is_some()),
+            observed.now,
+            observed.reapply_after,
+        );
         Plan {
             finalizer: self.finalizer,
+            objects,
             topics: topic_steps,
             service_account: self.service_account.clone(),
             role: self.role.clone(),

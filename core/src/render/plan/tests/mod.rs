@@ -125,5 +125,11 @@ fn observed<'a>(
     deployments: &'a BTreeMap<String, ObservedDeployment>,
     secrets: &'a BTreeSet<String>,
 ) -> Observed<'a> {
-    Observed { topics, deployments, secrets }
+    Observed { topics, deployments, secrets, applied: None, now: NOW, reapply_after: REAPPLY_AFTER }
 }
+
+/// The time of the reconciles of these tests.
+const NOW: k8s_openapi::jiff::Timestamp = k8s_openapi::jiff::Timestamp::constant(1_796_400_000, 0);
+
+/// The reapply interval of these tests (the operator's default resync).
+const REAPPLY_AFTER: std::time::Duration = std::time::Duration::from_secs(300);

@@ -330,3 +330,43 @@ fn the_labels_and_names_come_from_one_place() {
     assert_eq!(labels[LABEL_NAME], "cart-sink");
     assert_eq!(labels[LABEL_MANAGED_BY], "ankka-flow");
 }
+
+#[test]
+fn objects_as_last_applied_are_left_alone_while_topics_and_removals_still_run() {
+    use crate::render::applied::ObjectsStep;
+    let v = valid(&generated("cart"), &nothing());
+    let deployments: BTreeMap<String, ObservedDeployment> =
+        [("router", 3), ("sink", 1)].iter().map(|(n, r)| (n.to_string(), rolled_out(rendered(&v, n), *r))).collect();
+    let mut topics = all_exist();
+    topics.insert("valid-carts".into(), KafkaTopic::Missing);
+    let secrets = BTreeSet::from(["orphan".to_string()]);
+    // The first reconcile applies everything, and the status records what.
+    let first = v.build(&observed(&topics, &deployments, &secrets));
+    let ObjectsStep::Apply { hash } = &first.objects else { panic!("{:?}", first.objects) };
+    let generations = BTreeMap::from([("router".to_string(), 5), ("sink".to_string(), 5)]);
+    let record = first.objects.record(Some(generations), None, NOW).expect("a record");
+    assert_eq!(&record.hash, hash);
+
+    // The next one, with nothing changed, applies no object; a missing topic is still created and a
+    // streamlet no longer in the resource still removed.
+    let next = v.build(&Observed { applied: Some(&record), ..observed(&topics, &deployments, &secrets) });
+    assert_eq!(next.objects, ObjectsStep::Unchanged { reapply_in: REAPPLY_AFTER });
+    assert_eq!(
+        describe(&next.actions()),
+        [
+            "topic 'cart.valid-carts'",
+            "event TopicCreated: created topic 'cart.valid-carts' with 12 partitions",
+            "Secret 'flow-cart-orphan'",
+            "event StreamletRemoved: streamlet 'orphan' is no longer in the pipeline",
+        ]
+    );
+    assert_eq!(next.status, first.status);
+
+    // Another replica count renders another Deployment: every object is applied again.
+    let mut scaled = generated("cart");
+    scaled.spec.streamlets[0].replicas = 2;
+    let scaled = valid(&scaled, &nothing())
+        .build(&Observed { applied: Some(&record), ..observed(&topics, &deployments, &secrets) });
+    assert!(matches!(&scaled.objects, ObjectsStep::Apply { hash: h } if h != hash));
+    assert_eq!(scaled.actions().iter().filter(|a| matches!(a, Action::ApplyDeployment(_))).count(), 2);
+}
