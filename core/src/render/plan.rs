@@ -12,16 +12,15 @@
 //!    and Secrets labelled with the pipeline and owned by the resource.
 //! 4. **Build** (pure, cannot fail): [`ValidPipeline::build`] gives the [`Plan`].
 //! 5. **Apply** (I/O): carry out [`Plan::actions`] in order, each object by server-side apply with the
-//!    operator's field manager; the objects are left out when they are as last applied
-//!    ([`Plan::objects`], [`super::applied`]). An event that cannot be recorded is logged and skipped. Any other
-//!    action that fails stops the plan: the actions after it are not carried out, and the failure
-//!    is reported with [`apply_failed`] (a Warning event) and [`ApplyOutcome::Failed`] (the
-//!    `Applied` condition). Actions of different streamlets may run concurrently; those of one
-//!    streamlet run in their order.
+//!    operator's field manager; the objects are left out while they are as last applied
+//!    ([`Plan::objects`], [`super::applied`]). An event that cannot be recorded is logged and
+//!    skipped. Any other action that fails stops the plan: the actions after it are not carried
+//!    out, and the failure is reported with [`apply_failed`] (a Warning event) and
+//!    [`ApplyOutcome::Failed`] (the `Applied` condition). Actions of different streamlets may run
+//!    concurrently; those of one streamlet run in their order.
 //! 6. **Status** (I/O): the reset driver fills the reset part of [`Plan::status`],
-//!    [`ObjectsStep::record`] its `applied` record, then
-//!    [`status::finish`] adds the conditions and times, and it is written when
-//!    [`status::needs_write`] says so.
+//!    [`ObjectsStep::record`] its `applied` record, then [`status::finish`] adds the conditions and
+//!    times, and it is written when [`status::needs_write`] says so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
