@@ -50,17 +50,30 @@ pub const API_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`API_TIMEOUT`] (counted from when the request was sent), and one for its watches, whose streams
 /// stay quiet for minutes when nothing changes (the watcher has its own idle timeout).
 ///
+/// A call's deadlines are layers around the request, not read timeouts on the connection: a read
+/// timeout also runs while a kept-alive connection waits in the pool, and closed every connection
+/// idle for [`API_TIMEOUT`], so that a burst of calls (a reset's events, one per consumer group)
+/// opened new TLS connections on its critical path (docs/performance.md, "Connections kept").
+///
 /// # Errors
 /// When no Kubernetes configuration is found, or no client can be built from it.
 pub async fn clients() -> Result<(Client, Client), kube::Error> {
     let config = kube::Config::infer().await.map_err(kube::Error::InferConfig)?;
     let watches = Client::try_from(config.clone())?;
-    let mut calls = config;
-    calls.connect_timeout = Some(API_TIMEOUT);
-    calls.read_timeout = Some(API_TIMEOUT);
-    calls.write_timeout = Some(API_TIMEOUT);
-    calls.reset_reader_on_write = true;
-    Ok((Client::try_from(calls)?, watches))
+    Ok((calls_client(config, API_TIMEOUT)?, watches))
+}
+
+/// A client whose calls fail when the API server sends nothing for `timeout`: the response's head
+/// within `timeout` of sending the request (connecting included), then each part of its body within
+/// `timeout` of the one before. Its kept-alive connections wait in the pool without a deadline.
+fn calls_client(mut config: kube::Config, timeout: Duration) -> Result<Client, kube::Error> {
+    config.connect_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    config.read_timeout = None;
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower_http::timeout::ResponseBodyTimeoutLayer::new(timeout))
+        .with_layer(&tower::timeout::TimeoutLayer::new(timeout))
+        .build())
 }
 
 /// Set once SIGTERM or SIGINT arrived; a second signal ends the process at once.
@@ -510,7 +523,87 @@ async fn renew(lease: LeaseApi, mut held: Lease, term: Arc<Term>, lost: watch::S
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
+
+    /// What a test API server does with each request it reads on a connection.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        Whole,
+        Nothing,
+        HeadOnly,
+    }
+
+    /// An HTTP/1.1 server on loopback that answers the requests on each connection it accepts as
+    /// `answers` says, in order; returns its address and a count of the connections accepted.
+    async fn api_server(answers: Vec<Answer>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = format!("http://{}", listener.local_addr().expect("an address"));
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        let answers = Arc::new(Mutex::new(answers.into_iter()));
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let answers = answers.clone();
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+                        seen.extend_from_slice(&buf[..n]);
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let answer = answers.lock().unwrap_or_else(|p| p.into_inner()).next();
+                            let body = r#"{"major":"1","minor":"36","gitVersion":"v1.36.3"}"#;
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            match answer {
+                                Some(Answer::Whole) => {
+                                    let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
+                                }
+                                Some(Answer::HeadOnly) => {
+                                    let _ = conn.write_all(head.as_bytes()).await;
+                                }
+                                Some(Answer::Nothing) | None => {}
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    fn client(addr: &str, timeout: Duration) -> Client {
+        calls_client(kube::Config::new(addr.parse().expect("a URL")), timeout).expect("a client")
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_longer_than_the_deadline_is_used_again() {
+        let (addr, accepted) = api_server(vec![Answer::Whole, Answer::Whole]).await;
+        let client = client(&addr, Duration::from_millis(200));
+        client.apiserver_version().await.expect("the first answer");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        client.apiserver_version().await.expect("the second answer");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "both calls went over one connection");
+    }
+
+    #[tokio::test]
+    async fn a_call_without_an_answer_or_with_half_of_one_fails_at_its_deadline() {
+        for answer in [Answer::Nothing, Answer::HeadOnly] {
+            let (addr, _) = api_server(vec![answer]).await;
+            let client = client(&addr, Duration::from_millis(300));
+            let started = std::time::Instant::now();
+            let outcome = tokio::time::timeout(Duration::from_secs(5), client.apiserver_version()).await;
+            let took = started.elapsed();
+            assert!(matches!(outcome, Ok(Err(_))), "the call failed by itself");
+            assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
+        }
+    }
 
     #[test]
     fn a_deposed_holder_stops_acting_before_a_new_one_may_start() {
