@@ -132,7 +132,22 @@ impl ApiServer {
     /// A server-side apply of `path`: asserts the operator's field manager and forced conflicts, and
     /// answers with the applied object as it was sent.
     pub async fn apply(&mut self, path: &str) -> Seen {
-        let seen = self.expect_with(Method::PATCH, path, StatusCode::OK, Value::clone).await;
+        self.apply_answering(path, Value::clone).await
+    }
+
+    /// A server-side apply of the Deployment at `path`, answered as the API server does: the applied
+    /// object with the `metadata.generation` it gave it.
+    pub async fn apply_deployment(&mut self, path: &str, generation: i64) -> Seen {
+        self.apply_answering(path, |body| {
+            let mut answer = body.clone();
+            answer["metadata"]["generation"] = generation.into();
+            answer
+        })
+        .await
+    }
+
+    async fn apply_answering(&mut self, path: &str, answer: impl FnOnce(&Value) -> Value) -> Seen {
+        let seen = self.expect_with(Method::PATCH, path, StatusCode::OK, answer).await;
         assert!(
             seen.uri.contains("fieldManager=ankka-flow-operator") && seen.uri.contains("force=true"),
             "{}",

@@ -84,19 +84,7 @@ async fn the_cart_example_first_reconcile() {
             conf.contains(r#"group = "cart.router.in""#) && conf.contains(&format!(r#"bootstrap.servers = "{SHOP}""#)),
             "{conf}"
         );
-        // Answered as the API server does, with the generation it gave the Deployment.
-        let deployment = api
-            .expect_with(
-                Method::PATCH,
-                "/apis/apps/v1/namespaces/shop/deployments/flow-cart-router",
-                StatusCode::OK,
-                |b| {
-                    let mut answer = b.clone();
-                    answer["metadata"]["generation"] = json!(1);
-                    answer
-                },
-            )
-            .await;
+        let deployment = api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", 1).await;
         let containers: Vec<&str> = deployment.body["spec"]["template"]["spec"]["containers"]
             .as_array()
             .unwrap()
@@ -359,19 +347,7 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
         api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
-        // Answered as the API server does, with the generation it gave the Deployment.
-        let deployment = api
-            .expect_with(
-                Method::PATCH,
-                "/apis/apps/v1/namespaces/shop/deployments/flow-cart-router",
-                StatusCode::OK,
-                |b| {
-                    let mut answer = b.clone();
-                    answer["metadata"]["generation"] = json!(1);
-                    answer
-                },
-            )
-            .await;
+        let deployment = api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", 1).await;
         assert_eq!(deployment.body["spec"]["replicas"], 0);
         let status = api.status_write(&stored).await;
         assert_eq!(status.body["status"]["reset"]["id"], id);
