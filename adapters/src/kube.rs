@@ -161,6 +161,18 @@ pub async fn write_status(
     Ok(written.resource_version())
 }
 
+/// Removes `status.applied`, the record of the last apply of the pipeline's objects, with a JSON
+/// merge patch that touches nothing else of the status; returns the resourceVersion written.
+///
+/// # Errors
+/// The API call's error.
+pub async fn clear_applied(api: &Api<AnkkaFlow>, name: &str) -> Result<Option<String>, kube::Error> {
+    let pp = PatchParams { field_manager: Some(OPERATOR_FIELD_MANAGER.into()), ..PatchParams::default() };
+    let patch = serde_json::json!({ "status": { "applied": null } });
+    let written = api.patch_status(name, &pp, &Patch::Merge(&patch)).await?;
+    Ok(written.resource_version())
+}
+
 /// The request annotation and the done annotation of a resource.
 pub fn reset_annotations(flow: &AnkkaFlow) -> (Option<&str>, Option<&str>) {
     let a = flow.annotations();

@@ -235,9 +235,20 @@ pub struct AppliedObjects {
     pub hash: String,
     /// When they were applied (RFC 3339).
     pub time: String,
-    /// Per streamlet, the `metadata.generation` its Deployment had after the apply.
+    /// Per streamlet, its Deployment as the apply left it.
     #[serde(default)]
-    pub deployment_generations: BTreeMap<String, i64>,
+    pub deployments: BTreeMap<String, AppliedDeployment>,
+}
+
+/// A streamlet's Deployment as an apply left it: which object, and at which generation.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedDeployment {
+    /// Its `metadata.uid`: a Deployment deleted and created again is another object, whatever its
+    /// generation.
+    pub uid: String,
+    /// Its `metadata.generation` after the apply.
+    pub generation: i64,
 }
 
 /// An earlier reset request: its id and how it ended.

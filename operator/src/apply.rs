@@ -11,7 +11,7 @@ use flow_core::connection::KafkaConnection;
 use flow_core::events::{Event, EventType};
 use flow_core::render::plan::{self, Action, Deletion, FINALIZER, Plan, Refusal, StreamletStep};
 use flow_core::render::status::ApplyOutcome;
-use flow_core::resource::AnkkaFlow;
+use flow_core::resource::{AnkkaFlow, AppliedDeployment};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
@@ -81,9 +81,9 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
     Ok(())
 }
 
-/// The `metadata.generation` of each streamlet's Deployment after its apply, by streamlet, for the
-/// status's record of the apply ([`flow_core::render::applied`]).
-pub type Generations = BTreeMap<String, i64>;
+/// Each streamlet's Deployment as its apply left it, by streamlet, for the status's record of the
+/// apply ([`flow_core::render::applied`]).
+pub type Applied = BTreeMap<String, AppliedDeployment>;
 
 /// Carries out a plan (needs Kafka and a client): the finalizer, the topics and their events, the
 /// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
@@ -99,8 +99,8 @@ pub async fn plan(
     flow: &AnkkaFlow,
     p: &Plan,
     conns: &Connections,
-) -> Result<Generations, (Error, ApplyOutcome)> {
-    let outcome: Result<Generations, (Action<'_>, String)> = async {
+) -> Result<Applied, (Error, ApplyOutcome)> {
+    let outcome: Result<Applied, (Action<'_>, String)> = async {
         for action in p.setup_actions() {
             step(ctx, flow, action, conns).await?;
         }
@@ -110,7 +110,7 @@ pub async fn plan(
         // Collected first: a stream over a lazy map of borrowing futures trips the compiler's
         // higher-ranked lifetime check.
         let each: Vec<_> = p.streamlet_steps().iter().map(|s| streamlet(ctx, flow, s, conns)).collect();
-        let generations: Generations = futures::stream::iter(each)
+        let deployments: Applied = futures::stream::iter(each)
             .buffer_unordered(STREAMLET_CONCURRENCY)
             .try_collect::<Vec<_>>()
             .await?
@@ -120,7 +120,7 @@ pub async fn plan(
         for action in p.removal_actions() {
             step(ctx, flow, action, conns).await?;
         }
-        Ok(generations)
+        Ok(deployments)
     }
     .await;
     ctx.metrics.objects(match (&outcome, p.objects.applies()) {
@@ -129,7 +129,7 @@ pub async fn plan(
         (Ok(_), false) => "unchanged",
     });
     match outcome {
-        Ok(generations) => Ok(generations),
+        Ok(deployments) => Ok(deployments),
         Err((action, message)) => {
             let (event, applied) = plan::apply_failed(&action, &message);
             record(ctx, flow, &event).await;
@@ -139,39 +139,39 @@ pub async fn plan(
 }
 
 /// One streamlet's steps, in order: its Secret, its Deployment, and `StreamletRolled`. Returns the
-/// streamlet with its Deployment's generation after the apply.
+/// streamlet with its Deployment as the apply left it.
 async fn streamlet<'p>(
     ctx: &Context,
     flow: &AnkkaFlow,
     s: &'p StreamletStep,
     conns: &Connections,
-) -> Result<Option<(String, i64)>, (Action<'p>, String)> {
-    let mut generation = None;
+) -> Result<Option<(String, AppliedDeployment)>, (Action<'p>, String)> {
+    let mut deployment = None;
     for action in s.actions() {
-        generation = generation.or(step(ctx, flow, action, conns).await?);
+        deployment = deployment.or(step(ctx, flow, action, conns).await?);
     }
-    Ok(generation.map(|g| (s.rendered.name.clone(), g)))
+    Ok(deployment.map(|d| (s.rendered.name.clone(), d)))
 }
 
 /// One step of a plan, which comes back with the error when it fails; a Deployment's apply gives
-/// the Deployment's generation after it.
+/// the Deployment as it left it.
 async fn step<'p>(
     ctx: &Context,
     flow: &AnkkaFlow,
     action: Action<'p>,
     conns: &Connections,
-) -> Result<Option<i64>, (Action<'p>, String)> {
+) -> Result<Option<AppliedDeployment>, (Action<'p>, String)> {
     carry_out(ctx, flow, &action, conns).await.map_err(|message| (action, message))
 }
 
-/// One step of a plan, with the generation of the Deployment it applied, if it applied one; the
+/// One step of a plan, with the Deployment it applied as it left it, if it applied one; the
 /// error is the API server's or Kafka's words (never a Secret's content).
 async fn carry_out(
     ctx: &Context,
     flow: &AnkkaFlow,
     action: &Action<'_>,
     conns: &Connections,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<AppliedDeployment>, String> {
     let ns = flow.namespace().unwrap_or_default();
     let c = &ctx.client;
     let api = |e: kube::Error| match e {
@@ -202,7 +202,13 @@ async fn carry_out(
         Action::ApplyRole(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
         Action::ApplyRoleBinding(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
         Action::ApplySecret(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),
-        Action::ApplyDeployment(o) => owned::apply(c, &ns, *o).await.map(|d| d.metadata.generation).map_err(api),
+        Action::ApplyDeployment(o) => owned::apply(c, &ns, *o)
+            .await
+            .map(|d| {
+                let (uid, generation) = (d.metadata.uid?, d.metadata.generation?);
+                Some(AppliedDeployment { uid, generation })
+            })
+            .map_err(api),
         Action::DeleteDeployment(n) => owned::delete::<Deployment>(c, &ns, n).await.map(|_| None).map_err(api),
         Action::DeleteSecret(n) => owned::delete::<Secret>(c, &ns, n).await.map(|_| None).map_err(api),
     }

@@ -410,6 +410,9 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
             now,
             reapply_after: Duration::from_secs(ctx.settings.resync_seconds),
         });
+        if plan.objects.clears_record_first(stored) {
+            crate::writes::Object::of(&ctx.client, flow)?.clear_applied().await?;
+        }
         let applied = apply::plan(ctx, flow, &plan, &conns).await;
         let mut status = plan.status;
         status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, now);
@@ -421,7 +424,9 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     // a finished one. The driver writes the status itself while it runs, ahead of each Kafka effect
     // (its write-ahead persists, see docs/reset.md), on top of the stored status; the reconcile's own
     // write comes after, with the reset's part of it.
-    let mut reset = flow.status.clone().unwrap_or_default();
+    // Its writes carry no record of an apply of the pipeline's objects, which may be under way beside
+    // them: the reconcile's own write puts the record back once it is known (`status.applied`).
+    let mut reset = AnkkaFlowStatus { applied: None, ..flow.status.clone().unwrap_or_default() };
     let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset, quiet));
     // A failure here keeps what the drive made of the reset in the status written.
     let failed = |e: Error, reset: AnkkaFlowStatus| {

@@ -136,14 +136,31 @@ impl ApiServer {
     }
 
     /// A server-side apply of the Deployment at `path`, answered as the API server does: the applied
-    /// object with the `metadata.generation` it gave it.
-    pub async fn apply_deployment(&mut self, path: &str, generation: i64) -> Seen {
+    /// object with its `metadata.uid` and the `metadata.generation` it gave it.
+    pub async fn apply_deployment(&mut self, path: &str, uid: &str, generation: i64) -> Seen {
         self.apply_answering(path, |body| {
             let mut answer = body.clone();
+            answer["metadata"]["uid"] = uid.into();
             answer["metadata"]["generation"] = generation.into();
             answer
         })
         .await
+    }
+
+    /// The status write of AnkkaFlow `shop`/`cart` that clears the record of the last apply of its
+    /// objects, and nothing else (a JSON merge patch).
+    pub async fn clear_applied(&mut self, stored: &Value) -> Seen {
+        let seen = self
+            .expect_with(
+                Method::PATCH,
+                "/apis/flow.ankka.thinkmorestupidless.com/v1alpha1/namespaces/shop/ankkaflows/cart/status",
+                StatusCode::OK,
+                |_| stored.clone(),
+            )
+            .await;
+        assert_eq!(seen.body, json!({"status": {"applied": null}}));
+        assert!(seen.uri.contains("fieldManager=ankka-flow-operator"), "{}", seen.uri);
+        seen
     }
 
     async fn apply_answering(&mut self, path: &str, answer: impl FnOnce(&Value) -> Value) -> Seen {

@@ -152,8 +152,8 @@ pub async fn owned(ctx: &Context, flow: &AnkkaFlow) -> Result<Owned, Error> {
 }
 
 /// Keeps of a watched Deployment only what [`owned`] reads (labels, owner references, the
-/// template's annotations, each container's name and image, generation and replica counts), so
-/// that the cache of every managed Deployment stays small.
+/// template's annotations, each container's name and image, uid, generation, replica counts and a
+/// `ReplicaFailure` condition), so that the cache of every managed Deployment stays small.
 pub fn slim_deployment(d: &mut Deployment) {
     d.managed_fields_mut().clear();
     d.annotations_mut().clear();
@@ -166,7 +166,11 @@ pub fn slim_deployment(d: &mut Deployment) {
         *pod = PodSpec { containers, ..PodSpec::default() };
     }
     if let Some(status) = d.status.as_mut() {
-        status.conditions = None;
+        status.conditions = status
+            .conditions
+            .take()
+            .map(|c| c.into_iter().filter(|c| c.type_ == REPLICA_FAILURE).collect::<Vec<_>>())
+            .filter(|c| !c.is_empty());
     }
 }
 
@@ -184,15 +188,22 @@ pub fn observed_deployment(d: &Deployment) -> ObservedDeployment {
         .and_then(|p| p.containers.iter().find(|c| c.name == PROCESS_CONTAINER))
         .and_then(|c| c.image.clone());
     let status = d.status.clone().unwrap_or_default();
+    let replica_failure = status.conditions.iter().flatten().any(|c| c.type_ == REPLICA_FAILURE && c.status == "True");
     ObservedDeployment {
+        uid: d.metadata.uid.clone().unwrap_or_default(),
         config_hash,
         process_image,
         generation: d.metadata.generation.unwrap_or(0),
         observed_generation: status.observed_generation.unwrap_or(0),
         updated_replicas: status.updated_replicas.unwrap_or(0),
         ready_replicas: status.ready_replicas.unwrap_or(0),
+        replica_failure,
     }
 }
+
+/// The Deployment condition set while its ReplicaSet fails to create pods (Kubernetes
+/// documentation, "Deployments": "Failed Deployment").
+const REPLICA_FAILURE: &str = "ReplicaFailure";
 
 #[cfg(test)]
 mod tests {
@@ -215,6 +226,7 @@ mod tests {
             "metadata": {
                 "name": "flow-cart-router",
                 "namespace": "shop",
+                "uid": "d-3",
                 "generation": 3,
                 "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_PIPELINE: "cart", LABEL_STREAMLET: "router"},
                 "annotations": {"deployment.kubernetes.io/revision": "2"},
@@ -250,7 +262,20 @@ mod tests {
         assert_eq!(observed_deployment(&slim).process_image.as_deref(), Some("cart-router:1.2"));
         let pod = slim.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("a pod template");
         assert!(pod.volumes.is_none() && pod.containers.iter().all(|c| c.env.is_none() && c.args.is_none()));
-        assert!(slim.metadata.managed_fields.is_none_or(|m| m.is_empty()));
+        assert!(slim.metadata.managed_fields.as_ref().is_none_or(|m| m.is_empty()));
+        assert_eq!(observed_deployment(&slim).uid, "d-3");
+        assert!(!observed_deployment(&slim).replica_failure);
+        // A Deployment whose pods cannot be created keeps that condition, and only that one.
+        let mut failing = whole.clone();
+        let conditions = failing.status.as_mut().and_then(|s| s.conditions.as_mut()).expect("conditions");
+        conditions
+            .push(serde_json::from_value(json!({"type": "ReplicaFailure", "status": "True"})).expect("a condition"));
+        let mut slim = failing.clone();
+        slim_deployment(&mut slim);
+        assert!(observed_deployment(&slim).replica_failure);
+        assert_eq!(observed_deployment(&slim), observed_deployment(&failing));
+        let kept = slim.status.and_then(|s| s.conditions).unwrap_or_default();
+        assert_eq!(kept.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), ["ReplicaFailure"]);
     }
 
     #[tokio::test]

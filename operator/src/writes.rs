@@ -29,8 +29,8 @@ pub struct Object {
     version: Mutex<Option<String>>,
 }
 
-/// `call` with [`API_TIMEOUT`] (the client's own timeout counts from the last byte; this bounds the
-/// whole call).
+/// `call` with [`API_TIMEOUT`] (the client's own deadlines bound the answer's head and each part of
+/// its body; this bounds the whole call, retries included).
 pub async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
     tokio::time::timeout(API_TIMEOUT, call)
         .await
@@ -97,6 +97,22 @@ impl Object {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Removes the record of the last apply of the pipeline's objects from this object's status
+    /// (`status.applied`, [`flow_core::render::applied`]), leaving the rest of it as it is. Unlike a
+    /// status write it needs no resourceVersion: a record cleared on another object under the name
+    /// costs that object one apply of its objects, nothing more.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when this instance may not act; the API server's refusal otherwise.
+    pub async fn clear_applied(&self) -> Result<(), Error> {
+        if !may_act() {
+            return Err(Error::LeaseLost);
+        }
+        let version = timed(k::clear_applied(&self.api, &self.name)).await?;
+        self.saw(version);
+        Ok(())
     }
 
     /// Writes request `id` to this object's done annotation (see the module documentation).

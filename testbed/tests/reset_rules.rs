@@ -188,13 +188,14 @@ fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone(
     let _serial = serial();
     let ns = "shop-applied";
     // Objects as last applied are applied again after this long at the latest.
-    let env = [("FLOW_WATCH_NAMESPACE", ns), ("FLOW_OPERATOR_RESYNC_SECONDS", "45")];
+    let env = [("FLOW_WATCH_NAMESPACE", ns), ("FLOW_OPERATOR_RESYNC_SECONDS", "60")];
     let op = cart_scenario(ns, 1, &env);
     kubectl_ok(&["-n", ns, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
     let applied = get_json(ns, "aflow", "cart")["status"]["applied"].clone();
     assert_eq!(applied["hash"].as_str().map(str::len), Some(64), "{applied}");
-    let generation = get_json(ns, "deployment", "flow-cart-router")["metadata"]["generation"].clone();
-    assert_eq!(applied["deploymentGenerations"]["router"], generation, "{applied}");
+    let deployment = get_json(ns, "deployment", "flow-cart-router");
+    assert_eq!(applied["deployments"]["router"]["generation"], deployment["metadata"]["generation"], "{applied}");
+    assert_eq!(applied["deployments"]["router"]["uid"], deployment["metadata"]["uid"], "{applied}");
     op.stop();
 
     // A restarted operator finds every object as it applied it, and applies none.
@@ -225,7 +226,7 @@ fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone(
         r#"{"stringData":{"streamlet.conf":"edited by hand"}}"#,
     ]);
     assert_eq!(secret_file(ns, "flow-cart-router", "streamlet.conf"), "edited by hand");
-    wait_until("the Secret put back", Duration::from_secs(75), || {
+    wait_until("the Secret put back", Duration::from_secs(90), || {
         (secret_file(ns, "flow-cart-router", "streamlet.conf") == conf).then_some(())
     });
     assert!(object_applies(&op, "applied") >= 2.0, "the scale and the interval's end each applied them");

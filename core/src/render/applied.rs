@@ -11,13 +11,18 @@
 //! - that apply was less than the reapply interval ago (`FLOW_OPERATOR_RESYNC_SECONDS`): the objects
 //!   the operator does not watch are applied again at least that often, so a change made to one of
 //!   them by hand is undone within that time, also across a restart of the operator;
-//! - every streamlet's Deployment is observed, owned by the resource, with the `metadata.generation`
-//!   the apply left it at. The API server raises a Deployment's generation at every change of its
-//!   spec, whoever makes it (Kubernetes API conventions, "Metadata": `generation`), so a Deployment
-//!   scaled or edited by hand is applied again at the reconcile its change wakes.
+//! - every streamlet's Deployment is observed, owned by the resource, the same object (`metadata.uid`)
+//!   at the `metadata.generation` the apply left it at, and without a `ReplicaFailure` condition. The
+//!   API server raises a Deployment's generation at every change of its spec, whoever makes it
+//!   (Kubernetes API conventions, "Metadata": `generation`), so a Deployment scaled or edited by hand
+//!   is applied again at the reconcile its change wakes; one whose ReplicaSet cannot create pods
+//!   too.
 //!
 //! An apply that did not end in every object applied records nothing, so the next reconcile applies
-//! them all again.
+//! them all again. An apply of other objects than recorded clears the record first
+//! ([`ObjectsStep::clears_record_first`]): were the operator to stop between its first apply and the
+//! status write, and the resource to go back to what was recorded, the record would otherwise match
+//! objects that are part one rendering and part the other.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,7 +34,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::status::{ObservedDeployment, api_time};
-use crate::resource::AppliedObjects;
+use crate::resource::{AppliedDeployment, AppliedObjects};
 
 /// What a reconcile does with the pipeline's objects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,10 +95,11 @@ pub fn objects_step<'s>(
         let mut names = 0;
         for name in streamlets {
             names += 1;
-            let seen = deployments.get(name)?;
-            (recorded.deployment_generations.get(name) == Some(&seen.generation)).then_some(())?;
+            let seen = deployments.get(name).filter(|d| !d.replica_failure)?;
+            let applied = recorded.deployments.get(name)?;
+            (applied.uid == seen.uid && applied.generation == seen.generation).then_some(())?;
         }
-        (names == recorded.deployment_generations.len()).then_some(reapply_in)
+        (names == recorded.deployments.len()).then_some(reapply_in)
     };
     match unchanged() {
         Some(reapply_in) => ObjectsStep::Unchanged { reapply_in },
@@ -103,22 +109,30 @@ pub fn objects_step<'s>(
 
 impl ObjectsStep {
     /// The record for the status once the step was carried out: for an apply of every object, its
-    /// hash, `now` and the generations the Deployments' applies returned (by streamlet); for
-    /// objects left alone, the `stored` record; `None` when `generations` is `None`, for an apply
-    /// that failed part-way, after which nothing is known of the objects.
+    /// hash, `now` and the Deployments as their applies returned them (by streamlet); for objects
+    /// left alone, the `stored` record; `None` when `deployments` is `None`, for an apply that failed
+    /// part-way, after which nothing is known of the objects.
     pub fn record(
         &self,
-        generations: Option<BTreeMap<String, i64>>,
+        deployments: Option<BTreeMap<String, AppliedDeployment>>,
         stored: Option<&AppliedObjects>,
         now: Timestamp,
     ) -> Option<AppliedObjects> {
-        let deployment_generations = generations?;
+        let deployments = deployments?;
         match self {
             ObjectsStep::Apply { hash } => {
-                Some(AppliedObjects { hash: hash.clone(), time: api_time(now), deployment_generations })
+                Some(AppliedObjects { hash: hash.clone(), time: api_time(now), deployments })
             }
             ObjectsStep::Unchanged { .. } => stored.cloned(),
         }
+    }
+
+    /// Whether the `stored` record must be cleared from the status before the objects are applied:
+    /// when they are applied with another hash than it records. An apply of the recorded hash (the
+    /// interval ended, a Deployment changed) puts back what the record says, so the record holds
+    /// even for an apply that stops part-way.
+    pub fn clears_record_first(&self, stored: Option<&AppliedObjects>) -> bool {
+        matches!((self, stored), (ObjectsStep::Apply { hash }, Some(r)) if r.hash != *hash)
     }
 
     /// Whether the objects are applied.

@@ -59,6 +59,8 @@ impl Phase {
 /// What was observed of a streamlet's Deployment (one owned by the resource).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObservedDeployment {
+    /// `metadata.uid`.
+    pub uid: String,
     /// Its pod template's config-hash annotation.
     pub config_hash: Option<String>,
     /// The image of its `process` container; `None` when it has none (a built-in).
@@ -71,6 +73,8 @@ pub struct ObservedDeployment {
     pub updated_replicas: i32,
     /// `status.readyReplicas`.
     pub ready_replicas: i32,
+    /// Whether its `ReplicaFailure` condition is `True`: its ReplicaSet cannot create pods.
+    pub replica_failure: bool,
 }
 
 /// A streamlet's status, and whether it is rolled out.

@@ -84,7 +84,8 @@ async fn the_cart_example_first_reconcile() {
             conf.contains(r#"group = "cart.router.in""#) && conf.contains(&format!(r#"bootstrap.servers = "{SHOP}""#)),
             "{conf}"
         );
-        let deployment = api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", 1).await;
+        let deployment =
+            api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", "d-1", 1).await;
         let containers: Vec<&str> = deployment.body["spec"]["template"]["spec"]["containers"]
             .as_array()
             .unwrap()
@@ -101,9 +102,10 @@ async fn the_cart_example_first_reconcile() {
         assert_eq!(s["topics"].as_array().map(Vec::len), Some(3));
         let applied: Vec<_> = s["conditions"].as_array().unwrap().iter().filter(|c| c["type"] == "Applied").collect();
         assert_eq!(applied[0]["status"], "True");
-        // What was applied, for the next reconcile: every object, with the Deployment's generation.
+        // What was applied, for the next reconcile: every object, with the Deployment's uid and
+        // generation.
         assert_eq!(s["applied"]["hash"].as_str().map(str::len), Some(64), "{s}");
-        assert_eq!(s["applied"]["deploymentGenerations"], json!({"router": 1}));
+        assert_eq!(s["applied"]["deployments"], json!({"router": {"uid": "d-1", "generation": 1}}));
         api.done().await;
         (deployment.body, status.body["status"].clone())
     });
@@ -129,22 +131,34 @@ async fn the_cart_example_first_reconcile() {
     assert_eq!(created.configs.get("retention.ms").map(String::as_str), Some("86400000"));
 
     // A restarted operator's reconcile, with nothing changed since: no object is applied again, the
-    // record stays as it is, and the reconcile comes back when the reapply interval ends.
+    // record stays as it is, and the reconcile comes back when the reapply interval (300 s) ends,
+    // here 200 s after it, for a record of 100 s ago.
     let mut again = fixtures::cart();
     again.status = Some(serde_json::from_value(status).expect("the status written"));
+    let record = again.status.as_mut().and_then(|s| s.applied.as_mut()).expect("a record");
+    record.time = flow_core::render::status::api_time(Timestamp::now() - Duration::from_secs(100));
+    let other_objects = {
+        let mut other = again.clone();
+        let record = other.status.as_mut().and_then(|s| s.applied.as_mut()).expect("a record");
+        record.hash = "0".repeat(64);
+        other
+    };
     let (restarted, handle) = fixtures::context(kafka.clone());
     let stored = serde_json::to_value(&again).unwrap();
     let recorded = stored["status"]["applied"].clone();
+    // The Deployment as the API server lists it: as applied, with its uid and generation.
+    let mut listed = deployment;
+    listed["metadata"]["uid"] = json!("d-1");
+    listed["metadata"]["generation"] = json!(1);
+    let (deployment, rendered_hash) = (listed.clone(), recorded["hash"].clone());
     let server = tokio::spawn(async move {
         let mut api = ApiServer(handle);
         api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
-        let mut listed = deployment;
-        listed["metadata"]["generation"] = json!(1);
         api.expect(
             Method::GET,
             "/apis/apps/v1/namespaces/shop/deployments",
             StatusCode::OK,
-            json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [listed]}),
+            json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [deployment]}),
         )
         .await;
         // Then the status, for the topics that exist now: with the record of the apply as it was.
@@ -157,10 +171,41 @@ async fn the_cart_example_first_reconcile() {
         .expect("the reconcile ends");
     server.await.expect("the scenario holds");
     let requeue = action.expect("reconciled");
-    // The record's time has whole seconds: the interval (300 s) less at most a second or two.
+    // The record's time has whole seconds: 200 s, less at most a second or two.
     let after = format!("{requeue:?}");
-    assert!(after.contains("Some(298.") || after.contains("Some(299.") || after.contains("Some(300s)"), "{after}");
+    assert!(after.contains("Some(198.") || after.contains("Some(199.") || after.contains("Some(200s)"), "{after}");
     assert!(restarted.metrics.encode().contains("ankka_flow_object_applies_total{outcome=\"unchanged\"} 1"));
+
+    // A record of other objects (another rendering): it is cleared before the first apply, so that
+    // an apply stopped part-way never leaves a record that matches what it did not finish.
+    let (ctx, handle) = fixtures::context(kafka.clone());
+    let stored = serde_json::to_value(&other_objects).unwrap();
+    let server = tokio::spawn(async move {
+        let mut api = ApiServer(handle);
+        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
+        api.expect(
+            Method::GET,
+            "/apis/apps/v1/namespaces/shop/deployments",
+            StatusCode::OK,
+            json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [listed]}),
+        )
+        .await;
+        api.clear_applied(&stored).await;
+        api.apply("/api/v1/namespaces/shop/serviceaccounts/flow-cart").await;
+        api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
+        api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
+        api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
+        api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", "d-1", 1).await;
+        let written = api.status_write(&stored).await;
+        assert_eq!(written.body["status"]["applied"]["hash"], rendered_hash, "the hash of what is rendered");
+        api.done().await;
+    });
+    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(Arc::new(other_objects), ctx.clone()))
+        .await
+        .expect("the reconcile ends");
+    server.await.expect("the scenario holds");
+    assert!(action.is_ok(), "{action:?}");
+    assert!(ctx.metrics.encode().contains("ankka_flow_object_applies_total{outcome=\"applied\"} 1"));
 }
 
 /// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
@@ -347,7 +392,8 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;
         api.apply("/api/v1/namespaces/shop/secrets/flow-cart-router").await;
-        let deployment = api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", 1).await;
+        let deployment =
+            api.apply_deployment("/apis/apps/v1/namespaces/shop/deployments/flow-cart-router", "d-1", 1).await;
         assert_eq!(deployment.body["spec"]["replicas"], 0);
         let status = api.status_write(&stored).await;
         assert_eq!(status.body["status"]["reset"]["id"], id);

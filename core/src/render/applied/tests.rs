@@ -7,13 +7,19 @@ const REAPPLY_AFTER: Duration = Duration::from_secs(300);
 
 fn deployment(generation: i64) -> ObservedDeployment {
     ObservedDeployment {
+        uid: "u1".into(),
         config_hash: Some("c".into()),
         process_image: Some("i".into()),
         generation,
         observed_generation: generation,
         updated_replicas: 1,
         ready_replicas: 1,
+        replica_failure: false,
     }
+}
+
+fn applied(generation: i64) -> AppliedDeployment {
+    AppliedDeployment { uid: "u1".into(), generation }
 }
 
 /// A record of hash `h` applied `age` seconds before [`NOW`], router's Deployment at generation 4 and
@@ -22,7 +28,7 @@ fn record(h: &str, age: i64) -> AppliedObjects {
     AppliedObjects {
         hash: h.into(),
         time: api_time(Timestamp::constant(NOW.as_second() - age, 0)),
-        deployment_generations: BTreeMap::from([("router".into(), 4), ("sink".into(), 2)]),
+        deployments: BTreeMap::from([("router".into(), applied(4)), ("sink".into(), applied(2))]),
     }
 }
 
@@ -71,22 +77,27 @@ fn anything_that_differs_from_the_record_applies_them_all() {
     // A Deployment whose spec somebody changed since (its generation rose), or that is gone.
     assert_eq!(step(Some(&record("h1", 10)), &observed(5, 2), false), apply());
     assert_eq!(step(Some(&record("h1", 10)), &BTreeMap::from([("router".into(), deployment(4))]), false), apply());
+    // A Deployment deleted and created again since, at the generation recorded.
+    let mut recreated = observed(4, 2);
+    recreated.get_mut("router").expect("router").uid = "u2".into();
+    assert_eq!(step(Some(&record("h1", 10)), &recreated, false), apply());
+    // A Deployment that cannot create its pods.
+    let mut failing = observed(4, 2);
+    failing.get_mut("sink").expect("sink").replica_failure = true;
+    assert_eq!(step(Some(&record("h1", 10)), &failing, false), apply());
     // A streamlet whose Deployment runs another config or image.
     assert_eq!(step(Some(&record("h1", 10)), &d, true), apply());
     // A record of other streamlets than rendered.
     let mut more = record("h1", 10);
-    more.deployment_generations.insert("old".into(), 1);
+    more.deployments.insert("old".into(), applied(1));
     assert_eq!(step(Some(&more), &d, false), apply());
 }
 
 #[test]
 fn the_record_is_what_was_applied_and_nothing_after_a_failure() {
-    let generations = BTreeMap::from([("router".to_string(), 6)]);
-    let applied = apply().record(Some(generations.clone()), Some(&record("h0", 10)), NOW);
-    assert_eq!(
-        applied,
-        Some(AppliedObjects { hash: "h1".into(), time: api_time(NOW), deployment_generations: generations.clone() })
-    );
+    let deployments = BTreeMap::from([("router".to_string(), applied(6))]);
+    let record_now = apply().record(Some(deployments.clone()), Some(&record("h0", 10)), NOW);
+    assert_eq!(record_now, Some(AppliedObjects { hash: "h1".into(), time: api_time(NOW), deployments }));
     // Left alone: the stored record stays as it is, its time included.
     let stored = record("h1", 10);
     let unchanged = ObjectsStep::Unchanged { reapply_in: Duration::from_secs(290) };
@@ -94,6 +105,18 @@ fn the_record_is_what_was_applied_and_nothing_after_a_failure() {
     // An apply that stopped part-way leaves no record, whatever was stored.
     assert_eq!(apply().record(None, Some(&stored), NOW), None);
     assert_eq!(unchanged.record(None, Some(&stored), NOW), None);
+}
+
+#[test]
+fn a_record_of_other_objects_is_cleared_before_they_are_applied() {
+    // Another hash: cleared first, so that an apply that stops part-way matches no record.
+    assert!(apply().clears_record_first(Some(&record("h0", 10))));
+    // The recorded hash applied again (interval ended, a Deployment changed): the record still holds.
+    assert!(!apply().clears_record_first(Some(&record("h1", 400))));
+    // Nothing recorded, or nothing applied.
+    assert!(!apply().clears_record_first(None));
+    let unchanged = ObjectsStep::Unchanged { reapply_in: Duration::from_secs(10) };
+    assert!(!unchanged.clears_record_first(Some(&record("h0", 10))));
 }
 
 #[test]

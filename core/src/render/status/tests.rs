@@ -8,12 +8,14 @@ fn ts(s: &str) -> Timestamp {
 
 fn deployment(hash: &str, image: &str, generation: i64, observed: i64, updated: i32, ready: i32) -> ObservedDeployment {
     ObservedDeployment {
+        uid: "u".into(),
         config_hash: Some(hash.into()),
         process_image: Some(image.into()),
         generation,
         observed_generation: observed,
         updated_replicas: updated,
         ready_replicas: ready,
+        replica_failure: false,
     }
 }
 

@@ -14,12 +14,14 @@ fn all_exist() -> BTreeMap<String, KafkaTopic> {
 
 fn rolled_out(r: &RenderedStreamlet, replicas: i32) -> ObservedDeployment {
     ObservedDeployment {
+        uid: format!("uid-{}", r.name),
         config_hash: Some(r.config_hash.clone()),
         process_image: r.process_image.clone(),
         generation: 5,
         observed_generation: 5,
         updated_replicas: replicas,
         ready_replicas: replicas,
+        replica_failure: false,
     }
 }
 
@@ -334,6 +336,7 @@ fn the_labels_and_names_come_from_one_place() {
 #[test]
 fn objects_as_last_applied_are_left_alone_while_topics_and_removals_still_run() {
     use crate::render::applied::ObjectsStep;
+    use crate::resource::AppliedDeployment;
     let v = valid(&generated("cart"), &nothing());
     let deployments: BTreeMap<String, ObservedDeployment> =
         [("router", 3), ("sink", 1)].iter().map(|(n, r)| (n.to_string(), rolled_out(rendered(&v, n), *r))).collect();
@@ -343,8 +346,9 @@ fn objects_as_last_applied_are_left_alone_while_topics_and_removals_still_run() 
     // The first reconcile applies everything, and the status records what.
     let first = v.build(&observed(&topics, &deployments, &secrets));
     let ObjectsStep::Apply { hash } = &first.objects else { panic!("{:?}", first.objects) };
-    let generations = BTreeMap::from([("router".to_string(), 5), ("sink".to_string(), 5)]);
-    let record = first.objects.record(Some(generations), None, NOW).expect("a record");
+    let applied = |n: &str| (n.to_string(), AppliedDeployment { uid: format!("uid-{n}"), generation: 5 });
+    let record = first.objects.record(Some(BTreeMap::from([applied("router"), applied("sink")])), None, NOW);
+    let record = record.expect("a record");
     assert_eq!(&record.hash, hash);
 
     // The next one, with nothing changed, applies no object; a missing topic is still created and a
