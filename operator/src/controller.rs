@@ -424,15 +424,14 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     // a finished one. The driver writes the status itself while it runs, ahead of each Kafka effect
     // (its write-ahead persists, see docs/reset.md), on top of the stored status; the reconcile's own
     // write comes after, with the reset's part of it.
-    // Its writes carry no record of an apply of the pipeline's objects, which may be under way beside
-    // them: the reconcile's own write puts the record back once it is known (`status.applied`).
-    let mut reset = AnkkaFlowStatus { applied: None, ..flow.status.clone().unwrap_or_default() };
+    let mut reset = flow.status.clone().unwrap_or_default();
     let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset, quiet));
-    // A failure here keeps what the drive made of the reset in the status written.
+    // A failure here keeps what the drive made of the reset in the status written, without the
+    // record of the last apply of the pipeline's objects: an apply may have stopped part-way.
     let failed = |e: Error, reset: AnkkaFlowStatus| {
         let mut ending = Ending::failed(flow, e);
         if let Some(s) = ending.status.as_mut() {
-            s.status = reset;
+            s.status = AnkkaFlowStatus { applied: None, ..reset };
         }
         ending
     };
