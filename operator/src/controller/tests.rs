@@ -153,14 +153,7 @@ async fn the_cart_example_first_reconcile() {
     let (deployment, rendered_hash) = (listed.clone(), recorded["hash"].clone());
     let server = tokio::spawn(async move {
         let mut api = ApiServer(handle);
-        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
-        api.expect(
-            Method::GET,
-            "/apis/apps/v1/namespaces/shop/deployments",
-            StatusCode::OK,
-            json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [deployment]}),
-        )
-        .await;
+        reads_before_the_objects(&mut api, deployment).await;
         // Then the status, for the topics that exist now: with the record of the apply as it was.
         let written = api.status_write(&stored).await;
         assert_eq!(written.body["status"]["applied"], recorded);
@@ -182,14 +175,7 @@ async fn the_cart_example_first_reconcile() {
     let stored = serde_json::to_value(&other_objects).unwrap();
     let server = tokio::spawn(async move {
         let mut api = ApiServer(handle);
-        api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
-        api.expect(
-            Method::GET,
-            "/apis/apps/v1/namespaces/shop/deployments",
-            StatusCode::OK,
-            json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [listed]}),
-        )
-        .await;
+        reads_before_the_objects(&mut api, listed).await;
         api.clear_applied(&stored).await;
         api.apply("/api/v1/namespaces/shop/serviceaccounts/flow-cart").await;
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
@@ -206,6 +192,14 @@ async fn the_cart_example_first_reconcile() {
     server.await.expect("the scenario holds");
     assert!(action.is_ok(), "{action:?}");
     assert!(ctx.metrics.encode().contains("ankka_flow_object_applies_total{outcome=\"applied\"} 1"));
+}
+
+/// What a reconcile of `cart` reads before it decides on its objects, with its topics known: the
+/// cluster Secrets, then the pipeline's Deployments (here `deployment`).
+async fn reads_before_the_objects(api: &mut ApiServer, deployment: serde_json::Value) {
+    api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
+    let list = json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [deployment]});
+    api.expect(Method::GET, "/apis/apps/v1/namespaces/shop/deployments", StatusCode::OK, list).await;
 }
 
 /// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
