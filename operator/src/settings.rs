@@ -51,8 +51,10 @@ pub struct Settings {
     /// Directory of the reset ledger (sled). Keep it on a volume that outlives the pod.
     #[arg(long, env = "FLOW_LEDGER_DIR", default_value = "/var/lib/ankka-flow/ledger")]
     pub ledger_dir: PathBuf,
-    /// Seconds between periodic full reconciles of every pipeline.
-    #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Every pipeline is reconciled again at least this often, in seconds. It is also the longest
+    /// a pipeline's objects are left as last applied: a ServiceAccount, Role, RoleBinding or
+    /// streamlet Secret edited by hand is put back within this time.
+    #[arg(long, env = "FLOW_OPERATOR_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub resync_seconds: u64,
     /// Seconds before the first retry of a reconcile that failed (an apply refused, the API server
     /// or Kafka unreachable); the delay doubles with each failed attempt in a row.

@@ -212,6 +212,12 @@ fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone(
         let r = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"]);
         (r == "1").then_some(())
     });
+    // So is a rollout paused by hand, which would hold back every config or image applied later.
+    kubectl_ok(&["-n", ns, "rollout", "pause", "deployment", "flow-cart-router"]);
+    wait_until("the rollout resumed", Duration::from_secs(30), || {
+        let p = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.paused}"]);
+        (p != "true").then_some(())
+    });
     // A streamlet Secret edited by hand (the operator does not watch Secrets) is put back once the
     // objects are applied again, within the interval.
     let conf = secret_file(ns, "flow-cart-router", "streamlet.conf");
@@ -229,5 +235,5 @@ fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone(
     wait_until("the Secret put back", Duration::from_secs(90), || {
         (secret_file(ns, "flow-cart-router", "streamlet.conf") == conf).then_some(())
     });
-    assert!(object_applies(&op, "applied") >= 2.0, "the scale and the interval's end each applied them");
+    assert!(object_applies(&op, "applied") >= 3.0, "the scale, the pause and the interval's end each applied them");
 }

@@ -241,6 +241,11 @@ pub fn deployment(p: &DeploymentParts<'_>, owner: &Owner) -> Deployment {
         },
         spec: Some(DeploymentSpec {
             replicas: Some(p.replicas),
+            // Owned by the operator's apply, so that a rollout paused by hand (`kubectl rollout
+            // pause`) is resumed at the reconcile its change of generation wakes: a paused
+            // Deployment would otherwise hold back every new config or image applied to it, with
+            // its status saying only that it is rolling out.
+            paused: Some(false),
             selector: LabelSelector {
                 match_labels: Some(selector_labels(p.pipeline, p.streamlet)),
                 ..LabelSelector::default()

@@ -115,6 +115,7 @@ fn the_cart_router_deployment_runs_the_sidecar_and_the_process() {
         },
         "spec": {
             "replicas": 3,
+            "paused": false,
             "selector": { "matchLabels": {
                 "flow.ankka.thinkmorestupidless.com/pipeline": "cart",
                 "flow.ankka.thinkmorestupidless.com/streamlet": "router"
