@@ -9,6 +9,7 @@ pub mod blueprint;
 pub mod connection;
 pub mod events;
 pub mod names;
+pub mod pod;
 pub mod rebuild;
 pub mod redact;
 pub mod render;
