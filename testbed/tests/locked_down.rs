@@ -125,7 +125,10 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
     );
     kafka::recreate_topic(cart::TOPIC, 3);
     let watched = format!("{restricted},{quota},{bare}");
-    let _op = Operator::start(&fresh_dir("locked-down"), &[("FLOW_WATCH_NAMESPACE", watched.as_str())]);
+    let _op = Operator::start(
+        &fresh_dir("locked-down"),
+        &[("FLOW_WATCH_NAMESPACE", watched.as_str()), ("FLOW_LEASE_NAME", "ankka-flow-operator-locked-down")],
+    );
 
     // Admission is real: a pod that does not fit `restricted` is refused in that namespace.
     let o = kubectl(&["-n", restricted, "run", "probe", "--image=registry.example.com/probe:1", "--restart=Never"]);

@@ -184,10 +184,12 @@ pub fn apply(
         topics.insert(id.clone(), fields);
     }
 
-    let mut pods_read = true;
+    // The pod settings that did not read; the others are checked all the same.
+    let mut defaults_read = true;
+    let mut unread = BTreeSet::new();
     let defaults = ov.pod.as_ref().and_then(|n| {
         let read = read_pod(n, "flow.pod", &mut problems);
-        pods_read &= read.is_some();
+        defaults_read = read.is_some();
         read
     });
     let mut streamlets = BTreeMap::new();
@@ -220,7 +222,9 @@ pub fn apply(
                 },
                 "pod" => {
                     own_pod = read_pod(v, &format!("flow.streamlets.{name}.pod"), &mut problems);
-                    pods_read &= own_pod.is_some();
+                    if own_pod.is_none() {
+                        unread.insert(name.clone());
+                    }
                 }
                 other => problems.push(Problem::StreamletOverride {
                     streamlet: name.to_string(),
@@ -270,8 +274,9 @@ pub fn apply(
         streamlets.insert(name.clone(), StreamletDeploy { replicas, config, pod: own_pod });
     }
     // The operator's own check of the settings as the resource will carry them, named as written.
-    if pods_read {
-        let each = streamlets.iter().map(|(name, d)| {
+    // Without the pipeline's defaults, what a streamlet gets of both is unknown: nothing more is said.
+    if defaults_read {
+        let each = streamlets.iter().filter(|(name, _)| !unread.contains(*name)).map(|(name, d)| {
             let builtin = bp.streamlets.get(name).is_some_and(|s| s.builtin);
             (name.as_str(), builtin, d.pod.as_ref())
         });
