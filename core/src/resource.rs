@@ -63,7 +63,7 @@ pub struct AnkkaFlowSpec {
     /// annotations, ids); a streamlet's own `pod` is laid over them (docs/blueprint.md, "Pod
     /// settings").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<PodSettings>,
+    pub pod: Option<Box<PodSettings>>,
 }
 
 /// Deletion policy of the pipeline's managed topics.
@@ -117,7 +117,7 @@ pub struct StreamletSpec {
     pub builtin: bool,
     /// Settings of this streamlet's pods, laid over the pipeline's `pod`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<PodSettings>,
+    pub pod: Option<Box<PodSettings>>,
 }
 
 fn one() -> i32 {

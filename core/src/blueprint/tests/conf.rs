@@ -183,7 +183,9 @@ fn pod_settings_messages_name_the_setting_as_written() {
     assert_eq!(p(&["flow.pod = 3"]), ["overrides: 'flow.pod' must be an object"]);
     // A section that does not read hides no problem of the others.
     assert_eq!(
-        p(&["flow.pod.securityContext.runAsUser = 0\nflow.streamlets.router.pod.containers.sidecar.securityContext { privileged = true }"]),
+        p(&[
+            "flow.pod.securityContext.runAsUser = 0\nflow.streamlets.router.pod.containers.sidecar.securityContext { privileged = true }"
+        ]),
         [
             "flow.streamlets.router.pod.containers.sidecar.securityContext.privileged: Pod Security 'restricted' forbids privileged containers: leave it out",
             "flow.pod.securityContext.runAsUser: 0 is root, which Pod Security 'restricted' forbids: write a UID other than 0, or leave runAsUser out to run as the image's own user",

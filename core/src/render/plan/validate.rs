@@ -178,8 +178,8 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     problems.extend(names::check(&spec.pipeline, &named).into_iter().map(Problem::Name));
 
     // Pod settings: what Pod Security `restricted` forbids, and what Kubernetes would refuse.
-    let pods = streamlets.iter().map(|s| (s.name.as_str(), s.builtin, s.pod.as_ref()));
-    problems.extend(crate::pod::check_pipeline(spec.pod.as_ref(), pods).into_iter().map(Problem::Pod));
+    let pods = streamlets.iter().map(|s| (s.name.as_str(), s.builtin, s.pod.as_deref()));
+    problems.extend(crate::pod::check_pipeline(spec.pod.as_deref(), pods).into_iter().map(Problem::Pod));
 
     let sidecar_image = match sidecar_image {
         Some(image) if problems.is_empty() => image,
@@ -214,7 +214,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
         let hash = config_hash(&descriptor_json, &conf, stage_version);
         let process_image = (!s.builtin).then(|| s.image.clone());
         let secret = streamlet_secret(pipeline, &s.name, &descriptor_json, &conf, &owner);
-        let pod = PodSettings::for_streamlet(spec.pod.as_ref(), s.pod.as_ref(), s.builtin);
+        let pod = PodSettings::for_streamlet(spec.pod.as_deref(), s.pod.as_deref(), s.builtin);
         let deployment = workload::deployment(
             &DeploymentParts {
                 pipeline,
