@@ -2,7 +2,9 @@
 //! admission, its ReplicaSet controller; kwok plays the node): streamlet pods admitted under Pod
 //! Security `restricted` as rendered by default, and under a ResourceQuota that requires limits
 //! with resources from deploy-time configuration; what a quota namespace shows when the pods
-//! carry none; pod settings the operator refuses. Then the rights of people through the
+//! carry none; pod settings `flow verify` and `flow generate` refuse (the operator's refusal of a
+//! resource written by hand is in hostile/pods.rs); the operator's own pod, from deploy/ and from
+//! the chart, admitted under `restricted`. Then the rights of people through the
 //! aggregated ClusterRoles of deploy/operator.yaml: a user bound only to the built-in `edit` applies
 //! a pipeline and requests a reset, one bound to `view` reads the status and cannot request one.
 //! People are played by impersonation (kubeconfigs with `as:`, which kubectl and the `flow` CLI
@@ -46,37 +48,6 @@ const SCHEDULING_CONF: &str = "flow.pod {
 }
 flow.streamlets.router.pod.containers.process.securityContext.runAsUser = 10002
 ";
-
-fn conf_file(name: &str, text: &str) -> PathBuf {
-    let dir = bed().root.join("target/e2e-ledgers");
-    std::fs::create_dir_all(&dir).expect("conf dir");
-    let path = dir.join(format!("{name}-{}.conf", std::process::id()));
-    std::fs::write(&path, text).expect("conf file");
-    path
-}
-
-/// `flow generate` of the cart example in `ns`, with prod.conf and then `confs`.
-fn cart_with(ns: &str, confs: &[&Path]) -> Result<String, Output> {
-    let mut args: Vec<String> =
-        ["generate", "blueprint.conf", "--descriptors", "flow", "--conf", "prod.conf"].map(String::from).to_vec();
-    for c in confs {
-        args.extend(["--conf".to_string(), c.display().to_string()]);
-    }
-    args.extend(["--image", "router=registry.example.com/cart-router:1.2", "-n", ns].map(String::from));
-    let o = Command::new(bin("flow")).args(&args).current_dir(bed().root.join("examples/cart")).output().expect("flow");
-    if o.status.success() { Ok(String::from_utf8(o.stdout).expect("UTF-8")) } else { Err(o) }
-}
-
-fn restricted_namespace(ns: &str) {
-    fresh_namespace(ns);
-    kubectl_ok(&[
-        "label",
-        "namespace",
-        ns,
-        "pod-security.kubernetes.io/enforce=restricted",
-        "pod-security.kubernetes.io/enforce-version=latest",
-    ]);
-}
 
 /// Messages of the events with `reason` about any object of `ns` (a ReplicaSet's `FailedCreate`).
 fn events(ns: &str, reason: &str) -> Vec<String> {
@@ -137,7 +108,7 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
 
     // 1. The default rendering, no pod settings: every pod admitted under `restricted`.
     kubectl_apply(
-        &cart_with(restricted, &[&conf_file("two-routers", "flow.streamlets.router { replicas = 2 }")])
+        &cart_yaml_with(restricted, &[&conf_file("two-routers", "flow.streamlets.router { replicas = 2 }")])
             .expect("generate"),
     );
     wait_running(restricted, 2);
@@ -151,7 +122,7 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
 
     // 2. Every other setting, through deploy-time configuration, in the same namespace.
     let scheduling = conf_file("scheduling", SCHEDULING_CONF);
-    kubectl_apply(&cart_with(restricted, &[&scheduling]).expect("generate"));
+    kubectl_apply(&cart_yaml_with(restricted, &[&scheduling]).expect("generate"));
     wait_until("the router's pods with the settings", Duration::from_secs(90), || {
         let pod = pod_json(restricted);
         (pipeline_pods(restricted, "cart").len() == 1
@@ -173,7 +144,7 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
     // 3. A namespace under `restricted` and a quota that requires limits: resources from
     //    deploy-time configuration; every pod admitted, and the quota counts them.
     let resources = conf_file("resources", RESOURCES_CONF);
-    kubectl_apply(&cart_with(quota, &[&resources]).expect("generate"));
+    kubectl_apply(&cart_yaml_with(quota, &[&resources]).expect("generate"));
     wait_running(quota, 2);
     kubectl_ok(&["-n", quota, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
     assert_eq!(events(quota, "FailedCreate"), Vec::<String>::new(), "every pod admitted under the quota");
@@ -188,7 +159,7 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
 
     // 4. The same quota without resources in the pods: the Deployment is applied, its ReplicaSet
     //    cannot create a pod, and the pipeline says so.
-    kubectl_apply(&cart_with(bare, &[]).expect("generate"));
+    kubectl_apply(&cart_yaml_with(bare, &[]).expect("generate"));
     let detail = wait_until("the pipeline to say its pods cannot be created", Duration::from_secs(90), || {
         let d = kubectl_ok(&["-n", bare, "get", "aflow", "cart", "-o", "jsonpath={.status.phase} {.status.detail}"]);
         d.contains("its pods cannot be created").then_some(d)
@@ -212,19 +183,14 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
     assert!(ready.contains("must specify limits.cpu"), "the Ready condition carries it too: {ready}");
     eprintln!("locked-down: {bare}: without resources: {detail}");
     // With the resources, the next rollout is admitted.
-    kubectl_apply(&cart_with(bare, &[&resources]).expect("generate"));
+    kubectl_apply(&cart_yaml_with(bare, &[&resources]).expect("generate"));
     wait_running(bare, 2);
     kubectl_ok(&["-n", bare, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=90s"]);
 }
 
 #[test]
-fn pod_settings_outside_restricted_are_refused_by_verify_and_by_the_operator() {
-    let _serial = serial();
-    install_crd();
-    install_cluster_secret();
+fn pod_settings_outside_restricted_are_refused_by_verify_and_generate() {
     let ns = "flow-refused-pods";
-    restricted_namespace(ns);
-    let _op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns)]);
 
     // flow verify and flow generate refuse, naming the setting and what to write instead.
     let root = conf_file(
@@ -245,55 +211,9 @@ fn pod_settings_outside_restricted_are_refused_by_verify_and_by_the_operator() {
     ] {
         assert!(err.lines().any(|l| l == line), "{line} not in {err}");
     }
-    let o = cart_with(ns, &[&root]).expect_err("generate refuses");
+    let o = cart_yaml_with(ns, &[&root]).expect_err("generate refuses");
     assert_eq!(o.status.code(), Some(1));
     assert!(o.stdout.is_empty(), "nothing is written");
-
-    // A tenant who writes the resource by hand is refused by the operator, and nothing is applied.
-    let mut flow: serde_json::Value = serde_saphyr::from_str(&cart_with(ns, &[]).expect("generate")).expect("YAML");
-    flow["spec"]["pod"] = serde_json::json!({
-        "securityContext": {"seccompProfile": {"type": "Unconfined"}},
-        "labels": {"flow.ankka.thinkmorestupidless.com/streamlet": "other"}
-    });
-    kubectl_apply(&flow.to_string());
-    wait_until("the pipeline to be Failed", Duration::from_secs(30), || {
-        (kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.status.phase}"]) == "Failed").then_some(())
-    });
-    let refused = event_notes(ns, "Refused");
-    let want = [
-        "spec.pod.labels.flow.ankka.thinkmorestupidless.com/streamlet: labels under flow.ankka.thinkmorestupidless.com/ are the operator's own: choose another key",
-        "spec.pod.securityContext.seccompProfile.type: Unconfined is forbidden by Pod Security 'restricted': write RuntimeDefault (the default) or Localhost",
-    ];
-    for w in want {
-        assert!(refused.iter().any(|n| n == w), "{w} not in {refused:?}");
-    }
-    let label = "flow.ankka.thinkmorestupidless.com/pipeline=cart";
-    assert_eq!(kubectl_ok(&["-n", ns, "get", "deployments,secrets", "-l", label, "-o", "name"]), "", "nothing applied");
-    // A field the resource does not have is refused by the API server itself (strict field
-    // validation of the CRD's schema), before the operator sees it.
-    flow["spec"]["pod"] = serde_json::json!({"securityContext": {"privileged": true}});
-    let o = kubectl_with_stdin(&["apply", "-f", "-"], &flow.to_string());
-    assert!(!o.status.success(), "{}", show(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("unknown field \"spec.pod.securityContext.privileged\""),
-        "{}",
-        show(&o)
-    );
-}
-
-/// `kubectl <args>` with `stdin`, whatever it answers.
-fn kubectl_with_stdin(args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", &bed().kubeconfig)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write");
-    child.wait_with_output().expect("kubectl finishes")
 }
 
 /// A kubeconfig that acts as `user` (the test bed's administrator impersonating it).

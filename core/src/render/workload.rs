@@ -169,8 +169,8 @@ fn process(image: &str, pod: &PodSettings) -> Container {
     }
 }
 
-/// The seccomp profile of the pod and its containers: the settings' `Localhost` one, else
-/// `RuntimeDefault`.
+/// The seccomp profile of the pod and its containers: the one the settings choose (checked to be
+/// `RuntimeDefault` or `Localhost`), else `RuntimeDefault`.
 fn seccomp(pod: &PodSettings) -> SeccompProfile {
     match pod.security_context.as_ref().and_then(|s| s.seccomp_profile.as_ref()) {
         Some(p) => SeccompProfile { type_: p.type_.clone(), localhost_profile: p.localhost_profile.clone() },
@@ -402,5 +402,15 @@ pub fn role_binding(pipeline: &str, owner: &Owner) -> RoleBinding {
             namespace: Some(owner.namespace.clone()),
             ..Subject::default()
         }]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserved_port_annotation_names_the_metrics_port() {
+        assert!(RESERVED_ANNOTATIONS.contains(&("prometheus.io/port", METRICS_PORT.to_string().as_str())));
     }
 }
