@@ -8,6 +8,7 @@
 pub mod blueprint;
 pub mod connection;
 pub mod events;
+pub mod lag;
 pub mod names;
 pub mod pod;
 pub mod rebuild;

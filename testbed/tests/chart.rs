@@ -108,6 +108,7 @@ fn the_chart_lints_and_renders_every_option() {
             "metrics.podMonitor.enabled=true",
             "metrics.prometheusRule.enabled=true",
             "metrics.prometheusRule.for.AnkkaFlowNoLeader=10m",
+            "metrics.lagPerPartition=true",
             "image.repository=registry.example.com/ankka-flow-operator",
         ],
     );
@@ -174,6 +175,7 @@ fn the_chart_lints_and_renders_every_option() {
         .collect();
     assert_eq!(env.get("FLOW_WATCH_NAMESPACE"), Some(&"shop,ops,kafka-secrets"));
     assert_eq!(env.get("FLOW_KAFKA_CLUSTERS_NAMESPACE"), Some(&"kafka-secrets"));
+    assert_eq!(env.get("FLOW_LAG_PER_PARTITION"), Some(&"true"));
     let rules = &of_kind(&all, "PrometheusRule")[0]["spec"]["groups"][0]["rules"];
     let alerts: BTreeMap<&str, &str> = rules
         .as_array()
@@ -183,6 +185,7 @@ fn the_chart_lints_and_renders_every_option() {
         .collect();
     assert_eq!(alerts.get("AnkkaFlowNoLeader"), Some(&"10m"));
     assert_eq!(alerts.get("AnkkaFlowLagNotFalling"), Some(&"15m"));
+    assert_eq!(alerts.get("AnkkaFlowConsumerGroupBehind"), Some(&"10m"));
     // A `latest` or untagged image is refused, the operator's and the sidecar's, and so is the
     // old single `watchNamespace` (which would otherwise be ignored, leaving the rights cluster-wide).
     for (set, says) in [
