@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use flow_core::connection::TokenEndpoints;
 
 /// The Ankka Flow operator.
 ///
@@ -131,6 +132,17 @@ pub struct Settings {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub reset_retry_seconds: u64,
+    /// OAuth token endpoints (URLs, separated by commas) that a topic naming its own brokers, and no
+    /// Kafka cluster, may have the operator call with OAUTHBEARER. A topic's token endpoint that is not
+    /// listed refuses its pipeline before any connection: the operator calls only the endpoints of
+    /// cluster Secrets and these. Compared exactly.
+    #[arg(
+        long = "oauth-token-endpoints",
+        env = "FLOW_OAUTH_TOKEN_ENDPOINTS",
+        value_delimiter = ',',
+        value_name = "URL[,URL...]"
+    )]
+    pub oauth_token_endpoints: Vec<String>,
     /// Log format on stderr.
     #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
@@ -140,6 +152,11 @@ impl Settings {
     /// The sidecar image, `None` when unset or empty.
     pub fn sidecar_image(&self) -> Option<&str> {
         self.sidecar_image.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// The token endpoints of `--oauth-token-endpoints`.
+    pub fn token_endpoints(&self) -> TokenEndpoints {
+        TokenEndpoints::new(self.oauth_token_endpoints.iter().cloned())
     }
 
     /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own

@@ -134,6 +134,13 @@ impl Cluster {
         };
         let [connection_config, producer_config, consumer_config] = PROPERTIES_KEYS.map(&mut props);
         for (block, settings) in PROPERTIES_KEYS.iter().zip([&connection_config, &producer_config, &consumer_config]) {
+            for key in settings.keys().filter(|k| !properties::is_property_name(k)) {
+                problems.push(ConnectionError::KeyNotAPropertyName {
+                    origin: format!("Secret '{secret}'"),
+                    block: (*block).to_string(),
+                    key: properties::shown_key(key),
+                });
+            }
             for (key, value) in settings {
                 if let Some(r) = properties::refused(key, value, false) {
                     problems.push(ConnectionError::PropertyRefused {

@@ -11,7 +11,14 @@
 //! Cluster credentials belong to the namespaces their Secret allows (annotation
 //! [`ANNOTATION_ALLOWED_NAMESPACES`]); a topic that uses a cluster Secret cannot set the brokers or
 //! any security setting ([`properties::cluster_owned`]); settings that load code or read files are
-//! refused wherever they come from ([`properties::refused`]). `docs/tenancy.md` gives the model.
+//! refused wherever they come from ([`properties::refused`]); keys that are not property names are
+//! refused everywhere ([`properties::is_property_name`]). `docs/tenancy.md` gives the model.
+//!
+//! The operator's own client connection is built, not filtered: from the cluster Secret's security
+//! settings alone (a topic's own maps never reach it), or, for a topic that names its own brokers
+//! and no cluster, from the topic's security settings; translated to librdkafka's, then only the
+//! keys of [`properties::OPERATOR_CLIENT_KEYS`] kept. A token endpoint the operator's client would
+//! call comes from a cluster Secret, or from the administrator's [`TokenEndpoints`].
 //!
 //! [`resolve_pipeline`] turns a resource's topics and the cluster Secrets it may use into one
 //! [`ResolvedTopic`] per topic, or reports every problem at once, each a [`ConnectionError`] with a
@@ -150,6 +157,29 @@ pub enum ConnectionError {
         /// Why, and what to write instead.
         why: String,
     },
+    /// A key of a settings block is not a property name (see [`properties::is_property_name`]).
+    #[error(
+        "{origin}: {block} has the key {key}, which is not a property name: a key is ASCII letters, digits, '.', '_' \
+         and '-' only, with no spaces"
+    )]
+    KeyNotAPropertyName {
+        /// `topic '<id>'` or `Secret 'kafka-cluster-<name>'`.
+        origin: String,
+        /// The block: a resource field (`connectionConfig`) or a Secret key (`connection-config`).
+        block: String,
+        /// The key, as [`properties::shown_key`] shows it.
+        key: String,
+    },
+    /// A topic with its own brokers names a token endpoint the administrator does not allow.
+    #[error(
+        "topic '{topic}' names its own OAuth token endpoint (sasl.oauthbearer.token.endpoint.url), which the operator \
+         calls only when it comes from a cluster Secret or is one an administrator allows (FLOW_OAUTH_TOKEN_ENDPOINTS): \
+         use a Kafka cluster Secret, or ask an administrator to allow the endpoint"
+    )]
+    TokenEndpointNotAllowed {
+        /// Topic id.
+        topic: String,
+    },
     /// The topic's client settings cannot be turned into the operator's client's.
     #[error("topic '{topic}': {reason}")]
     Untranslatable {
@@ -177,6 +207,8 @@ impl ConnectionError {
             ConnectionError::AnnotationEntry { .. } => "ClusterSecretInvalid",
             ConnectionError::ClusterOwned { .. } => "ClusterSettingsOverridden",
             ConnectionError::PropertyRefused { .. } => "PropertyRefused",
+            ConnectionError::KeyNotAPropertyName { .. } => "KeyNotAPropertyName",
+            ConnectionError::TokenEndpointNotAllowed { .. } => "TokenEndpointNotAllowed",
         }
     }
 }
@@ -203,10 +235,9 @@ fn not_allowed(topic: &str, cluster: &str, namespace: &str, declared: bool) -> S
 pub struct KafkaConnection {
     /// Broker list.
     pub bootstrap_servers: String,
-    /// librdkafka properties: the topic's connection settings plus the security settings
-    /// (`security.*`, `sasl.*`, `ssl.*`) of its consumer settings, translated from the Java
-    /// client's form. Other consumer settings (fetch sizes, poll intervals, offset reset policy)
-    /// concern reading records, which the operator never does, and are left out.
+    /// librdkafka properties, only keys of [`properties::OPERATOR_CLIENT_KEYS`]: the security
+    /// settings of the cluster Secret (or of a topic with its own brokers), translated from the Java
+    /// client's form. Nothing else of a Secret or a resource reaches the operator's clients.
     pub properties: BTreeMap<String, String>,
 }
 
@@ -219,10 +250,54 @@ impl fmt::Debug for KafkaConnection {
     }
 }
 
-/// Whether a consumer setting concerns the connection's security, and so belongs to the operator's
-/// client too.
+/// Whether a setting concerns the connection's security: the only settings the operator's client is
+/// built from (then cut down to [`properties::OPERATOR_CLIENT_KEYS`] once translated).
 fn is_security_key(k: &str) -> bool {
-    k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.")
+    k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") || k.starts_with("enable.ssl.")
+}
+
+/// The OAuth token endpoints an administrator allows topics that name their own brokers to use
+/// (the operator's setting `FLOW_OAUTH_TOKEN_ENDPOINTS`). The operator's client calls a token
+/// endpoint with the client's secret: one a tenant chose would make the operator an HTTP client at
+/// the tenant's command, inside the operator's network. Endpoints of cluster Secrets need no entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenEndpoints(std::collections::BTreeSet<String>);
+
+impl TokenEndpoints {
+    /// The endpoints `urls`, compared exactly (after trimming) with a topic's.
+    pub fn new(urls: impl IntoIterator<Item = String>) -> Self {
+        TokenEndpoints(urls.into_iter().map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect())
+    }
+
+    /// Whether `url` is one of them.
+    pub fn allows(&self, url: &str) -> bool {
+        self.0.contains(url.trim())
+    }
+
+    /// The endpoints, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+/// The operator's own client settings, in librdkafka's form, built from `security` (the Java
+/// settings of the cluster Secret, or of a topic with its own brokers): only their security
+/// settings are translated, and only the keys of [`properties::OPERATOR_CLIENT_KEYS`] kept.
+///
+/// # Errors
+/// Every reason the security settings cannot be used (see [`java::for_librdkafka`]).
+fn operator_client<'a>(
+    security: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let source: BTreeMap<String, String> =
+        security.into_iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut p = java::for_librdkafka(source)?;
+    // librdkafka's older spelling of the mechanism is the same setting
+    if let Some(m) = p.remove("sasl.mechanisms") {
+        p.entry("sasl.mechanism".into()).or_insert(m);
+    }
+    p.retain(|k, _| properties::OPERATOR_CLIENT_KEYS.contains(&k.as_str()));
+    Ok(p)
 }
 
 /// Prefix of the platform's own consumer keys (batch limits), never passed to Kafka.
@@ -315,12 +390,18 @@ impl Resolution {
     }
 }
 
-/// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters`.
-/// Problems common to several topics (a cluster's own) are reported once.
-pub fn resolve_pipeline(spec: &AnkkaFlowSpec, namespace: &str, clusters: &Clusters) -> Resolution {
+/// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters` and the
+/// token endpoints an administrator allows. Problems common to several topics (a cluster's own)
+/// are reported once.
+pub fn resolve_pipeline(
+    spec: &AnkkaFlowSpec,
+    namespace: &str,
+    clusters: &Clusters,
+    endpoints: &TokenEndpoints,
+) -> Resolution {
     let mut out = Resolution::default();
     for topic in &spec.topics {
-        match resolve_topic(topic, namespace, clusters) {
+        match resolve_topic(topic, namespace, clusters, endpoints) {
             Ok(t) => out.topics.push(t),
             Err(problems) => {
                 for p in problems {
@@ -334,7 +415,8 @@ pub fn resolve_pipeline(spec: &AnkkaFlowSpec, namespace: &str, clusters: &Cluste
     out
 }
 
-/// Resolves `topic` of a resource in namespace `namespace` against `clusters`.
+/// Resolves `topic` of a resource in namespace `namespace` against `clusters` and the token
+/// endpoints an administrator allows (`endpoints`).
 ///
 /// # Errors
 /// Every problem of the topic (see [`ConnectionError`]).
@@ -342,6 +424,7 @@ pub fn resolve_topic(
     topic: &TopicSpec,
     namespace: &str,
     clusters: &Clusters,
+    endpoints: &TokenEndpoints,
 ) -> Result<ResolvedTopic, Vec<ConnectionError>> {
     let id = &topic.id;
     let own_brokers = topic.bootstrap_servers.as_deref().map(str::trim).filter(|s| !s.is_empty());
@@ -387,6 +470,15 @@ pub fn resolve_topic(
                 topic: id.clone(),
                 cluster: name.to_string(),
                 settings: and_list(&owned),
+            });
+        }
+    }
+    for (block, settings) in blocks.iter().copied().chain([("topicConfig", &topic.topic_config)]) {
+        for key in settings.keys().filter(|k| !properties::is_property_name(k)) {
+            problems.push(ConnectionError::KeyNotAPropertyName {
+                origin: format!("topic '{id}'"),
+                block: block.into(),
+                key: properties::shown_key(key),
             });
         }
     }
@@ -458,12 +550,22 @@ pub fn resolve_topic(
         (None, None)
     };
 
-    let mut client = connection_config.clone();
-    client.extend(consumer_config.iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+    // The operator's own client: the Secret's security settings, or those of a topic with its own
+    // brokers; never another setting of a topic (see `operator_client`).
+    let security: Vec<(&String, &String)> = match cluster {
+        Some(c) => c.connection_config.iter().chain(&c.consumer_config).collect(),
+        None => topic.connection_config.iter().chain(&topic.consumer_config).collect(),
+    };
     // Refused settings are not translated: their problems say it all.
-    let properties = match java::for_librdkafka(client) {
+    let properties = match operator_client(security) {
         _ if refused_settings => None,
-        Ok(p) => Some(p),
+        Ok(p) => {
+            let endpoint = p.get("sasl.oauthbearer.token.endpoint.url");
+            if cluster.is_none() && endpoint.is_some_and(|url| !endpoints.allows(url)) {
+                problems.push(ConnectionError::TokenEndpointNotAllowed { topic: id.clone() });
+            }
+            Some(p)
+        }
         Err(reasons) => {
             problems.extend(
                 reasons.into_iter().map(|reason| ConnectionError::Untranslatable { topic: id.clone(), reason }),

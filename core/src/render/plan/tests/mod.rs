@@ -87,7 +87,14 @@ fn neo4j_secret(keys: &[&str], version: &str) -> BTreeMap<String, StageSecret> {
 const SIDECAR: &str = "ghcr.io/thinkmorestupidless/ankka-flow-sidecar:0.3.1";
 
 fn decide_with(flow: &AnkkaFlow, sidecar: Option<&str>, stage: &BTreeMap<String, StageSecret>) -> Decision {
-    decide(&Inputs { flow, sidecar_image: sidecar, clusters: &clusters(), stage_secrets: stage }).unwrap()
+    decide(&Inputs {
+        flow,
+        sidecar_image: sidecar,
+        clusters: &clusters(),
+        token_endpoints: &Default::default(),
+        stage_secrets: stage,
+    })
+    .unwrap()
 }
 
 fn valid(flow: &AnkkaFlow, stage: &BTreeMap<String, StageSecret>) -> ValidPipeline {
