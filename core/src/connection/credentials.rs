@@ -101,11 +101,6 @@ impl StreamletCredentials {
         (out, problems)
     }
 
-    /// Whether `namespace` has streamlet credentials of its own (usable or not).
-    pub fn has_own(&self, namespace: &str) -> bool {
-        self.namespaces.contains_key(namespace)
-    }
-
     /// What keeps the streamlets of `namespace` on cluster `cluster` from being rendered: what is
     /// wrong with their credentials, or none while the cluster requires some.
     pub(super) fn problems(&self, cluster: &str, namespace: &str) -> Vec<ConnectionError> {

@@ -347,9 +347,9 @@ impl Resolution {
 
 /// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters`.
 /// Problems common to several topics (a cluster's own) are reported once. Besides each topic's own
-/// problems ([`resolve_topic`]), the streamlets' need their credentials: a cluster that requires
-/// streamlet credentials of the namespace's own and has none, or has some that cannot be used,
-/// refuses the pipeline. A deletion resolves its topics with [`resolve_topic`] alone, since it
+/// problems ([`resolve_topic`]), its streamlets' credentials: a cluster that requires streamlet
+/// credentials of the namespace's own and has none, or has some that cannot be used, refuses the
+/// pipeline. A deletion resolves its topics with [`resolve_topic`] alone, since it
 /// uses the operator's client only.
 pub fn resolve_pipeline(spec: &AnkkaFlowSpec, namespace: &str, clusters: &Clusters) -> Resolution {
     let mut out = Resolution::default();
