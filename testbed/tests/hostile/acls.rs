@@ -55,8 +55,14 @@ struct Tenant {
 const SHOP: Tenant = Tenant { ns: "acls-shop", pipeline: "acl-shop", topic: "acls.shop-events", user: SHOP_USER };
 const TENANT: Tenant =
     Tenant { ns: "acls-tenant", pipeline: "acl-tenant", topic: "acls.tenant-events", user: TENANT_USER };
-/// A namespace the Secret allows, but gives no streamlet credentials.
-const OTHER: Tenant = Tenant { ns: "acls-other", pipeline: "acl-other", topic: "acls.tenant-events", user: OPERATOR };
+/// A namespace the Secret allows, but gives no streamlet credentials: it is refused, so its topic is
+/// never read and its `user` never used.
+const OTHER: Tenant = Tenant {
+    ns: "acls-other",
+    pipeline: "acl-other",
+    topic: "acls.tenant-events",
+    user: User { name: "", password: "" },
+};
 
 const CLUSTER: &str = "acls";
 /// `kafka-consumer-groups`' option for its settings file.
@@ -162,7 +168,7 @@ fn kafka_tool(tool: &str, args: &[String]) -> (bool, String) {
 }
 
 fn acl_command(args: Vec<String>) -> String {
-    let (ok, out) = kafka_tool("org.apache.kafka.tools.AclCommand", &args);
+    let (ok, out) = kafka_tool("acls", &args);
     assert!(ok && !out.contains("Error"), "kafka-acls {args:?}: {out}");
     out
 }
@@ -202,7 +208,7 @@ impl Granted {
 impl Drop for Granted {
     fn drop(&mut self) {
         for a in &self.0 {
-            let _ = kafka_tool("org.apache.kafka.tools.AclCommand", &a.args("--remove"));
+            let _ = kafka_tool("acls", &a.args("--remove"));
         }
     }
 }
@@ -330,11 +336,6 @@ fn inlet_connection(conf: &str) -> BTreeMap<String, String> {
     tree::flatten(block.as_object().expect("an object")).expect("a properties block")
 }
 
-/// Notes of the events with `reason` about AnkkaFlows in `ns`.
-fn notes(ns: &str, reason: &str) -> Vec<String> {
-    event_notes(ns, reason)
-}
-
 fn offsets(at: i64) -> BTreeMap<i32, Option<i64>> {
     (0..PARTITIONS).map(|p| (p, Some(at))).collect()
 }
@@ -399,9 +400,9 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
         OTHER.ns, OTHER.ns
     );
     wait_until("acls-other refused", Duration::from_secs(60), || {
-        notes(OTHER.ns, "Refused").contains(&refused).then_some(())
+        event_notes(OTHER.ns, "Refused").contains(&refused).then_some(())
     });
-    assert_eq!(notes(OTHER.ns, "Refused"), [refused.clone()]);
+    assert_eq!(event_notes(OTHER.ns, "Refused"), [refused]);
     assert!(
         !kubectl(&["-n", OTHER.ns, "get", "secret", &format!("flow-{}-router", OTHER.pipeline)]).status.success(),
         "a refused namespace gets no streamlet Secret"
@@ -410,7 +411,7 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
     // 3, first part. With exactly the documented ACLs the operator creates the managed topics.
     for t in [SHOP, TENANT] {
         wait_until(&format!("{}: TopicCreated twice", t.ns), Duration::from_secs(60), || {
-            (notes(t.ns, "TopicCreated").len() == 2).then_some(())
+            (event_notes(t.ns, "TopicCreated").len() == 2).then_some(())
         });
         let live = kafka::topics();
         for m in t.managed() {
@@ -439,9 +440,10 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
         a
     };
     let shop_group = SHOP.group();
-    let (_, describe) = kafka_tool("consumer-groups", &with_stolen(GROUPS, &["--describe", "--group", &shop_group]));
+    let (describe_ok, describe) =
+        kafka_tool("consumer-groups", &with_stolen(GROUPS, &["--describe", "--group", &shop_group]));
     assert!(describe.contains("GroupAuthorizationException"), "describing the shop's group: {describe}");
-    let (_, reset) = kafka_tool(
+    let (reset_ok, reset) = kafka_tool(
         "consumer-groups",
         &with_stolen(
             GROUPS,
@@ -449,7 +451,7 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
         ),
     );
     assert!(reset.contains("GroupAuthorizationException"), "resetting the shop's group: {reset}");
-    let (_, spy) = kafka_tool(
+    let (spy_ok, spy) = kafka_tool(
         "console-consumer",
         &with_stolen(
             "--consumer.config",
@@ -467,6 +469,13 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
         ),
     );
     assert!(spy.contains("TopicAuthorizationException"), "reading the shop's topic: {spy}");
+    for (what, ok, out) in [("describe", describe_ok, &describe), ("reset", reset_ok, &reset), ("read", spy_ok, &spy)] {
+        let line = out.lines().find(|l| l.contains("Exception")).unwrap_or_default();
+        eprintln!(
+            "acls: the tenant's credential, {what} of the shop's ({}): {line}",
+            if ok { "exit status 0" } else { "exit status not 0" }
+        );
+    }
     let (ok, listed) = kafka_tool("consumer-groups", &with_stolen(GROUPS, &["--list"]));
     assert!(ok && listed.lines().any(|l| l == TENANT.group()) && !listed.contains(&shop_group), "{listed}");
     assert_eq!(
@@ -493,7 +502,7 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
     let id = flow_reset(SHOP.ns, SHOP.pipeline, &[]);
     wait_done(SHOP.ns, SHOP.pipeline, &id, Duration::from_secs(120));
     assert_eq!(
-        notes(SHOP.ns, "ResetOffsets"),
+        event_notes(SHOP.ns, "ResetOffsets"),
         [format!("{shop_group}: {PARTITIONS} partition(s) of '{}' to earliest", SHOP.topic)]
     );
     assert_eq!(kafka::committed(&shop_group, SHOP.topic, PARTITIONS), offsets(0));
@@ -519,14 +528,14 @@ fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented
     let id = flow_reset(TENANT.ns, TENANT.pipeline, &[]);
     wait_done(TENANT.ns, TENANT.pipeline, &id, Duration::from_secs(120));
     let took = started.elapsed();
-    let failed = notes(TENANT.ns, "ResetOffsetsFailed");
+    let failed = event_notes(TENANT.ns, "ResetOffsetsFailed");
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(
         failed[0].starts_with(&format!("{}: ", TENANT.group()))
             && failed[0].to_ascii_lowercase().contains("group authorization failed"),
         "{failed:?}"
     );
-    assert_eq!(notes(TENANT.ns, "ResetOffsets"), Vec::<String>::new());
+    assert_eq!(event_notes(TENANT.ns, "ResetOffsets"), Vec::<String>::new());
     assert_eq!(kafka::committed(&TENANT.group(), TENANT.topic, PARTITIONS), offsets(5), "nothing committed");
     assert!(took < Duration::from_secs(30), "the failure took {took:?}");
     eprintln!(
