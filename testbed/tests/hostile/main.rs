@@ -5,6 +5,10 @@
 //! - `clients`: settings of a topic that would reach the operator's own Kafka clients (signals, an
 //!   in-process mock cluster, unbounded logging), keys padded to slip past the rules, and token
 //!   endpoints that would make the operator an HTTP client at the tenant's command.
+//! - `acls`: Kafka enforces tenancy. A tenant who reads its streamlet Secret holds its namespace's
+//!   own credential, not the operator's, and Kafka's own tool gets nothing of another namespace's
+//!   group with it; the operator works with exactly the ACLs docs/secured-kafka.md lists, and a
+//!   missing one fails a reset at once, with nothing committed.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -16,6 +20,7 @@ use std::time::Duration;
 
 use flow_testbed::*;
 
+mod acls;
 mod clients;
 
 /// The namespace of the cluster Secrets.
