@@ -160,7 +160,7 @@ pub struct Settings {
         long,
         env = "FLOW_RESET_APPROVAL_TIMEOUT_SECONDS",
         default_value_t = 86_400,
-        value_parser = clap::value_parser!(u64).range(60..=2_592_000)
+        value_parser = clap::value_parser!(u64).range(1..=2_592_000)
     )]
     pub reset_approval_timeout_seconds: u64,
     /// Whether dry runs (which change nothing) are approved without a person where approval applies.
