@@ -239,6 +239,7 @@ fn the_chart_lints_and_renders_every_option() {
         BTreeMap::from([
             ("ankka-flow-view".to_string(), set(&["view", "edit", "admin", "cluster-reader"])),
             ("ankka-flow-edit".to_string(), set(&["edit", "admin"])),
+            ("ankka-flow-reset".to_string(), set(&["admin"])),
         ])
     );
     assert_eq!(
@@ -246,7 +247,28 @@ fn the_chart_lints_and_renders_every_option() {
         aggregated(&deploy_docs()),
         "the chart and deploy/ aggregate alike"
     );
-    assert!(aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false"])).is_empty());
+    // Left out, the built-in roles get nothing but the governance's reset role for admin; without
+    // governance, nothing.
+    assert_eq!(
+        aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false"])),
+        BTreeMap::from([("ankka-flow-reset".to_string(), set(&["admin"]))])
+    );
+    assert!(aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false", "governance.enabled=false"]))
+        .is_empty());
+    // Editors may request resets (the verb the governance policy checks) unless the chart says not.
+    let edit_verbs = |docs: &[serde_json::Value]| -> BTreeSet<String> {
+        of_kind(docs, "ClusterRole")
+            .iter()
+            .filter(|r| r["metadata"]["name"] == "ankka-flow-edit")
+            .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+            .flat_map(|rule| rule["verbs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(edit_verbs(&render("ankka-flow", &[])).contains("reset"));
+    assert_eq!(edit_verbs(&render("ankka-flow", &[])), edit_verbs(&deploy_docs()));
+    let without = edit_verbs(&render("ankka-flow", &["governance.resetForEditors=false"]));
+    assert!(without.contains("patch") && !without.contains("reset"), "{without:?}");
     // By default the sidecar is a released version, never `latest`, as in deploy/; a digest is fine.
     let sidecar = |docs: &[serde_json::Value]| {
         container(docs)["env"]

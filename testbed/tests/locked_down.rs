@@ -5,8 +5,10 @@
 //! carry none; pod settings `flow verify` and `flow generate` refuse (the operator's refusal of a
 //! resource written by hand is in hostile/pods.rs); the operator's own pod, from deploy/ and from
 //! the chart, admitted under `restricted`. Then the rights of people through the
-//! aggregated ClusterRoles of deploy/operator.yaml: a user bound only to the built-in `edit` applies
-//! a pipeline and requests a reset, one bound to `view` reads the status and cannot request one.
+//! aggregated ClusterRoles of deploy/operator.yaml, with the governance policy of
+//! deploy/governance.yaml installed as the chart installs it: a user bound only to the built-in
+//! `edit` applies a pipeline and requests a reset (the verb `reset` the policy checks), one bound
+//! to `view` reads the status and cannot request one.
 //! People are played by impersonation (kubeconfigs with `as:`, which kubectl and the `flow` CLI
 //! both honour), as the test bed's administrator may.
 
@@ -237,6 +239,24 @@ fn kubeconfig_as(user: &str) -> PathBuf {
     path
 }
 
+/// deploy/governance.yaml (the admission policy that makes requesting a reset the verb `reset`),
+/// removed again when dropped: it is cluster-wide.
+struct Governance;
+
+impl Governance {
+    fn install() -> Governance {
+        kubectl_ok(&["apply", "-f", &bed().root.join("deploy/governance.yaml").to_string_lossy()]);
+        Governance
+    }
+}
+
+impl Drop for Governance {
+    fn drop(&mut self) {
+        let file = bed().root.join("deploy/governance.yaml");
+        let _ = kubectl(&["delete", "--ignore-not-found", "-f", &file.to_string_lossy()]);
+    }
+}
+
 fn run_as(kubeconfig: &Path, program: &str, args: &[&str]) -> Output {
     let program = if program == "flow" { bin("flow") } else { PathBuf::from(program) };
     Command::new(program).args(args).env("KUBECONFIG", kubeconfig).output().expect("runs")
@@ -263,6 +283,7 @@ fn edit_may_apply_a_pipeline_and_reset_it_view_may_read_it_and_not_reset() {
     install_operator_rights();
     install_cluster_secret();
     fresh_namespace(ns);
+    let _governance = Governance::install();
     // Bound to the built-in roles only, in this namespace only.
     kubectl_ok(&["-n", ns, "create", "rolebinding", "dev-edit", "--clusterrole=edit", "--user=dev"]);
     kubectl_ok(&["-n", ns, "create", "rolebinding", "viewer-view", "--clusterrole=view", "--user=viewer"]);
@@ -273,7 +294,7 @@ fn edit_may_apply_a_pipeline_and_reset_it_view_may_read_it_and_not_reset() {
                 .trim()
                 == "yes"
         };
-        (can("dev", "patch") && can("viewer", "get")).then_some(())
+        (can("dev", "patch") && can("dev", "reset") && can("viewer", "get")).then_some(())
     });
     let dev = kubeconfig_as("dev");
     let viewer = kubeconfig_as("viewer");
@@ -286,6 +307,9 @@ fn edit_may_apply_a_pipeline_and_reset_it_view_may_read_it_and_not_reset() {
         ("dev", "create", None, true),
         ("dev", "patch", None, true),
         ("dev", "delete", None, true),
+        ("dev", "reset", None, true),
+        ("dev", "approve", None, false),
+        ("viewer", "reset", None, false),
         ("dev", "get", Some("status"), true),
         ("viewer", "list", None, true),
         ("viewer", "watch", None, true),
