@@ -253,8 +253,10 @@ fn the_chart_lints_and_renders_every_option() {
         aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false"])),
         BTreeMap::from([("ankka-flow-reset".to_string(), set(&["admin"]))])
     );
-    assert!(aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false", "governance.enabled=false"]))
-        .is_empty());
+    assert!(
+        aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false", "governance.enabled=false"]))
+            .is_empty()
+    );
     // Editors may request resets (the verb the governance policy checks) unless the chart says not.
     let edit_verbs = |docs: &[serde_json::Value]| -> BTreeSet<String> {
         of_kind(docs, "ClusterRole")
