@@ -20,17 +20,22 @@ pub const CONDITION_REBUILDING: &str = "Rebuilding";
 /// Condition type: True once the latest rebuild is done and every group it reset has caught up.
 pub const CONDITION_CAUGHT_UP: &str = "CaughtUp";
 
-/// The rebuild the request annotation holds (`request`), done or not; `None` for any other request
-/// or an annotation that does not parse (the reset driver reports that one).
+/// The rebuild the request annotation holds (`request`), done or not; `None` for any other request,
+/// the plan of a rebuild (`flow rebuild --dry-run`, which stops nothing), or an annotation that
+/// does not parse (the reset driver reports that one).
 pub fn request(request: Option<&str>) -> Option<ResetRequest> {
-    request.and_then(|r| ResetRequest::parse(r).ok()).filter(|r| r.rebuild)
+    request.and_then(|r| ResetRequest::parse(r).ok()).filter(|r| r.rebuild && !r.dry_run)
 }
 
 /// The streamlets a rebuild holds at 0 replicas now: the targets of a rebuild request whose id is
-/// not in the done annotation (`done`). A selection the reset driver refuses holds nothing (the
-/// driver marks such a request done at once).
+/// not in the done annotation (`done`); for a rebuild from streamlets, every streamlet of its
+/// closure (the named ones and those downstream of them, see [`crate::closure`]). A selection the
+/// reset driver refuses holds nothing (the driver marks such a request done at once).
 pub fn held(spec: &AnkkaFlowSpec, annotation: Option<&str>, done: Option<&str>) -> BTreeSet<String> {
     let Some(r) = request(annotation).filter(|r| done != Some(r.id.as_str())) else { return BTreeSet::new() };
+    if !r.from.is_empty() {
+        return crate::closure::of(spec, &r.from).map(|c| c.streamlets()).unwrap_or_default();
+    }
     match targets::select(spec, &r.streamlets) {
         Ok(t) => t.into_iter().map(|t| t.streamlet).collect(),
         Err(_) => BTreeSet::new(),
@@ -184,6 +189,19 @@ mod tests {
         let unknown = ResetRequest { rebuild: true, ..ResetRequest::new(ID, vec!["nope".into()]) }.to_annotation();
         assert!(held(&cart(1), Some(&unknown), None).is_empty(), "a refused selection holds nothing");
         assert!(held(&cart(1), Some("not json"), None).is_empty());
+    }
+
+    #[test]
+    fn a_rebuild_from_a_streamlet_holds_its_closure_and_its_plan_nothing() {
+        let spec = crate::closure::tests::chain();
+        let from = ResetRequest { rebuild: true, from: vec!["middle".into()], ..ResetRequest::new(ID, vec![]) };
+        let held_now = held(&spec, Some(&from.to_annotation()), None);
+        assert_eq!(held_now, BTreeSet::from(["middle".to_string(), "sink".to_string()]), "source runs on");
+        let plan = ResetRequest { dry_run: true, ..from.clone() }.to_annotation();
+        assert!(held(&spec, Some(&plan), None).is_empty(), "a plan stops nothing");
+        assert!(conditions(Some(&plan), &BTreeSet::new(), None, None).is_empty(), "nor says it does");
+        let refused = ResetRequest { from: vec!["nope".into()], ..from }.to_annotation();
+        assert!(held(&spec, Some(&refused), None).is_empty(), "a refused rebuild holds nothing");
     }
 
     #[test]

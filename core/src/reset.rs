@@ -87,6 +87,7 @@ mod recovery;
 mod retry;
 mod status;
 mod summary;
+mod survey;
 mod vocabulary;
 mod wording;
 
@@ -114,5 +115,7 @@ mod bounded_tests;
 mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
+#[cfg(test)]
+mod survey_tests;
 #[cfg(test)]
 mod tests;
