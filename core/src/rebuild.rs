@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 
 use crate::events::{Event, EventType};
+use crate::names::GroupId;
 use crate::request::ResetRequest;
 use crate::resource::{AnkkaFlowSpec, Condition, GroupStage, RequestPhase, ResetStatus};
 use crate::targets;
@@ -40,6 +41,25 @@ pub fn held(spec: &AnkkaFlowSpec, annotation: Option<&str>, done: Option<&str>) 
         Ok(t) => t.into_iter().map(|t| t.streamlet).collect(),
         Err(_) => BTreeSet::new(),
     }
+}
+
+/// The groups of a done rebuild from streamlets that have not caught up, however low their lag, yet:
+/// those put at the end of their topic while a group upstream of them (one of the streamlets that
+/// write that topic) has not caught up at an earlier measurement (`reset`, as it stood before this
+/// one). A group at the end reads what the replay writes: its lag is 0 right after the reset, and
+/// it has read the whole replay only once its writers have read all of theirs.
+pub fn catching_up_later(spec: &AnkkaFlowSpec, annotation: Option<&str>, reset: &ResetStatus) -> BTreeSet<String> {
+    let Some(r) = request(annotation).filter(|r| r.id == reset.id && !r.from.is_empty()) else {
+        return BTreeSet::new();
+    };
+    let Ok(closure) = crate::closure::of(spec, &r.from) else { return BTreeSet::new() };
+    let caught_up = |g: &GroupId| reset.groups.iter().any(|s| s.group == g.as_str() && s.caught_up_at.is_some());
+    closure
+        .placements()
+        .iter()
+        .filter(|p| closure.upstream(&p.target.group).iter().any(|u| !caught_up(u)))
+        .map(|p| p.target.group.to_string())
+        .collect()
 }
 
 /// How far the rebuild's consumer groups have caught up: `Some((caught up, reset))` once its
@@ -202,6 +222,31 @@ mod tests {
         assert!(conditions(Some(&plan), &BTreeSet::new(), None, None).is_empty(), "nor says it does");
         let refused = ResetRequest { from: vec!["nope".into()], ..from }.to_annotation();
         assert!(held(&spec, Some(&refused), None).is_empty(), "a refused rebuild holds nothing");
+    }
+
+    #[test]
+    fn a_group_at_the_end_catches_up_only_after_its_writers() {
+        let spec = crate::closure::tests::chain();
+        let from = ResetRequest { rebuild: true, from: vec!["middle".into()], ..ResetRequest::new(ID, vec![]) };
+        let annotation = from.to_annotation();
+        let group = |g: &str, caught: bool| GroupStatus {
+            group: g.into(),
+            outcome: GroupStage::Reset,
+            caught_up_at: caught.then(|| "2026-12-01T09:00:00Z".to_string()),
+            ..Default::default()
+        };
+        let mut status = ResetStatus {
+            id: ID.into(),
+            phase: RequestPhase::Done,
+            groups: vec![group("chain.middle.in", false), group("chain.sink.in", false)],
+            ..Default::default()
+        };
+        let later = catching_up_later(&spec, Some(&annotation), &status);
+        assert_eq!(later, BTreeSet::from(["chain.sink.in".to_string()]), "middle has not read the replay yet");
+        status.groups[0] = group("chain.middle.in", true);
+        assert!(catching_up_later(&spec, Some(&annotation), &status).is_empty());
+        let whole = rebuild();
+        assert!(catching_up_later(&cart(1), Some(&whole), &done(None)).is_empty(), "a rebuild of streamlets: none");
     }
 
     #[test]
