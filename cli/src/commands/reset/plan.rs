@@ -98,9 +98,10 @@ pub struct PlannedPartition {
     /// Records it would read again: the high watermark minus the new offset.
     pub records_to_reprocess: i64,
     /// Records it would not read: the new offset minus the committed one, for a group a rebuild
-    /// from streamlets puts at the end.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub records_to_skip: i64,
+    /// from streamlets puts at the end; absent for a partition without a committed offset (the
+    /// group's total counts it from the log start, which the plan does not list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_to_skip: Option<i64>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -120,7 +121,7 @@ pub fn from_report(r: &Report) -> Plan {
                     let partition = p.parse().ok()?;
                     let high = g.high_watermarks.get(p).copied().unwrap_or(*new);
                     let committed = g.offsets_before.get(p).copied();
-                    let skipped = if g.records_to_skip > 0 { committed.map_or(0, |c| (new - c).max(0)) } else { 0 };
+                    let skipped = if g.records_to_skip > 0 { committed.map(|c| (new - c).max(0)) } else { None };
                     Some(PlannedPartition {
                         partition,
                         committed,
@@ -219,7 +220,11 @@ pub fn render(plan: &Plan, format: Format) -> Result<String, Failure> {
                 p.committed.map_or_else(|| "-".to_string(), |c| c.to_string()),
                 p.new_offset.to_string(),
                 p.records_to_reprocess.to_string(),
-                p.records_to_skip.to_string(),
+                match (g.records_to_skip, p.records_to_skip) {
+                    (0, _) => "0".to_string(),
+                    (_, Some(n)) => n.to_string(),
+                    (_, None) => "-".to_string(),
+                },
             ]);
         }
         if g.partitions.is_empty() {
@@ -328,7 +333,7 @@ mod tests {
                 committed: Some(30),
                 new_offset: new,
                 records_to_reprocess: 60 - new,
-                records_to_skip: skip,
+                records_to_skip: (skip > 0).then_some(skip),
             }],
             warnings: vec![],
         }
