@@ -109,7 +109,11 @@ impl Cluster {
             kube::Error::Api(s) if s.code == 401 => {
                 format!("{command} failed: {} did not accept the kubeconfig's credentials ({})", self.server, s.message)
             }
-            // 403: the API server names the user, verb and resource; say which roles hold the right.
+            // An admission policy's refusal (403 too) says the whole refusal in its own words.
+            kube::Error::Api(s) if admission_message(&s.message) != s.message => {
+                format!("{command} failed: {}", admission_message(&s.message))
+            }
+            // 403 of RBAC: the API server names the user, verb and resource; say which roles hold the right.
             kube::Error::Api(s) if s.code == 403 => format!("{command} failed: {}; {FORBIDDEN_HINT}", s.message),
             kube::Error::Api(s) => format!("{command} failed: {}", s.message),
             other => format!("cannot reach Kubernetes: {}: {}", self.server, causes(other)),
@@ -120,6 +124,16 @@ impl Cluster {
 /// What a refusal (403) adds to the API server's words: which of Kubernetes' built-in roles hold the
 /// AnkkaFlow rights once the operator is installed (its aggregated ClusterRoles, docs/operator.md).
 pub const FORBIDDEN_HINT: &str = "the AnkkaFlow rights come with Kubernetes' built-in roles: view reads pipelines and their status, edit or admin in the namespace may also request a reset";
+
+/// An admission policy's own message, without the API server's wrapping of it
+/// (`<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<policy>' with binding '<binding>'
+/// denied request: <message>`): the policy's message says the whole refusal (docs/governance.md).
+fn admission_message(message: &str) -> &str {
+    match message.split_once("ValidatingAdmissionPolicy '") {
+        Some((_, policy)) => policy.split_once(" denied request: ").map_or(message, |(_, said)| said),
+        None => message,
+    }
+}
 
 /// Whether an API call's failure may pass by itself, so that a command that waits tries again: no
 /// answer came (the connection was refused, reset or timed out), or the answer says to try again
@@ -184,6 +198,15 @@ pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_admission_policy_says_its_own_refusal() {
+        let wrapped = "ankkaflows.flow.ankka.thinkmorestupidless.com \"cart\" is forbidden: ValidatingAdmissionPolicy \
+                       'ankka-flow-reset-guard' with binding 'ankka-flow-reset-guard' denied request: user carol may \
+                       not request a reset";
+        assert_eq!(super::admission_message(wrapped), "user carol may not request a reset");
+        assert_eq!(super::admission_message("pods \"x\" is forbidden: no"), "pods \"x\" is forbidden: no");
+    }
+
     use super::*;
 
     #[derive(Debug)]

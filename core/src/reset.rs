@@ -88,11 +88,13 @@ mod recovery;
 mod retry;
 mod status;
 mod summary;
+mod survey;
 mod vocabulary;
 mod wording;
 
 pub use approval::{
     ApprovalPolicy, Asked, DEFAULT_APPROVAL_TIMEOUT, Decision, Gate, approval_required, gate, plan_records,
+    requester_kind,
 };
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, GATHER, Idle, KafkaCall, Persist, ProgressWrite, Work};
@@ -118,5 +120,7 @@ mod bounded_tests;
 mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
+#[cfg(test)]
+mod survey_tests;
 #[cfg(test)]
 mod tests;
