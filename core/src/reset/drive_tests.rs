@@ -174,6 +174,9 @@ fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
     let w = work(&mut d);
     let [Work::Persist(p)] = &w[..] else { panic!("the outcome first, alone: {w:?}") };
     assert!(p.carries_outcome());
+    // Every group finished, but the done annotation is not written yet: the status says so.
+    assert_eq!((p.reset.phase, p.reset.groups[0].outcome), (RequestPhase::Resetting, GroupStage::Reset));
+    assert_eq!(p.reset.finished_at, None);
     assert!(work(&mut d).is_empty(), "the event waits for the outcome");
     d.persisted(p.token);
     let w = work(&mut d);
@@ -184,6 +187,8 @@ fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
     assert_eq!(d.in_flight(), 0);
     assert_eq!(d.idle(), Idle::Done);
     assert!(d.outcomes().is_some());
+    // What the driver writes after the done write.
+    assert_eq!(d.status(due).phase, RequestPhase::Done);
 }
 
 /// A drive of both groups, inspected and with both fences handed out.
