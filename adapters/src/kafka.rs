@@ -333,7 +333,7 @@ pub async fn inspect(
         // The metadata first: it lists the partitions, and the brokers where the group's
         // coordinator may be when it is not known yet.
         let md = h.metadata()?;
-        let (state, members) = coordinator::describe(h, Some(&md), &[group])?
+        let GroupDescription { state, members, member_names } = coordinator::describe(h, Some(&md), &[group])?
             .pop()
             .unwrap_or_else(|| Err(KafkaFailure::unavailable("describing the consumer group: Kafka gave no answer")))?;
         let ps = topic_partitions(&md, &target.topic)?;
@@ -344,7 +344,16 @@ pub async fn inspect(
             Some(at) => time_offsets(h, &target.topic, &ps, at)?,
             None => BTreeMap::new(),
         };
-        Ok(Inspection { state, members, log_start, committed, high_watermark, at_time, topic_configs: BTreeMap::new() })
+        Ok(Inspection {
+            state,
+            members,
+            member_names,
+            log_start,
+            committed,
+            high_watermark,
+            at_time,
+            topic_configs: BTreeMap::new(),
+        })
     })
     .await
 }
@@ -416,8 +425,26 @@ pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Re
     .await
 }
 
-/// A group's state and number of members, or why it could not be described.
-pub type Described = Result<(String, u32), KafkaFailure>;
+/// What Kafka describes of a consumer group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// Its state as Kafka names it (`Empty`, `Stable`, `Dead`, ...).
+    pub state: String,
+    /// Its members, classic and consumer protocol alike.
+    pub members: u32,
+    /// Who the first [`flow_core::reset::NAMED_MEMBERS`] members are: `client id '<id>' at <host>`.
+    pub member_names: Vec<String>,
+}
+
+impl GroupDescription {
+    /// A group Kafka knows nothing of (GROUP_ID_NOT_FOUND, or no answer about it).
+    fn dead() -> Self {
+        GroupDescription { state: "Dead".into(), members: 0, member_names: vec![] }
+    }
+}
+
+/// A group's description, or why it could not be described.
+pub type Described = Result<GroupDescription, KafkaFailure>;
 
 /// The state and number of members of each of `groups` (see [`inspect`]), in one admin call per
 /// coordinator; in the order of `groups`.

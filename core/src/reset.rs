@@ -104,9 +104,9 @@ pub use status::{catching_up, failing_since, merge_progress, progress_from_statu
 pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};
 pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, LedgerEntry,
-    Position, Positions, Timestamp, fence_marker, reset_marker,
+    NAMED_MEMBERS, Position, Positions, Timestamp, fence_marker, reset_marker,
 };
-pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, went};
+pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, waiting_event, went};
 
 #[cfg(test)]
 mod bounded_tests;

@@ -346,6 +346,7 @@ impl World {
             high_watermark: logs.iter().map(|(p, l)| (*p, l.high)).collect(),
             at_time: BTreeMap::new(),
             topic_configs: BTreeMap::new(),
+            member_names: vec![],
         })
     }
 

@@ -70,6 +70,7 @@ fn empty_group() -> Inspection {
         high_watermark: BTreeMap::from([(0, 10), (1, 10)]),
         at_time: BTreeMap::new(),
         topic_configs: BTreeMap::new(),
+        member_names: vec![],
     }
 }
 
