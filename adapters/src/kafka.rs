@@ -167,6 +167,12 @@ impl KafkaClient {
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
             .set("socket.timeout.ms", d.request.as_millis().to_string())
+            // A request that timed out leaves its connection open (librdkafka closes it by default),
+            // so that the group's next call queues behind it on the same connection, where Kafka
+            // carries requests out in order: a write that is never answered cannot land after it
+            // (`flow_core::reset::Pins`, docs/reset.md). A late answer is dropped by its correlation
+            // id. A request timed out half sent still closes the connection.
+            .set("socket.max.fails", "0")
             .set("statistics.interval.ms", STATISTICS_INTERVAL.as_millis().to_string());
         let log = ClientLog::new(&conn.bootstrap_servers, secrets.clone());
         let consumer: Client = cfg.create_with_context(log).map_err(|e| {

@@ -82,6 +82,7 @@ mod drive;
 mod group;
 mod intake;
 mod machine;
+mod order;
 mod plan;
 mod recovery;
 mod retry;
@@ -99,6 +100,7 @@ pub use intake::{
 pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
+pub use order::Pins;
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
 pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};

@@ -16,7 +16,7 @@ use flow_core::events::{Event, EventType};
 use flow_core::names::GroupId;
 use flow_core::request::To;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Inspection, Intake, KafkaCall, KafkaFailure,
+    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Inspection, Intake, KafkaCall, KafkaFailure, Pins,
     Started, State, Timestamp, WAIT_RECHECK, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
@@ -481,7 +481,8 @@ const NOT_LEADER: &str = "not sent: this operator no longer holds the Lease with
 /// A drive waits for its own calls before it gives up, but a reconcile can also be dropped (the
 /// controller stopping), and a blocking Kafka call cannot be cancelled: it runs on. So a call claims
 /// its group first and holds the claim until the call has truly ended, and the next call on the
-/// group, from a newer drive, waits for it. A late fence can never land after a newer commit.
+/// group, from a newer drive, waits for it. A call that ended without Kafka's answer may still be
+/// held by the broker: the group's next calls then go over its connection, behind it ([`PINS`]).
 struct Busy {
     groups: Mutex<HashSet<GroupId>>,
     freed: Notify,
@@ -497,6 +498,23 @@ impl Drop for Claim {
         BUSY.groups.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
         BUSY.freed.notify_waiters();
     }
+}
+
+/// Per consumer group, the client (and so the connection) of its latest write that Kafka has not
+/// answered: the group's next calls go over it, behind that write, whichever drive or request makes
+/// them (`flow_core::reset::Pins`). Held for the process: a write of one request must not be
+/// overtaken by the next request's calls. The client is kept alive by it even when the pool has
+/// let it go.
+/// Keyed by the cluster's bootstrap servers and the group: a group of the same name on another
+/// cluster is another group.
+static PINS: LazyLock<Mutex<Pins<PinKey, Arc<kafka::KafkaClient>>>> = LazyLock::new(|| Mutex::new(Pins::new()));
+
+/// A group on a cluster: the cluster's bootstrap servers, and the group.
+type PinKey = (String, GroupId);
+
+/// The client the next call of group `key` must use, if a write of it is unanswered.
+fn pinned(key: &PinKey) -> Option<Arc<kafka::KafkaClient>> {
+    PINS.lock().unwrap_or_else(|p| p.into_inner()).connection(key).cloned()
 }
 
 /// Waits until no call is under way on `group`, and claims it.
@@ -528,9 +546,20 @@ async fn run_kafka(
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
     let client = connections.client_in(flow, &call.target().topic_id, lane).await;
-    let name = call.name();
+    let cluster = connections.get(flow, &call.target().topic_id).await.map(|c| c.bootstrap_servers).ok();
+    let (name, writes) = (call.name(), call.writes());
     async move {
         let _claim = claim(&group).await;
+        let key = cluster.map(|c| (c, group.clone()));
+        // Looked up once the claim is held: the call before it may just have pinned the group.
+        let client = match key.as_ref().and_then(pinned) {
+            Some(pinned) => {
+                tracing::info!(%group, call = name, "Kafka has not answered an earlier write of the group: the call goes over that write's connection, behind it");
+                Ok(pinned)
+            }
+            None => client,
+        };
+        let used = client.as_ref().ok().map(Arc::clone);
         let started = std::time::Instant::now();
         tracing::debug!(%group, call = name, lane, "Kafka call started");
         let input = match call {
@@ -562,6 +591,13 @@ async fn run_kafka(
             }
         };
         tracing::debug!(group = %input.group().map_or("", |g| g.as_str()), call = name, ms = started.elapsed().as_millis(), "Kafka call ended");
+        if let (Some(client), Some(key)) = (used, key) {
+            let answered = input.answered();
+            if writes && !answered {
+                tracing::warn!(group = %key.1, call = name, "Kafka did not answer the write: the group's next calls go over its connection, behind it");
+            }
+            PINS.lock().unwrap_or_else(|p| p.into_inner()).ended(&key, client, writes, answered);
+        }
         input
     }
 }
