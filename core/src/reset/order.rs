@@ -55,7 +55,7 @@ impl Input {
 /// has not answered, nor any call of the group sent after it. A driver keeps one for its whole
 /// process (not per request: a write of one request must not be overtaken by the next request's
 /// calls) and sends each call of a group over [`Pins::connection`] when there is one.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Pins<K, C> {
     pinned: BTreeMap<K, C>,
 }
