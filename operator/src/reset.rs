@@ -205,7 +205,9 @@ async fn answered(
 /// annotation alone reads as done (see [`flow_core::reset::Drive`]), so a refusal is never shown as
 /// done, even for a moment.
 async fn refuse(object: &Object, status: &AnkkaFlowStatus, id: &str) -> Result<(), Error> {
-    object.status(status).await?;
+    let mut status = status.clone();
+    flow_core::render::status::sync_reset_complete(&mut status, k8s_openapi::jiff::Timestamp::now());
+    object.status(&status).await?;
     object.done(id).await
 }
 
@@ -424,6 +426,7 @@ impl Run<'_> {
                 tracing::debug!(token = persist.token, writes = persist.writes.len(), "persist started");
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);
+                flow_core::render::status::sync_reset_complete(status, k8s_openapi::jiff::Timestamp::now());
                 let (object, snapshot) = (Arc::clone(&self.object), status.clone());
                 let fail = persist.carries_intent() && faults::fail("intent-status-write");
                 let (intent, outcome) = (persist.carries_intent(), persist.carries_outcome());
