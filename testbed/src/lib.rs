@@ -24,7 +24,7 @@ mod pipeline;
 mod rights;
 pub mod standin;
 
-pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, serial, show, wait_until};
+pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, wait_until};
 pub use cart::{cart_scenario, cart_yaml, install_cluster_secret};
 pub use kube::*;
 pub use operator::{Operator, SIDECAR_IMAGE, http_get, lag_in_metrics, metrics_address};
