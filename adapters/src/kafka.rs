@@ -382,6 +382,30 @@ pub async fn fence(
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every
+/// partition), and nothing more (see [`read_back`]).
+///
+/// # Errors
+/// The commit's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient; a commit that
+/// failed on some partitions names them.
+pub async fn write(
+    client: Arc<KafkaClient>,
+    target: InletTarget,
+    offsets: BTreeMap<i32, i64>,
+    metadata: String,
+) -> Result<(), KafkaFailure> {
+    write_offsets(client, target, offsets, metadata, false).await.map(drop)
+}
+
+/// The group's committed offsets on partitions `ps` of its topic, read at its coordinator (after a
+/// [`write`], over the same connection, so behind it).
+///
+/// # Errors
+/// A classified [`KafkaFailure`].
+pub async fn read_back(client: Arc<KafkaClient>, target: InletTarget, ps: Vec<i32>) -> Result<Committed, KafkaFailure> {
+    blocking(client, move |h| committed(h, target.group.as_str(), &target.topic, &ps)).await
+}
+
+/// Commits `offsets` with `metadata` for the group without joining it (one request for every
 /// partition), then reads the committed offsets back.
 ///
 /// # Errors

@@ -580,9 +580,17 @@ async fn run_kafka(
                 Input::Fenced { group, result }
             }
             KafkaCall::Commit { target, offsets, metadata } => {
-                // Checked again as late as can be: the claim may have waited.
+                // Checked again as late as can be: the claim may have waited. The read-back goes
+                // over the same client, to the same coordinator: behind the commit.
                 let result = if crate::leader::may_act() {
-                    async { kafka::commit(client?, target, offsets, metadata).await }.await
+                    async {
+                        let client = client?;
+                        let ps: Vec<i32> = offsets.keys().copied().collect();
+                        kafka::write(Arc::clone(&client), target.clone(), offsets, metadata).await?;
+                        faults::group_point("before-read-back", group.as_str()).await;
+                        kafka::read_back(client, target, ps).await
+                    }
+                    .await
                 } else {
                     Err(KafkaFailure::unavailable(NOT_LEADER))
                 };
