@@ -235,6 +235,40 @@ fn topic_partitions(md: &Metadata, topic: &str) -> Result<Vec<i32>, KafkaFailure
     Ok(ps)
 }
 
+/// Refuses a topic of `md` with a partition that has no leader (every replica of it is on a broker
+/// that is down, or its leader is being elected): Kafka cannot list such a partition's offsets, and
+/// librdkafka would only time out waiting for a leader, naming nothing. Transient, so the group is
+/// looked at again until its retry bound, then fails naming the partitions.
+fn has_leaders(md: &Metadata, topic: &str) -> Result<(), KafkaFailure> {
+    let leaders: Vec<(i32, i32)> = md
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| (p.id(), p.leader())))
+        .collect();
+    leaderless(topic, &leaders).map_or(Ok(()), |reason| Err(KafkaFailure::unavailable(reason)))
+}
+
+/// Why a topic whose partitions have these (partition, leader) pairs cannot be reset, if one has no
+/// leader (`-1` in Kafka's metadata).
+fn leaderless(topic: &str, leaders: &[(i32, i32)]) -> Option<String> {
+    let mut none: Vec<i32> = leaders.iter().filter(|(_, l)| *l < 0).map(|(p, _)| *p).collect();
+    none.sort_unstable();
+    match none.as_slice() {
+        [] => None,
+        [p] => {
+            Some(format!("partition {p} of topic '{topic}' has no leader (its replicas are on brokers that are down)"))
+        }
+        ps => {
+            let list: Vec<String> = ps.iter().map(ToString::to_string).collect();
+            Some(format!(
+                "partitions {} of topic '{topic}' have no leader (their replicas are on brokers that are down)",
+                list.join(", ")
+            ))
+        }
+    }
+}
+
 /// Which end of each partition's log [`log_offsets`] asks for.
 #[derive(Clone, Copy)]
 enum End {
@@ -343,6 +377,7 @@ pub async fn inspect(
             .pop()
             .unwrap_or_else(|| Err(KafkaFailure::unavailable("describing the consumer group: Kafka gave no answer")))?;
         let ps = topic_partitions(&md, &target.topic)?;
+        has_leaders(&md, &target.topic)?;
         let log_start = log_offsets(h, &target.topic, &ps, End::Start)?;
         let high_watermark = log_offsets(h, &target.topic, &ps, End::High)?;
         let committed = committed(h, group, &target.topic, &ps)?;
@@ -514,6 +549,19 @@ pub use log::Requests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partition_without_a_leader_is_named() {
+        assert_eq!(leaderless("t", &[(0, 1), (1, 2)]), None);
+        assert_eq!(
+            leaderless("t", &[(0, 1), (1, -1)]).as_deref(),
+            Some("partition 1 of topic 't' has no leader (its replicas are on brokers that are down)")
+        );
+        assert_eq!(
+            leaderless("t", &[(2, -1), (0, -1), (1, 1)]).as_deref(),
+            Some("partitions 0, 2 of topic 't' have no leader (their replicas are on brokers that are down)")
+        );
+    }
 
     #[test]
     fn logical_offsets_are_not_positions() {

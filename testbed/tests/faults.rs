@@ -8,6 +8,8 @@
 mod late;
 #[path = "faults/outages.rs"]
 mod outages;
+#[path = "faults/pair.rs"]
+mod pair;
 #[path = "faults/support.rs"]
 mod support;
 

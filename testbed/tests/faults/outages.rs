@@ -208,3 +208,47 @@ fn tb_args(args: &[&str]) -> Output {
     }
     cmd.output().expect("testbed/tb runs")
 }
+
+/// Broker `node` of the broker pair, stopped (`testbed/tb stop-pair`); started again by
+/// [`PairBrokerStopped::start`] or, should the test fail before it, when dropped.
+pub struct PairBrokerStopped {
+    node: u8,
+    started: bool,
+}
+
+impl PairBrokerStopped {
+    /// Stops broker `node` of the pair (SIGTERM: a controlled shutdown, which hands its leaderships
+    /// over) and returns once the process is gone, with how long that took.
+    pub fn stop(node: u8) -> (PairBrokerStopped, Duration) {
+        let guard = PairBrokerStopped { node, started: false };
+        let t = Instant::now();
+        let o = tb_args(&["stop-pair", &node.to_string()]);
+        assert!(o.status.success(), "testbed/tb stop-pair {node}: {}", show(&o));
+        (guard, t.elapsed())
+    }
+
+    /// Starts it again on its data and returns once both brokers of the pair answer, with how long
+    /// that took.
+    pub fn start(mut self) -> Duration {
+        self.started = true;
+        let t = Instant::now();
+        let o = tb_args(&["start-pair", &self.node.to_string()]);
+        assert!(o.status.success(), "testbed/tb start-pair {}: {}", self.node, show(&o));
+        t.elapsed()
+    }
+}
+
+impl Drop for PairBrokerStopped {
+    fn drop(&mut self) {
+        if !self.started {
+            let o = tb_args(&["start-pair", &self.node.to_string()]);
+            if !o.status.success() {
+                eprintln!(
+                    "faults: could not start broker {} of the pair again; run `testbed/tb up kafka-pair`: {}",
+                    self.node,
+                    show(&o)
+                );
+            }
+        }
+    }
+}
