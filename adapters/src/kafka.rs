@@ -78,6 +78,28 @@ fn classify_code(code: Option<RDKafkaErrorCode>, text: &str) -> KafkaFailure {
     KafkaFailure::new(kind, reason)
 }
 
+/// Why librdkafka refused to build a client, naming the setting and never its value: librdkafka
+/// quotes the value (`Invalid value "..." for configuration property "..."`), and rdkafka's
+/// configuration error repeats it after the key.
+pub(crate) fn config_rejected(e: &KafkaError) -> String {
+    let named = |key: &str| {
+        if flow_core::connection::properties::is_property_name(key) {
+            format!("librdkafka refused the value of setting '{key}'")
+        } else {
+            "librdkafka refused one of the client's settings".to_string()
+        }
+    };
+    match e {
+        KafkaError::ClientConfig(_, _, key, _) => named(key),
+        // `... for configuration property "<key>"`, `No such configuration property: "<key>"`
+        KafkaError::ClientCreation(text) => match text.split_once("property").and_then(|(_, r)| r.split('"').nth(1)) {
+            Some(key) => named(key),
+            None => "librdkafka refused the client's settings".to_string(),
+        },
+        _ => "librdkafka could not build the client".to_string(),
+    }
+}
+
 /// The consumer behind a [`KafkaClient`].
 type Client = BaseConsumer<ClientLog>;
 
@@ -176,9 +198,11 @@ impl KafkaClient {
             .set("statistics.interval.ms", STATISTICS_INTERVAL.as_millis().to_string());
         let log = ClientLog::new(&conn.bootstrap_servers, secrets.clone());
         let consumer: Client = cfg.create_with_context(log).map_err(|e| {
-            KafkaFailure::configuration(
-                secrets.redact(&format!("cannot build a Kafka client for {}: {e}", conn.bootstrap_servers)),
-            )
+            KafkaFailure::configuration(format!(
+                "cannot build a Kafka client for {}: {}",
+                conn.bootstrap_servers,
+                config_rejected(&e)
+            ))
         })?;
         let consumer = Arc::new(consumer);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -214,10 +238,7 @@ impl KafkaClient {
     fn call<T>(&self, f: impl FnOnce(&Handle) -> Result<T, KafkaFailure>) -> Result<T, KafkaFailure> {
         let c = &*self.consumer;
         let h = Handle { client: c, deadlines: self.deadlines, coordinators: &self.coordinators };
-        f(&h).map_err(|failure| match c.context().cause() {
-            Some(cause) => cause,
-            None => KafkaFailure { reason: c.context().redact(&failure.reason), ..failure },
-        })
+        f(&h).map_err(|failure| c.context().explain(failure))
     }
 }
 
@@ -543,7 +564,7 @@ mod lag;
 mod log;
 
 pub use lag::{Lag, lags};
-use log::ClientLog;
+pub(crate) use log::ClientLog;
 pub use log::Requests;
 
 #[cfg(test)]
@@ -573,6 +594,38 @@ mod tests {
         assert_eq!(absolute(Offset::Offset(-1)), None);
         assert_eq!(absolute(Offset::Offset(0)), Some(0));
         assert_eq!(absolute(Offset::Offset(50)), Some(50));
+    }
+
+    #[test]
+    fn a_refused_setting_is_named_and_its_value_never_quoted() {
+        let e = KafkaError::ClientCreation(
+            "Invalid value \"hunter2-secret\" for configuration property \"sasl.oauthbearer.scope\"".into(),
+        );
+        assert_eq!(config_rejected(&e), "librdkafka refused the value of setting 'sasl.oauthbearer.scope'");
+        let e = KafkaError::ClientCreation("No such configuration property: \"x.y\"".into());
+        assert_eq!(config_rejected(&e), "librdkafka refused the value of setting 'x.y'");
+        let e = KafkaError::ClientConfig(
+            rdkafka::types::RDKafkaConfRes::RD_KAFKA_CONF_INVALID,
+            "Invalid value".into(),
+            "ssl.key.password".into(),
+            "hunter2-secret".into(),
+        );
+        assert_eq!(config_rejected(&e), "librdkafka refused the value of setting 'ssl.key.password'");
+        let e = KafkaError::ClientCreation("something with \"hunter2-secret\" in it".into());
+        assert!(!config_rejected(&e).contains("hunter2"));
+    }
+
+    /// A client built from a connection whose value librdkafka refuses says which setting, with no
+    /// value: librdkafka's own error quotes it.
+    #[test]
+    fn a_client_of_a_refused_value_names_the_setting_only() {
+        let conn = KafkaConnection {
+            bootstrap_servers: "127.0.0.1:1".into(),
+            properties: [("security.protocol".to_string(), "not-a-protocol-hunter2".to_string())].into(),
+        };
+        let Err(f) = KafkaClient::new(&conn, Deadlines::default(), "g") else { panic!("a client was built") };
+        assert!(f.reason.contains("'security.protocol'"), "{}", f.reason);
+        assert!(!f.reason.contains("hunter2"), "{}", f.reason);
     }
 
     #[test]

@@ -8,17 +8,17 @@
 //! the operator calls for a managed topic it found missing.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use flow_core::connection::KafkaConnection;
+use flow_core::redact::Secrets;
 use flow_core::reset::KafkaFailure;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
-use rdkafka::client::ClientContext;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use crate::kafka::{CLIENT_ID, Deadlines, classify};
+use crate::kafka::{CLIENT_ID, ClientLog, Deadlines, classify, config_rejected};
 
 /// What the describe of one topic found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,56 +62,10 @@ pub enum Deleted {
     Missing,
 }
 
-/// The librdkafka client context of a [`TopicAdmin`]: librdkafka's log lines go to `tracing`, and
-/// the last authentication failure is kept. librdkafka reports a failed SASL handshake only through the
-/// log and error callbacks; the admin call itself just times out, which would read as a transient
-/// failure.
-#[derive(Default)]
-pub struct AdminLog {
-    auth: Mutex<Option<String>>,
-}
-
-impl AdminLog {
-    fn remember_auth(&self, reason: &str) {
-        *self.auth.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
-    }
-
-    fn auth_failure(&self) -> Option<String> {
-        self.auth.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-impl ClientContext for AdminLog {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        if let Some(at) = log_message.find("SASL authentication error: ") {
-            let reason = &log_message[at + "SASL authentication error: ".len()..];
-            self.remember_auth(reason.split(" (after ").next().unwrap_or(reason));
-        }
-        match level {
-            RDKafkaLogLevel::Debug | RDKafkaLogLevel::Info | RDKafkaLogLevel::Notice => {
-                tracing::debug!(target: "librdkafka", "{fac} {log_message}")
-            }
-            RDKafkaLogLevel::Warning => tracing::info!(target: "librdkafka", "{fac} {log_message}"),
-            _ => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
-        }
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        let auth = matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
-        ) || reason.contains("SASL authentication");
-        if auth {
-            self.remember_auth(reason);
-        }
-        tracing::debug!(%error, reason, "librdkafka admin client");
-    }
-}
-
 /// An admin client of one Kafka connection. Building one costs a bootstrap connection, so the
 /// operator keeps one per connection and shares it between reconciles.
 pub struct TopicAdmin {
-    admin: AdminClient<AdminLog>,
+    admin: AdminClient<ClientLog>,
     bootstrap_servers: String,
     deadlines: Deadlines,
 }
@@ -129,10 +83,12 @@ impl TopicAdmin {
         cfg.set("bootstrap.servers", &conn.bootstrap_servers)
             .set("client.id", CLIENT_ID)
             .set("socket.timeout.ms", d.request.as_millis().to_string());
-        let admin = cfg.create_with_context(AdminLog::default()).map_err(|e| {
+        let log = ClientLog::new(&conn.bootstrap_servers, Secrets::of(&conn.properties));
+        let admin = cfg.create_with_context(log).map_err(|e| {
             KafkaFailure::configuration(format!(
-                "cannot build a Kafka admin client for {}: {e}",
-                conn.bootstrap_servers
+                "cannot build a Kafka admin client for {}: {}",
+                conn.bootstrap_servers,
+                config_rejected(&e)
             ))
         })?;
         Ok(TopicAdmin { admin, bootstrap_servers: conn.bootstrap_servers.clone(), deadlines: d })
@@ -144,15 +100,10 @@ impl TopicAdmin {
             .operation_timeout(Some(self.deadlines.request))
     }
 
-    /// A failure, replaced by the authentication failure librdkafka reported meanwhile, if any.
+    /// A failure, replaced by the final failure (TLS, authentication) librdkafka reported meanwhile,
+    /// if any; either way without a credential or a token endpoint's answer.
     fn explain(&self, failure: KafkaFailure) -> KafkaFailure {
-        match self.admin.inner().context().auth_failure() {
-            Some(reason) => KafkaFailure::authentication(format!(
-                "authentication with the Kafka cluster at {} failed: {reason}",
-                self.bootstrap_servers
-            )),
-            None => failure,
-        }
+        self.admin.inner().context().explain(failure)
     }
 
     /// Describes each topic of `wanted` (Kafka name -> the configuration keys whose live values

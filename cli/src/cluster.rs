@@ -19,6 +19,13 @@ pub struct ClusterArgs {
     /// The kubeconfig context to use. Default: its current context.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// Act as this user, as kubectl's --as does (the kubeconfig's user needs the `impersonate`
+    /// permission): to try what another user may do.
+    #[arg(long = "as", value_name = "USER")]
+    pub impersonate: Option<String>,
+    /// With --as: act as a member of this group too; repeatable.
+    #[arg(long = "as-group", value_name = "GROUP", requires = "impersonate")]
+    pub impersonate_groups: Vec<String>,
 }
 
 /// How long one API call may wait for its answer (and for its connection) before it fails: the CLI
@@ -72,6 +79,11 @@ impl Cluster {
             })?,
         };
         let mut config = config;
+        if let Some(user) = &args.impersonate {
+            config.auth_info.impersonate = Some(user.clone());
+            config.auth_info.impersonate_groups =
+                (!args.impersonate_groups.is_empty()).then(|| args.impersonate_groups.clone());
+        }
         config.connect_timeout = Some(CALL_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         // Counted from when a request is sent, not from when its pooled connection went idle.
@@ -97,9 +109,19 @@ impl Cluster {
             kube::Error::Api(s) if s.code == 401 => {
                 format!("{command} failed: {} did not accept the kubeconfig's credentials ({})", self.server, s.message)
             }
-            kube::Error::Api(s) => format!("{command} failed: {}", s.message),
+            kube::Error::Api(s) => format!("{command} failed: {}", admission_message(&s.message)),
             other => format!("cannot reach Kubernetes: {}: {}", self.server, causes(other)),
         }
+    }
+}
+
+/// An admission policy's own message, without the API server's wrapping of it
+/// (`<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<policy>' with binding '<binding>'
+/// denied request: <message>`): the policy's message says the whole refusal (docs/governance.md).
+fn admission_message(message: &str) -> &str {
+    match message.split_once("ValidatingAdmissionPolicy '") {
+        Some((_, policy)) => policy.split_once(" denied request: ").map_or(message, |(_, said)| said),
+        None => message,
     }
 }
 
@@ -166,6 +188,15 @@ pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_admission_policy_says_its_own_refusal() {
+        let wrapped = "ankkaflows.flow.ankka.thinkmorestupidless.com \"cart\" is forbidden: ValidatingAdmissionPolicy \
+                       'ankka-flow-reset-guard' with binding 'ankka-flow-reset-guard' denied request: user carol may \
+                       not request a reset";
+        assert_eq!(super::admission_message(wrapped), "user carol may not request a reset");
+        assert_eq!(super::admission_message("pods \"x\" is forbidden: no"), "pods \"x\" is forbidden: no");
+    }
+
     use super::*;
 
     #[derive(Debug)]

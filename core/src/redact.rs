@@ -94,6 +94,19 @@ impl Secrets {
         Secrets { values: all }
     }
 
+    /// These secrets and `more` (values learned later, such as an answer a client must not repeat).
+    #[must_use]
+    pub fn and(&self, more: impl IntoIterator<Item = String>) -> Self {
+        let mut all = Secrets::from_values(more);
+        for v in &self.values {
+            if !all.values.contains(v) {
+                all.values.push(v.clone());
+            }
+        }
+        all.values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        all
+    }
+
     /// Whether there is nothing to hide.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()

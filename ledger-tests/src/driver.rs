@@ -151,6 +151,7 @@ impl World {
             done: done.as_deref(),
             reset: reset.as_ref(),
             history: &history,
+            ..Fresh::default()
         };
         let admitted = match intake(&fresh, self.now) {
             Intake::Idle => return Reconciled::NoRequest,

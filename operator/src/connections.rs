@@ -215,6 +215,8 @@ pub struct Parts<'a> {
     pub clusters: &'a crate::clusters::ClusterSecrets,
     /// The operator's Kafka clients.
     pub kafka: &'a Kafka,
+    /// The token endpoints an administrator allows topics with their own brokers to use.
+    pub token_endpoints: &'a connection::TokenEndpoints,
 }
 
 /// Kafka connections of resources' topics, read from the cluster Secrets at most once per use,
@@ -278,7 +280,10 @@ impl<'a> Connections<'a> {
             }
             let empty = Clusters::new();
             let clusters = self.clusters.as_ref().unwrap_or(&empty);
-            self.resolved.insert(key.clone(), connection::resolve_pipeline(&flow.spec, &key.0, clusters));
+            self.resolved.insert(
+                key.clone(),
+                connection::resolve_pipeline(&flow.spec, &key.0, clusters, self.parts.token_endpoints),
+            );
         }
         let resolution = &self.resolved[&key];
         if resolution.refused() {

@@ -81,6 +81,9 @@ pub struct Context {
     pub ledger: crate::ledger::Ledger,
     /// The operator's settings.
     pub settings: Settings,
+    /// The OAuth token endpoints an administrator allows topics with their own brokers to use
+    /// (`--oauth-token-endpoints`).
+    pub token_endpoints: flow_core::connection::TokenEndpoints,
     /// Kafka: the operator's one pool of clients, kept between reconciles, and topic administration
     /// over it (see `crate::connections`).
     pub kafka: Kafka,
@@ -133,6 +136,6 @@ where
 
 impl<'a> From<&'a Context> for Parts<'a> {
     fn from(ctx: &'a Context) -> Self {
-        Parts { clusters: &ctx.clusters, kafka: &ctx.kafka }
+        Parts { clusters: &ctx.clusters, kafka: &ctx.kafka, token_endpoints: &ctx.token_endpoints }
     }
 }

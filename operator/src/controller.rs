@@ -122,6 +122,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         kafka: crate::connections::Kafka::new(crate::connections::Pool::new(Deadlines {
             request: Duration::from_secs(settings.kafka_request_timeout_seconds),
         })),
+        token_endpoints: settings.token_endpoints(),
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
         metrics,
@@ -356,6 +357,7 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
         flow,
         sidecar_image: ctx.settings.sidecar_image(),
         clusters: &fetched.clusters,
+        token_endpoints: &ctx.token_endpoints,
         stage_secrets: &fetched.stage_secrets,
     };
     let valid = match step!(flow, plan::decide(&inputs)) {

@@ -72,6 +72,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         client,
         ledger: crate::ledger::Ledger::open(&dir, Arc::new(crate::metrics::Metrics::default())),
         kafka: Kafka::Fake(kafka),
+        token_endpoints: settings.token_endpoints(),
         settings,
         failures: Mutex::new(HashMap::new()),
         metrics: Arc::new(crate::metrics::Metrics::default()),

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use flow_core::connection::TokenEndpoints;
+use flow_core::reset::{ApprovalPolicy, approval_required};
 
 /// The Ankka Flow operator.
 ///
@@ -131,6 +133,49 @@ pub struct Settings {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub reset_retry_seconds: u64,
+    /// OAuth token endpoints (URLs, separated by commas) that a topic naming its own brokers, and no
+    /// Kafka cluster, may have the operator call with OAUTHBEARER. A topic's token endpoint that is not
+    /// listed refuses its pipeline before any connection: the operator calls only the endpoints of
+    /// cluster Secrets and these. Compared exactly.
+    #[arg(
+        long = "oauth-token-endpoints",
+        env = "FLOW_OAUTH_TOKEN_ENDPOINTS",
+        value_delimiter = ',',
+        value_name = "URL[,URL...]"
+    )]
+    pub oauth_token_endpoints: Vec<String>,
+    /// Namespaces whose reset requests wait for approval (separated by commas; `*` for every
+    /// namespace): a user with the `approve` permission on the AnkkaFlow, other than the requester,
+    /// runs `flow reset approve <id>` (docs/governance.md). A pipeline's annotation
+    /// `flow.ankka.thinkmorestupidless.com/reset-approval: required` asks for it too.
+    #[arg(
+        long = "reset-approval-namespaces",
+        env = "FLOW_RESET_APPROVAL_NAMESPACES",
+        value_delimiter = ',',
+        value_name = "NS[,NS...]"
+    )]
+    pub reset_approval_namespaces: Vec<String>,
+    /// Seconds a request waits for approval before it expires (phase Expired, nothing touched).
+    #[arg(
+        long,
+        env = "FLOW_RESET_APPROVAL_TIMEOUT_SECONDS",
+        default_value_t = 86_400,
+        value_parser = clap::value_parser!(u64).range(1..=2_592_000)
+    )]
+    pub reset_approval_timeout_seconds: u64,
+    /// Whether dry runs (which change nothing) are approved without a person where approval applies.
+    #[arg(
+        long,
+        env = "FLOW_RESET_AUTO_APPROVE_DRY_RUNS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub reset_auto_approve_dry_runs: bool,
+    /// Where approval applies, a saved plan (`flow reset --plan`) that reprocesses at most this many
+    /// records, counted from the plan, is approved without a person. Unset: none is.
+    #[arg(long, env = "FLOW_RESET_AUTO_APPROVE_MAX_RECORDS")]
+    pub reset_auto_approve_max_records: Option<u64>,
     /// Log format on stderr.
     #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
@@ -140,6 +185,22 @@ impl Settings {
     /// The sidecar image, `None` when unset or empty.
     pub fn sidecar_image(&self) -> Option<&str> {
         self.sidecar_image.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// The approval rules for the reset requests of a pipeline in `namespace` whose approval
+    /// annotation is `annotation`.
+    pub fn approval_policy(&self, namespace: &str, annotation: Option<&str>) -> ApprovalPolicy {
+        ApprovalPolicy {
+            required: approval_required(&self.reset_approval_namespaces, namespace, annotation),
+            auto_approve_dry_runs: self.reset_auto_approve_dry_runs,
+            auto_approve_max_records: self.reset_auto_approve_max_records,
+            timeout: std::time::Duration::from_secs(self.reset_approval_timeout_seconds),
+        }
+    }
+
+    /// The token endpoints of `--oauth-token-endpoints`.
+    pub fn token_endpoints(&self) -> TokenEndpoints {
+        TokenEndpoints::new(self.oauth_token_endpoints.iter().cloned())
     }
 
     /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own

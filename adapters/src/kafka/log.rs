@@ -1,6 +1,12 @@
-//! What librdkafka reports to the operator's group clients (log lines, error events): logged with
-//! the credentials taken out, and sorted into the final failures (TLS, authentication) that no retry
-//! of a call can cure, since the calls themselves only time out.
+//! What librdkafka reports to the operator's clients (log lines, error events): logged with the
+//! credentials taken out, and sorted into the final failures (TLS, authentication) that no retry of
+//! a call can cure, since the calls themselves only time out.
+//!
+//! An OAuth token endpoint's answer never goes further: librdkafka quotes the body of an HTTP error
+//! in its log line and in the token failure it reports later, and a body is whatever the endpoint
+//! chose to send (an HTML page, a stack trace, an echo of the request). Only its HTTP status code and
+//! a fixed reason reach a log, an event or the status; the body is learned and redacted from every
+//! later text of the client.
 
 use flow_core::redact::Secrets;
 use flow_core::reset::{FailureKind, KafkaFailure};
@@ -27,6 +33,8 @@ enum Cause {
 pub struct ClientLog {
     bootstrap_servers: String,
     secrets: Secrets,
+    /// Bodies of token endpoint answers seen so far: redacted like the credentials.
+    learned: std::sync::Mutex<Secrets>,
     cause: std::sync::Mutex<Option<Cause>>,
     /// Requests sent to the brokers so far, by request type (`Metadata`, `ListOffsets`,
     /// `OffsetFetch`, ...), as librdkafka's last statistics counted them.
@@ -37,10 +45,11 @@ pub struct ClientLog {
 pub type Requests = std::collections::BTreeMap<String, u64>;
 
 impl ClientLog {
-    pub(super) fn new(bootstrap_servers: &str, secrets: Secrets) -> Self {
+    pub(crate) fn new(bootstrap_servers: &str, secrets: Secrets) -> Self {
         ClientLog {
             bootstrap_servers: bootstrap_servers.to_string(),
             secrets,
+            learned: std::sync::Mutex::new(Secrets::default()),
             cause: std::sync::Mutex::new(None),
             requests: std::sync::Mutex::new(Requests::new()),
         }
@@ -50,6 +59,16 @@ impl ClientLog {
         let mut known = self.cause.lock().unwrap_or_else(|p| p.into_inner());
         if known.is_none() {
             *known = Some(cause);
+        }
+    }
+
+    /// `failure`, replaced by the final failure librdkafka reported meanwhile, if any (a call whose
+    /// connection failed authentication only times out); either way without a credential or an
+    /// answer of a token endpoint.
+    pub(crate) fn explain(&self, failure: KafkaFailure) -> KafkaFailure {
+        match self.cause() {
+            Some(cause) => cause,
+            None => KafkaFailure { reason: self.redact(&failure.reason), ..failure },
         }
     }
 
@@ -63,7 +82,7 @@ impl ClientLog {
                 (FailureKind::Authentication, format!("authentication with the Kafka cluster at {at} failed: {r}"))
             }
         };
-        Some(KafkaFailure::new(kind, self.secrets.redact(&reason)))
+        Some(KafkaFailure::new(kind, self.redact(&reason)))
     }
 
     /// The requests sent to the brokers so far, by request type, as of librdkafka's last statistics
@@ -72,17 +91,77 @@ impl ClientLog {
         self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// `text` with every credential of the client's configuration taken out.
-    pub(super) fn redact(&self, text: &str) -> String {
-        self.secrets.redact(text)
+    /// `text` with every credential of the client's configuration, and every token endpoint answer
+    /// seen, taken out.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        let learned = self.learned.lock().unwrap_or_else(|p| p.into_inner()).redact(text);
+        self.secrets.redact(&learned)
     }
 
     /// Sorts one librdkafka report (a log line or an error event's text) into a [`Cause`], if it is
-    /// one.
-    fn sort(&self, text: &str) {
+    /// one, and learns a token endpoint's answer it quotes; returns the text as it may be shown.
+    fn sort(&self, text: &str) -> String {
+        if let Some(oidc) = oidc_failure(text) {
+            if !oidc.body.trim().is_empty() {
+                let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+                let body = oidc.body.trim();
+                let mut values: Vec<String> = vec![oidc.body.to_string(), body.to_string()];
+                values.extend(body.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string));
+                *learned = learned.and(values);
+            }
+            self.remember(Cause::Authentication(format!("no OAUTHBEARER token: {}", oidc.reason)));
+            return format!("OAuth token request failed: {}", oidc.reason);
+        }
         if let Some(cause) = cause_of(text) {
             self.remember(cause);
         }
+        self.redact(text)
+    }
+}
+
+/// A token endpoint's failed answer, as librdkafka logs it: `Failed to retrieve OIDC token from
+/// "<url>": <the answer's body, or curl's error> (<HTTP status code, or -1>)`
+/// (`rdkafka_sasl_oauthbearer_oidc.c`).
+struct OidcFailure<'a> {
+    /// What may be shown: the status code, and a fixed reason.
+    reason: String,
+    /// What must not be: the body.
+    body: &'a str,
+}
+
+/// The token endpoint failure `text` reports, if any.
+fn oidc_failure(text: &str) -> Option<OidcFailure<'_>> {
+    let at = text.find("Failed to retrieve OIDC token from ")?;
+    let rest = &text[at..];
+    // the URL is quoted; the body follows `": ` and the code ends the line in parentheses
+    let body_start = rest.find("\": ").map_or(rest.len(), |i| i + 3);
+    let (body, code) = match rest.rfind(" (") {
+        Some(open) if open >= body_start && rest.ends_with(')') => {
+            (&rest[body_start..open], rest[open + 2..rest.len() - 1].trim().parse::<i32>().ok())
+        }
+        _ => (&rest[body_start.min(rest.len())..], None),
+    };
+    let reason = match code {
+        Some(c) if (100..600).contains(&c) => {
+            format!("the OAuth token endpoint answered HTTP {c} ({}); its answer is not shown", http_meaning(c))
+        }
+        _ => "the OAuth token endpoint could not be reached or gave no usable answer".to_string(),
+    };
+    Some(OidcFailure { reason, body })
+}
+
+/// What an HTTP status code of a token endpoint means to a user (RFC 6749, section 5.2, for the
+/// client errors of a token request).
+fn http_meaning(code: i32) -> &'static str {
+    match code {
+        400 => "the request was refused: a wrong grant, scope or client",
+        401 => "the client id or secret was not accepted",
+        403 => "the client may not get a token",
+        404 => "there is no token endpoint at that URL",
+        429 => "too many requests",
+        500..=599 => "the token endpoint failed",
+        300..=399 => "a redirect, which the client does not follow",
+        _ => "an unexpected answer",
     }
 }
 
@@ -111,8 +190,12 @@ fn cause_of(text: &str) -> Option<Cause> {
     if let Some(r) = after("SASL authentication error: ") {
         return Some(Cause::Authentication(r));
     }
-    if let Some(r) = after("Failed to acquire SASL OAUTHBEARER token: ") {
-        return Some(Cause::Authentication(format!("no OAUTHBEARER token: {r}")));
+    // What follows is the token endpoint's answer when the token request failed (already known then,
+    // from the line above: the first cause is kept), so it is never quoted.
+    if text.contains("Failed to acquire SASL OAUTHBEARER token") {
+        return Some(Cause::Authentication(
+            "no OAUTHBEARER token: the OAuth token endpoint did not give one".to_string(),
+        ));
     }
     None
 }
@@ -144,8 +227,7 @@ impl ClientContext for ClientLog {
     /// thread does it), scrubbed of credentials, then logged. A failed TLS handshake (facility `FAIL`)
     /// and a failed SASL authentication reach the context only here, or as an error event.
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
-        self.sort(log_message);
-        let line = self.secrets.redact(log_message);
+        let line = self.sort(log_message);
         match level {
             rdkafka::config::RDKafkaLogLevel::Debug | rdkafka::config::RDKafkaLogLevel::Info => {
                 tracing::debug!(target: "librdkafka", "{fac} {line}")
@@ -170,17 +252,17 @@ impl ClientContext for ClientLog {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        self.sort(reason);
+        let shown = self.sort(reason);
         if self.cause.lock().unwrap_or_else(|p| p.into_inner()).is_none()
             && matches!(
                 error.rdkafka_error_code(),
                 Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
             )
         {
-            self.remember(Cause::Authentication(reason.to_string()));
+            self.remember(Cause::Authentication(shown.clone()));
         }
-        let (error, reason) = (self.secrets.redact(&error.to_string()), self.secrets.redact(reason));
-        tracing::debug!(%error, reason, "librdkafka");
+        let error = self.redact(&error.to_string());
+        tracing::debug!(%error, reason = shown, "librdkafka");
     }
 }
 
@@ -221,15 +303,41 @@ mod tests {
             r,
             "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
         );
-        let r = auth(
-            "Failed to acquire SASL OAUTHBEARER token: Failed to retrieve OIDC token from \"http://127.0.0.1:19110/token\": 401",
-        );
-        assert!(r.starts_with("no OAUTHBEARER token: "), "{r}");
+        let r = auth("Failed to acquire SASL OAUTHBEARER token: <html>the endpoint's page</html>");
+        assert_eq!(r, "no OAUTHBEARER token: the OAuth token endpoint did not give one");
         assert_eq!(
             cause_of("ssl://127.0.0.1:19100/bootstrap: Connect to ipv4#127.0.0.1:19100 failed: Connection refused"),
             None
         );
         assert_eq!(cause_of("Disconnected (after 2ms in state UP)"), None);
+    }
+
+    /// librdkafka's log line of a token request the endpoint refused quotes the answer's body; only
+    /// the status code goes on, and the body is redacted from every later text of the client.
+    #[test]
+    fn a_token_endpoints_answer_never_goes_further_than_its_status_code() {
+        let w = ClientLog::new("kafka:9093", Secrets::default());
+        let shown = w.sort(
+            "Failed to retrieve OIDC token from \"http://evil.example/token\": {\"error\":\"leaked internal page\nsecond line\"} (400)",
+        );
+        assert_eq!(
+            shown,
+            "OAuth token request failed: the OAuth token endpoint answered HTTP 400 (the request was refused: a wrong \
+             grant, scope or client); its answer is not shown"
+        );
+        // the failure reported later quotes the body again: it is redacted, and the cause is the first one
+        let later =
+            w.sort("Failed to acquire SASL OAUTHBEARER token: {\"error\":\"leaked internal page\nsecond line\"}");
+        assert!(!later.contains("leaked"), "{later}");
+        assert!(!w.redact("a timeout after: second line\"}").contains("second line"));
+        let f = w.cause().expect("a cause");
+        assert_eq!(f.kind, FailureKind::Authentication);
+        assert!(f.reason.ends_with("the OAuth token endpoint answered HTTP 400 (the request was refused: a wrong grant, scope or client); its answer is not shown"), "{}", f.reason);
+        // curl's failure to connect: no code
+        let w = ClientLog::new("kafka:9093", Secrets::default());
+        let shown =
+            w.sort("Failed to retrieve OIDC token from \"http://10.0.0.1/token\": Couldn't connect to server (-1)");
+        assert!(shown.ends_with("could not be reached or gave no usable answer"), "{shown}");
     }
 
     #[test]

@@ -11,7 +11,17 @@
 //! Cluster credentials belong to the namespaces their Secret allows (annotation
 //! [`ANNOTATION_ALLOWED_NAMESPACES`]); a topic that uses a cluster Secret cannot set the brokers or
 //! any security setting ([`properties::cluster_owned`]); settings that load code or read files are
-//! refused wherever they come from ([`properties::refused`]). `docs/tenancy.md` gives the model.
+//! refused wherever they come from ([`properties::refused`]); keys that are not property names are
+//! refused everywhere ([`properties::is_property_name`]). `docs/tenancy.md` gives the model.
+//!
+//! The operator's own client connection is built, not filtered: from the cluster Secret's security
+//! settings alone (a topic's own maps never reach it), or, for a topic that names its own brokers
+//! and no cluster, from the topic's security settings; translated to librdkafka's, then only the
+//! keys of [`properties::OPERATOR_CLIENT_KEYS`] kept. A token endpoint the operator's client would
+//! call comes from a cluster Secret, or from the administrator's [`TokenEndpoints`].
+//!
+//! A cluster Secret may give each namespace's streamlets credentials of their own, so that the
+//! operator's never reach a tenant's namespace ([`credentials`]).
 //!
 //! [`resolve_pipeline`] turns a resource's topics and the cluster Secrets it may use into one
 //! [`ResolvedTopic`] per topic, or reports every problem at once, each a [`ConnectionError`] with a
@@ -23,6 +33,7 @@
 //! `Debug` of every type here that holds settings shows keys, never values: they hold credentials.
 
 mod cluster;
+mod credentials;
 pub mod java;
 pub mod properties;
 
@@ -35,6 +46,7 @@ pub use cluster::{
     ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster,
     Clusters, DEFAULT_CLUSTER,
 };
+pub use credentials::{ANNOTATION_REQUIRE_STREAMLET_CREDENTIALS, STREAMLET_CREDENTIALS_PREFIX, StreamletCredentials};
 
 /// Why a topic's connection or settings cannot be resolved. Every variant has a stable
 /// [`ConnectionError::kind`]; no message quotes a setting's value.
@@ -150,6 +162,51 @@ pub enum ConnectionError {
         /// Why, and what to write instead.
         why: String,
     },
+    /// A key of a settings block is not a property name (see [`properties::is_property_name`]).
+    #[error(
+        "{origin}: {block} has the key {key}, which is not a property name: a key is ASCII letters, digits, '.', '_' \
+         and '-' only, with no spaces"
+    )]
+    KeyNotAPropertyName {
+        /// `topic '<id>'` or `Secret 'kafka-cluster-<name>'`.
+        origin: String,
+        /// The block: a resource field (`connectionConfig`) or a Secret key (`connection-config`).
+        block: String,
+        /// The key, as [`properties::shown_key`] shows it.
+        key: String,
+    },
+    /// A topic with its own brokers names a token endpoint the administrator does not allow.
+    #[error(
+        "topic '{topic}' names its own OAuth token endpoint (sasl.oauthbearer.token.endpoint.url), which the operator \
+         calls only when it comes from a cluster Secret or is one an administrator allows (FLOW_OAUTH_TOKEN_ENDPOINTS): \
+         use a Kafka cluster Secret, or ask an administrator to allow the endpoint"
+    )]
+    TokenEndpointNotAllowed {
+        /// Topic id.
+        topic: String,
+    },
+    /// A key of a cluster Secret holds what cannot be used (see [`credentials`]).
+    #[error("Secret '{secret}': key '{key}': {reason}")]
+    SecretKey {
+        /// Secret name.
+        secret: String,
+        /// Data key.
+        key: String,
+        /// What is wrong, naming settings, never their values.
+        reason: String,
+    },
+    /// The cluster requires streamlet credentials of each namespace's own, and has none for this one.
+    #[error(
+        "Kafka cluster '{cluster}' requires the streamlets of each namespace to have credentials of their own, and \
+         Secret 'kafka-cluster-{cluster}' has none for namespace '{namespace}': an administrator adds its key \
+         'streamlet-credentials.{namespace}'"
+    )]
+    NoStreamletCredentials {
+        /// Cluster name.
+        cluster: String,
+        /// The resource's namespace.
+        namespace: String,
+    },
     /// The topic's client settings cannot be turned into the operator's client's.
     #[error("topic '{topic}': {reason}")]
     Untranslatable {
@@ -177,6 +234,10 @@ impl ConnectionError {
             ConnectionError::AnnotationEntry { .. } => "ClusterSecretInvalid",
             ConnectionError::ClusterOwned { .. } => "ClusterSettingsOverridden",
             ConnectionError::PropertyRefused { .. } => "PropertyRefused",
+            ConnectionError::KeyNotAPropertyName { .. } => "KeyNotAPropertyName",
+            ConnectionError::TokenEndpointNotAllowed { .. } => "TokenEndpointNotAllowed",
+            ConnectionError::SecretKey { .. } => "ClusterSecretInvalid",
+            ConnectionError::NoStreamletCredentials { .. } => "StreamletCredentialsMissing",
         }
     }
 }
@@ -203,10 +264,9 @@ fn not_allowed(topic: &str, cluster: &str, namespace: &str, declared: bool) -> S
 pub struct KafkaConnection {
     /// Broker list.
     pub bootstrap_servers: String,
-    /// librdkafka properties: the topic's connection settings plus the security settings
-    /// (`security.*`, `sasl.*`, `ssl.*`) of its consumer settings, translated from the Java
-    /// client's form. Other consumer settings (fetch sizes, poll intervals, offset reset policy)
-    /// concern reading records, which the operator never does, and are left out.
+    /// librdkafka properties, only keys of [`properties::OPERATOR_CLIENT_KEYS`]: the security
+    /// settings of the cluster Secret (or of a topic with its own brokers), translated from the Java
+    /// client's form. Nothing else of a Secret or a resource reaches the operator's clients.
     pub properties: BTreeMap<String, String>,
 }
 
@@ -219,10 +279,54 @@ impl fmt::Debug for KafkaConnection {
     }
 }
 
-/// Whether a consumer setting concerns the connection's security, and so belongs to the operator's
-/// client too.
+/// Whether a setting concerns the connection's security: the only settings the operator's client is
+/// built from (then cut down to [`properties::OPERATOR_CLIENT_KEYS`] once translated).
 fn is_security_key(k: &str) -> bool {
-    k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.")
+    k.starts_with("security.") || k.starts_with("sasl.") || k.starts_with("ssl.") || k.starts_with("enable.ssl.")
+}
+
+/// The OAuth token endpoints an administrator allows topics that name their own brokers to use
+/// (the operator's setting `FLOW_OAUTH_TOKEN_ENDPOINTS`). The operator's client calls a token
+/// endpoint with the client's secret: one a tenant chose would make the operator an HTTP client at
+/// the tenant's command, inside the operator's network. Endpoints of cluster Secrets need no entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenEndpoints(std::collections::BTreeSet<String>);
+
+impl TokenEndpoints {
+    /// The endpoints `urls`, compared exactly (after trimming) with a topic's.
+    pub fn new(urls: impl IntoIterator<Item = String>) -> Self {
+        TokenEndpoints(urls.into_iter().map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect())
+    }
+
+    /// Whether `url` is one of them.
+    pub fn allows(&self, url: &str) -> bool {
+        self.0.contains(url.trim())
+    }
+
+    /// The endpoints, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+/// The operator's own client settings, in librdkafka's form, built from `security` (the Java
+/// settings of the cluster Secret, or of a topic with its own brokers): only their security
+/// settings are translated, and only the keys of [`properties::OPERATOR_CLIENT_KEYS`] kept.
+///
+/// # Errors
+/// Every reason the security settings cannot be used (see [`java::for_librdkafka`]).
+fn operator_client<'a>(
+    security: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let source: BTreeMap<String, String> =
+        security.into_iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut p = java::for_librdkafka(source)?;
+    // librdkafka's older spelling of the mechanism is the same setting
+    if let Some(m) = p.remove("sasl.mechanisms") {
+        p.entry("sasl.mechanism".into()).or_insert(m);
+    }
+    p.retain(|k, _| properties::OPERATOR_CLIENT_KEYS.contains(&k.as_str()));
+    Ok(p)
 }
 
 /// Prefix of the platform's own consumer keys (batch limits), never passed to Kafka.
@@ -245,7 +349,9 @@ pub struct ResolvedTopic {
     /// Brokers: the topic's own, or its cluster's.
     pub bootstrap_servers: String,
     /// Properties for every client, in the Java client's form: the cluster's with the topic's laid
-    /// over, key by key.
+    /// over, key by key. These three maps are what the streamlets get: where the cluster gives the
+    /// namespace streamlet credentials of its own, their security settings are the namespace's
+    /// ([`StreamletCredentials`]), while [`ResolvedTopic::kafka_connection`] keeps the cluster's.
     pub connection_config: BTreeMap<String, String>,
     /// Producer properties, in the Java client's form, merged the same way.
     pub producer_config: BTreeMap<String, String>,
@@ -315,26 +421,51 @@ impl Resolution {
     }
 }
 
-/// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters`.
-/// Problems common to several topics (a cluster's own) are reported once.
-pub fn resolve_pipeline(spec: &AnkkaFlowSpec, namespace: &str, clusters: &Clusters) -> Resolution {
+/// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters` and the
+/// token endpoints an administrator allows. Problems common to several topics (a cluster's own) are
+/// reported once. Besides each topic's own problems ([`resolve_topic`]), its streamlets'
+/// credentials: a cluster that requires streamlet credentials of the namespace's own and has none,
+/// or has some that cannot be used, refuses the pipeline. A deletion resolves its topics with
+/// [`resolve_topic`] alone, since it uses the operator's client only.
+pub fn resolve_pipeline(
+    spec: &AnkkaFlowSpec,
+    namespace: &str,
+    clusters: &Clusters,
+    endpoints: &TokenEndpoints,
+) -> Resolution {
     let mut out = Resolution::default();
     for topic in &spec.topics {
-        match resolve_topic(topic, namespace, clusters) {
-            Ok(t) => out.topics.push(t),
-            Err(problems) => {
-                for p in problems {
-                    if !out.problems.contains(&p) {
-                        out.problems.push(p);
-                    }
-                }
+        let mut problems = match resolve_topic(topic, namespace, clusters, endpoints) {
+            Ok(t) => {
+                out.topics.push(t);
+                Vec::new()
+            }
+            Err(problems) => problems,
+        };
+        // A namespace the cluster does not allow learns nothing else of it (`NotAllowed` says it).
+        if let Some(c) = cluster_name(topic).and_then(|n| clusters.get(n)).filter(|c| c.allows(namespace)) {
+            problems.extend(c.streamlet_credentials.problems(&c.name, namespace));
+        }
+        for p in problems {
+            if !out.problems.contains(&p) {
+                out.problems.push(p);
             }
         }
     }
     out
 }
 
-/// Resolves `topic` of a resource in namespace `namespace` against `clusters`.
+/// The cluster of `topic`: the one it names; `default` when it names no brokers either.
+fn cluster_name(topic: &TopicSpec) -> Option<&str> {
+    match (&topic.cluster, &topic.bootstrap_servers) {
+        (Some(c), _) => Some(c.as_str()),
+        (None, None) => Some(DEFAULT_CLUSTER),
+        (None, Some(_)) => None,
+    }
+}
+
+/// Resolves `topic` of a resource in namespace `namespace` against `clusters` and the token
+/// endpoints an administrator allows (`endpoints`).
 ///
 /// # Errors
 /// Every problem of the topic (see [`ConnectionError`]).
@@ -342,15 +473,11 @@ pub fn resolve_topic(
     topic: &TopicSpec,
     namespace: &str,
     clusters: &Clusters,
+    endpoints: &TokenEndpoints,
 ) -> Result<ResolvedTopic, Vec<ConnectionError>> {
     let id = &topic.id;
     let own_brokers = topic.bootstrap_servers.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    // The cluster: the named one; `default` when the topic names no brokers either.
-    let cluster_name = match (&topic.cluster, &topic.bootstrap_servers) {
-        (Some(c), _) => Some(c.as_str()),
-        (None, None) => Some(DEFAULT_CLUSTER),
-        (None, Some(_)) => None,
-    };
+    let cluster_name = cluster_name(topic);
     // The cluster's own problems first: a missing Secret, a namespace it does not allow (nothing
     // else of the Secret is told to such a namespace), or what is wrong with the Secret.
     let mut problems: Vec<ConnectionError> = Vec::new();
@@ -390,6 +517,15 @@ pub fn resolve_topic(
             });
         }
     }
+    for (block, settings) in blocks.iter().copied().chain([("topicConfig", &topic.topic_config)]) {
+        for key in settings.keys().filter(|k| !properties::is_property_name(k)) {
+            problems.push(ConnectionError::KeyNotAPropertyName {
+                origin: format!("topic '{id}'"),
+                block: block.into(),
+                key: properties::shown_key(key),
+            });
+        }
+    }
     for (block, settings) in blocks {
         for (key, value) in settings {
             if let Some(r) = properties::refused(key, value, true) {
@@ -422,8 +558,8 @@ pub fn resolve_topic(
         m.extend(of_topic.iter().map(|(k, v)| (k.clone(), v.clone())));
         m
     };
-    let connection_config = merged(cluster.map(|c| &c.connection_config), &topic.connection_config);
-    let producer_config = merged(cluster.map(|c| &c.producer_config), &topic.producer_config);
+    let mut connection_config = merged(cluster.map(|c| &c.connection_config), &topic.connection_config);
+    let mut producer_config = merged(cluster.map(|c| &c.producer_config), &topic.producer_config);
     let mut consumer_config = merged(cluster.map(|c| &c.consumer_config), &topic.consumer_config);
     consumer_config.retain(|k, _| !k.starts_with(PLATFORM_KEY_PREFIX));
 
@@ -458,12 +594,22 @@ pub fn resolve_topic(
         (None, None)
     };
 
-    let mut client = connection_config.clone();
-    client.extend(consumer_config.iter().filter(|(k, _)| is_security_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+    // The operator's own client: the Secret's security settings, or those of a topic with its own
+    // brokers; never another setting of a topic (see `operator_client`).
+    let security: Vec<(&String, &String)> = match cluster {
+        Some(c) => c.connection_config.iter().chain(&c.consumer_config).collect(),
+        None => topic.connection_config.iter().chain(&topic.consumer_config).collect(),
+    };
     // Refused settings are not translated: their problems say it all.
-    let properties = match java::for_librdkafka(client) {
+    let properties = match operator_client(security) {
         _ if refused_settings => None,
-        Ok(p) => Some(p),
+        Ok(p) => {
+            let endpoint = p.get("sasl.oauthbearer.token.endpoint.url");
+            if cluster.is_none() && endpoint.is_some_and(|url| !endpoints.allows(url)) {
+                problems.push(ConnectionError::TokenEndpointNotAllowed { topic: id.clone() });
+            }
+            Some(p)
+        }
         Err(reasons) => {
             problems.extend(
                 reasons.into_iter().map(|reason| ConnectionError::Untranslatable { topic: id.clone(), reason }),
@@ -471,6 +617,12 @@ pub fn resolve_topic(
             None
         }
     };
+
+    // The streamlets' security settings: their namespace's own where the cluster gives it some (the
+    // operator's client, above, keeps the cluster's).
+    if let Some(c) = cluster {
+        c.streamlet_credentials.lay_over(namespace, &mut connection_config, &mut producer_config, &mut consumer_config);
+    }
 
     match (bootstrap_servers, properties) {
         (Some(bootstrap_servers), Some(properties)) if problems.is_empty() => Ok(ResolvedTopic {

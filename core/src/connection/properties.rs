@@ -14,9 +14,60 @@
 //!   brokers and everything about security. A topic using a cluster Secret that sets one is refused,
 //!   so the cluster's credentials never go anywhere a tenant chose.
 //!
-//! See `docs/tenancy.md` for why each rule exists.
+//! - [`is_property_name`]: a key that is not an ASCII property name (a space, a control character,
+//!   a letter outside ASCII) is refused wherever it is written, since the rules above compare keys
+//!   exactly and a padded key would slip past them into the streamlets' configuration.
+//! - [`OPERATOR_CLIENT_KEYS`]: the only librdkafka settings the operator's own clients take from a
+//!   connection. Everything else a Secret or a resource holds goes to the streamlets alone.
+//!
+//! See `docs/tenancy.md` for why each rule exists, and `docs/kafka-settings.md` for the allow-list.
 
 use super::java;
+
+/// The librdkafka settings the operator's own clients (the reset's, the lag sampler's, the topic
+/// administration's) take from a connection, after its Java settings are translated: how to reach
+/// the brokers securely, and nothing else. The operator adds its own fixed settings (client id,
+/// timeouts, no auto-commit; see the Kafka adapter). A key outside this list never reaches those
+/// clients, whoever wrote it: librdkafka also has settings that make a client signal its own
+/// process (`internal.termination.signal`), talk to an in-process mock cluster
+/// (`test.mock.num.brokers`), log or count without bound (`debug`, `statistics.interval.ms`) or load
+/// code, and a list of what is allowed cannot miss one the way a list of what is refused can.
+pub const OPERATOR_CLIENT_KEYS: &[&str] = &[
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
+    "sasl.oauthbearer.token.endpoint.url",
+    "ssl.ca.pem",
+    "ssl.ca.location",
+    "ssl.certificate.pem",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
+];
+
+/// Whether `key` is a client property name: ASCII letters, digits, `.`, `_` and `-`, starting with
+/// a letter or a digit, at most 255 characters. Kafka's and librdkafka's settings all are.
+pub fn is_property_name(key: &str) -> bool {
+    key.len() <= 255
+        && key.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// `key` as an error shows a key that is not a property name: quoted, with every character
+/// outside printable ASCII (and the quote and backslash) escaped, so that it can neither hide a
+/// space nor forge a line of a log; at most 64 characters of it.
+pub fn shown_key(key: &str) -> String {
+    let escaped: String = key.chars().take(64).flat_map(char::escape_default).collect();
+    let more = if key.chars().count() > 64 { "..." } else { "" };
+    format!("\"{escaped}{more}\"")
+}
 
 /// A setting refused by [`refused`]: why, and what to write instead, if anything.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -327,6 +378,48 @@ mod tests {
         let r = refused("sasl.jaas.config", line, false).unwrap();
         assert!(r.why.contains("one of its options names a file"), "{r:?}");
         assert!(!r.text().contains("s3cret") && !r.text().contains("/etc/ts.jks"));
+    }
+
+    #[test]
+    fn property_names_are_ascii_without_blanks() {
+        for k in ["bootstrap.servers", "auto.offset.reset", "ssl.ca.pem", "enable_idempotence", "max-poll", "a1"] {
+            assert!(is_property_name(k), "{k}");
+        }
+        for k in [
+            "",
+            "bootstrap.servers ",
+            " bootstrap.servers",
+            "bootstrap servers",
+            "security.protocol\t",
+            "sasl.mechanism\n",
+            "ssl.ca.pem\u{0}",
+            "s\u{e9}curity.protocol",
+            "security\u{2024}protocol",
+            ".hidden",
+            "a=b",
+        ] {
+            assert!(!is_property_name(k), "{k:?}");
+        }
+        assert!(!is_property_name(&"a".repeat(256)));
+    }
+
+    #[test]
+    fn a_shown_key_makes_every_odd_character_visible() {
+        assert_eq!(shown_key("bootstrap.servers "), "\"bootstrap.servers \"");
+        assert_eq!(shown_key("a\nb\u{1b}[31m"), "\"a\\nb\\u{1b}[31m\"");
+        assert_eq!(shown_key("s\u{e9}"), "\"s\\u{e9}\"");
+        assert_eq!(shown_key(&"k".repeat(70)), format!("\"{}...\"", "k".repeat(64)));
+    }
+
+    #[test]
+    fn the_allow_list_holds_connection_and_security_settings_only() {
+        for k in OPERATOR_CLIENT_KEYS {
+            assert!(is_property_name(k), "{k}");
+            assert!(cluster_owned(k) || k.starts_with("enable.ssl."), "{k} is not a connection or security setting");
+        }
+        for k in ["internal.termination.signal", "test.mock.num.brokers", "debug", "statistics.interval.ms"] {
+            assert!(!OPERATOR_CLIENT_KEYS.contains(&k), "{k}");
+        }
     }
 
     #[test]

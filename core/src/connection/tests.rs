@@ -24,13 +24,13 @@ fn of_cluster(id: &str, cluster: Option<&str>) -> TopicSpec {
 }
 
 fn problems(t: &TopicSpec, c: &Clusters) -> Vec<String> {
-    resolve_topic(t, "shop", c).unwrap_err().iter().map(ToString::to_string).collect()
+    resolve_topic(t, "shop", c, &TokenEndpoints::default()).unwrap_err().iter().map(ToString::to_string).collect()
 }
 
 #[test]
 fn topic_brokers_need_no_cluster() {
     let t = topic("cart-events", "shop.cart-events.v1");
-    let r = resolve_topic(&t, "shop", &Clusters::new()).unwrap();
+    let r = resolve_topic(&t, "shop", &Clusters::new(), &TokenEndpoints::default()).unwrap();
     assert_eq!(r.bootstrap_servers, "127.0.0.1:19092");
     assert_eq!(r.cluster, None);
     assert_eq!(r.kafka_connection().bootstrap_servers, "127.0.0.1:19092");
@@ -56,7 +56,7 @@ fn the_cluster_secret_supplies_brokers_and_every_properties_block() {
             ("consumer-config", "max.poll.records=10\nssl.endpoint.identification.algorithm=\n"),
         ],
     )]);
-    let r = resolve_topic(&t, "shop", &c).unwrap();
+    let r = resolve_topic(&t, "shop", &c, &TokenEndpoints::default()).unwrap();
     assert_eq!(r.cluster.as_deref(), Some("shop"));
     assert_eq!(r.bootstrap_servers, "kafka:9092");
     assert_eq!(r.connection_config, map(&[("request.timeout.ms", "20000"), ("security.protocol", "SSL")]));
@@ -71,24 +71,18 @@ fn the_cluster_secret_supplies_brokers_and_every_properties_block() {
         "the topic's entries laid over the cluster's, without flow.* keys"
     );
     assert_eq!(r.batch, Batch { max_records: 500, max_bytes: 4_194_304 });
-    // The operator's client: the connection settings plus the consumer's security ones, translated.
+    // The operator's client: the Secret's security settings alone, translated; neither the topic's
+    // request.timeout.ms nor the Secret's reaches it.
     let k = r.kafka_connection();
     assert_eq!(k.bootstrap_servers, "kafka:9092");
-    assert_eq!(
-        k.properties,
-        map(&[
-            ("request.timeout.ms", "20000"),
-            ("security.protocol", "SSL"),
-            ("ssl.endpoint.identification.algorithm", "none")
-        ])
-    );
+    assert_eq!(k.properties, map(&[("security.protocol", "SSL"), ("ssl.endpoint.identification.algorithm", "none")]));
 }
 
 #[test]
 fn the_default_cluster_serves_a_topic_that_names_neither() {
     let t = of_cluster("cart-events", None);
     let c = clusters(vec![cluster("default", &[("bootstrap.servers", "k:9092")])]);
-    let r = resolve_topic(&t, "shop", &c).unwrap();
+    let r = resolve_topic(&t, "shop", &c, &TokenEndpoints::default()).unwrap();
     assert_eq!(r.cluster.as_deref(), Some("default"));
     assert_eq!(r.bootstrap_servers, "k:9092");
 }
@@ -103,10 +97,10 @@ fn managed_topics_take_partitions_and_replicas_from_the_topic_else_the_cluster()
     ]);
     let mut t = of_cluster("valid-carts", Some("shop"));
     t.managed = true;
-    let r = resolve_topic(&t, "shop", &c).unwrap();
+    let r = resolve_topic(&t, "shop", &c, &TokenEndpoints::default()).unwrap();
     assert_eq!((r.partitions, r.replicas), (Some(6), Some(3)));
     t.partitions = Some(2);
-    let r = resolve_topic(&t, "shop", &c).unwrap();
+    let r = resolve_topic(&t, "shop", &c, &TokenEndpoints::default()).unwrap();
     assert_eq!((r.partitions, r.replicas), (Some(2), Some(3)));
 
     let mut bare = of_cluster("valid-carts", Some("bare"));
@@ -146,7 +140,7 @@ fn managed_topics_take_partitions_and_replicas_from_the_topic_else_the_cluster()
         ]
     );
     // An unmanaged topic needs neither.
-    let r = resolve_topic(&of_cluster("in", Some("typo")), "shop", &c).unwrap();
+    let r = resolve_topic(&of_cluster("in", Some("typo")), "shop", &c, &TokenEndpoints::default()).unwrap();
     assert_eq!((r.partitions, r.replicas), (None, None));
 }
 
@@ -193,7 +187,7 @@ fn a_pipeline_reports_every_problem_once_in_topic_order() {
         topic("d", "shop.d"),
     ];
     let c = clusters(vec![cluster("shop", &[])]);
-    let r = resolve_pipeline(&spec, "shop", &c);
+    let r = resolve_pipeline(&spec, "shop", &c, &TokenEndpoints::default());
     assert!(r.refused());
     let texts: Vec<String> = r.problems.iter().map(ToString::to_string).collect();
     assert_eq!(
@@ -229,7 +223,7 @@ fn a_cluster_secret_written_for_jvm_clients_is_translated_for_the_operator() {
             ),
         ],
     )]);
-    let r = resolve_topic(&of_cluster("cart-events", None), "shop", &c).unwrap();
+    let r = resolve_topic(&of_cluster("cart-events", None), "shop", &c, &TokenEndpoints::default()).unwrap();
     assert_eq!(r.connection_config["sasl.jaas.config"], plain, "the sidecar gets the Java form");
     let k = r.kafka_connection();
     assert_eq!(k.properties["sasl.username"], "shop");
@@ -248,7 +242,7 @@ fn untranslatable_settings_are_problems_that_name_the_topic_and_no_value() {
         r#"org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";"#.into(),
     );
     t.connection_config.insert("ssl.endpoint.identification.algorithm".into(), "hunter3".into());
-    let err = resolve_topic(&t, "shop", &Clusters::new()).unwrap_err();
+    let err = resolve_topic(&t, "shop", &Clusters::new(), &TokenEndpoints::default()).unwrap_err();
     let texts: Vec<String> = err.iter().map(ToString::to_string).collect();
     assert_eq!(
         texts,
@@ -286,10 +280,10 @@ fn shop(allowed: Option<&str>) -> Clusters {
 fn a_cluster_secret_serves_only_the_namespaces_it_lists() {
     let t = of_cluster("cart-events", Some("shop"));
     for allowed in ["shop", "tenant-a, shop", "tenant-a shop\n", "*"] {
-        let r = resolve_topic(&t, "shop", &shop(Some(allowed))).unwrap();
+        let r = resolve_topic(&t, "shop", &shop(Some(allowed)), &TokenEndpoints::default()).unwrap();
         assert_eq!(r.kafka_connection().properties["sasl.password"], "shop-secret", "{allowed:?}");
     }
-    let err = resolve_topic(&t, "tenant", &shop(Some("shop,tenant-a"))).unwrap_err();
+    let err = resolve_topic(&t, "tenant", &shop(Some("shop,tenant-a")), &TokenEndpoints::default()).unwrap_err();
     assert_eq!(
         err.iter().map(ToString::to_string).collect::<Vec<_>>(),
         [
@@ -298,7 +292,7 @@ fn a_cluster_secret_serves_only_the_namespaces_it_lists() {
         ]
     );
     assert_eq!(err[0].kind(), "ClusterNotAllowed");
-    let err = resolve_topic(&t, "shop", &shop(None)).unwrap_err();
+    let err = resolve_topic(&t, "shop", &shop(None), &TokenEndpoints::default()).unwrap_err();
     assert_eq!(
         err[0].to_string(),
         "topic 'cart-events' uses Kafka cluster 'shop', which no namespace may use yet: Secret 'kafka-cluster-shop' has \
@@ -309,15 +303,16 @@ fn a_cluster_secret_serves_only_the_namespaces_it_lists() {
     let mut default = c["shop"].clone();
     default.name = "default".into();
     c.insert("default".into(), default);
-    assert!(resolve_topic(&of_cluster("in", None), "tenant", &c).is_err());
-    assert!(resolve_topic(&of_cluster("in", None), "shop", &c).is_ok());
+    assert!(resolve_topic(&of_cluster("in", None), "tenant", &c, &TokenEndpoints::default()).is_err());
+    assert!(resolve_topic(&of_cluster("in", None), "shop", &c, &TokenEndpoints::default()).is_ok());
 }
 
 #[test]
 fn a_namespace_not_allowed_learns_nothing_else_of_the_secret() {
     let mut c = shop(Some("shop"));
     c.get_mut("shop").unwrap().problems.push(ConnectionError::ClusterNoBrokers { cluster: "shop".into() });
-    let err = resolve_topic(&of_cluster("cart-events", Some("shop")), "tenant", &c).unwrap_err();
+    let err =
+        resolve_topic(&of_cluster("cart-events", Some("shop")), "tenant", &c, &TokenEndpoints::default()).unwrap_err();
     assert_eq!(err.len(), 1);
     assert_eq!(err[0].kind(), "ClusterNotAllowed");
 }
@@ -329,7 +324,7 @@ fn the_topics_own_problems_are_reported_beside_its_clusters() {
     t.consumer_config.insert("plugin.library.paths".into(), "/tmp/x.so".into());
     t.managed = true;
     let kinds = |c: &Clusters, ns: &str| -> Vec<&'static str> {
-        resolve_topic(&t, ns, c).unwrap_err().iter().map(ConnectionError::kind).collect()
+        resolve_topic(&t, ns, c, &TokenEndpoints::default()).unwrap_err().iter().map(ConnectionError::kind).collect()
     };
     // Sizes and brokers depend on the Secret, so they are not judged without it.
     assert_eq!(
@@ -371,7 +366,7 @@ fn a_topic_using_a_cluster_secret_cannot_set_brokers_or_security() {
     t.consumer_config.insert("ssl.endpoint.identification.algorithm".into(), "".into());
     t.producer_config.insert("enable.ssl.certificate.verification".into(), "false".into());
     t.consumer_config.insert("auto.offset.reset".into(), "earliest".into());
-    let err = resolve_topic(&t, "shop", &shop(Some("shop"))).unwrap_err();
+    let err = resolve_topic(&t, "shop", &shop(Some("shop")), &TokenEndpoints::default()).unwrap_err();
     assert_eq!(
         err.iter().map(ToString::to_string).collect::<Vec<_>>(),
         [
@@ -385,12 +380,15 @@ fn a_topic_using_a_cluster_secret_cannot_set_brokers_or_security() {
     // a tenant guess the Secret's settings, password included.
     let mut same = of_cluster("cart-events", Some("shop"));
     same.connection_config.insert("sasl.jaas.config".into(), PLAIN_SHOP.into());
-    assert_eq!(resolve_topic(&same, "shop", &shop(Some("shop"))).unwrap_err()[0].kind(), "ClusterSettingsOverridden");
+    assert_eq!(
+        resolve_topic(&same, "shop", &shop(Some("shop")), &TokenEndpoints::default()).unwrap_err()[0].kind(),
+        "ClusterSettingsOverridden"
+    );
     // Other settings are the topic's to choose.
     let mut fine = of_cluster("cart-events", Some("shop"));
     fine.consumer_config.insert("auto.offset.reset".into(), "latest".into());
     fine.connection_config.insert("request.timeout.ms".into(), "30000".into());
-    let r = resolve_topic(&fine, "shop", &shop(Some("shop"))).unwrap();
+    let r = resolve_topic(&fine, "shop", &shop(Some("shop")), &TokenEndpoints::default()).unwrap();
     assert_eq!(r.consumer_config["auto.offset.reset"], "latest");
     assert_eq!(r.connection_config["security.protocol"], "SASL_SSL");
 }
@@ -404,7 +402,7 @@ fn a_topic_with_its_own_brokers_sets_its_own_security() {
         ("sasl.username", "tenant"),
         ("sasl.password", "tenant-secret"),
     ]);
-    let r = resolve_topic(&t, "tenant", &shop(Some("shop"))).unwrap();
+    let r = resolve_topic(&t, "tenant", &shop(Some("shop")), &TokenEndpoints::default()).unwrap();
     assert_eq!(r.kafka_connection().properties["sasl.username"], "tenant");
 }
 
@@ -418,7 +416,7 @@ fn settings_that_load_code_or_read_files_are_refused_from_the_resource() {
     ]);
     t.consumer_config = map(&[("interceptor.classes", "com.example.Spy"), ("group.id", "shop.router.in")]);
     t.producer_config = map(&[("sasl.oauthbearer.metadata.authentication.type", "azure_imds")]);
-    let err = resolve_topic(&t, "tenant", &Clusters::new()).unwrap_err();
+    let err = resolve_topic(&t, "tenant", &Clusters::new(), &TokenEndpoints::default()).unwrap_err();
     let texts: Vec<String> = err.iter().map(ToString::to_string).collect();
     assert_eq!(
         texts,
@@ -453,7 +451,8 @@ fn settings_that_load_code_or_read_files_are_refused_from_the_secret() {
         ("consumer-config", "sasl.jaas.config=com.sun.security.auth.module.JndiLoginModule required;\n"),
     ]);
     let c = clusters(vec![Cluster::from_secret("shop", &data, &map(&[(ANNOTATION_ALLOWED_NAMESPACES, "shop")]))]);
-    let err = resolve_topic(&of_cluster("cart-events", Some("shop")), "shop", &c).unwrap_err();
+    let err =
+        resolve_topic(&of_cluster("cart-events", Some("shop")), "shop", &c, &TokenEndpoints::default()).unwrap_err();
     let texts: Vec<String> = err.iter().map(ToString::to_string).collect();
     assert_eq!(
         texts,
@@ -486,10 +485,136 @@ fn a_secret_written_for_jvm_clients_with_oidc_and_inline_pem_resolves() {
         ),
     ]);
     let c = clusters(vec![Cluster::from_secret("shop", &data, &map(&[(ANNOTATION_ALLOWED_NAMESPACES, "*")]))]);
-    let r = resolve_topic(&of_cluster("cart-events", Some("shop")), "anywhere", &c).unwrap();
+    let r =
+        resolve_topic(&of_cluster("cart-events", Some("shop")), "anywhere", &c, &TokenEndpoints::default()).unwrap();
     let p = &r.kafka_connection().properties;
     assert_eq!(p["sasl.oauthbearer.method"], "oidc");
     assert_eq!(p["sasl.oauthbearer.client.secret"], "oidc-secret");
     assert_eq!(p["ssl.ca.pem"], "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
     assert!(!p.contains_key("sasl.login.callback.handler.class"));
+}
+
+/// Settings of librdkafka that would harm the operator's own process, and where a tenant or an
+/// administrator can write them.
+const HOSTILE: &[(&str, &str)] = &[
+    ("internal.termination.signal", "9"),
+    ("test.mock.num.brokers", "3"),
+    ("debug", "all"),
+    ("statistics.interval.ms", "10"),
+    ("log_level", "7"),
+    ("socket.timeout.ms", "1"),
+    ("client.id", "someone-else"),
+    ("enable.auto.commit", "true"),
+];
+
+#[test]
+fn nothing_outside_the_allow_list_reaches_the_operators_client_from_a_resource_or_a_secret() {
+    let hostile = map(HOSTILE);
+    let lines: String = HOSTILE.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    // a topic on a cluster, and a topic with its own brokers, each with every block full of them
+    let mut on_cluster = of_cluster("in", Some("shop"));
+    let mut own = topic("own", "shop.own");
+    for t in [&mut on_cluster, &mut own] {
+        t.connection_config = hostile.clone();
+        t.consumer_config = hostile.clone();
+        t.producer_config = hostile.clone();
+    }
+    own.consumer_config.insert("security.protocol".into(), "SSL".into());
+    let c = clusters(vec![cluster(
+        "shop",
+        &[
+            ("bootstrap.servers", "kafka:9092"),
+            ("connection-config", &format!("security.protocol=SSL\n{lines}")),
+            ("consumer-config", &lines),
+            ("producer-config", &lines),
+        ],
+    )]);
+    for t in [&on_cluster, &own] {
+        let r = resolve_topic(t, "shop", &c, &TokenEndpoints::default()).unwrap();
+        let keys: Vec<&String> = r.kafka_connection().properties.keys().collect();
+        assert_eq!(keys, ["security.protocol"], "{}", t.id);
+        // the streamlets still get every setting the topic wrote
+        assert_eq!(r.consumer_config.get("debug").map(String::as_str), Some("all"), "{}", t.id);
+    }
+}
+
+proptest::proptest! {
+    /// Whatever keys a topic and its cluster Secret hold, the operator's client gets only keys of
+    /// the allow-list.
+    #[test]
+    fn the_operators_client_takes_only_allow_listed_keys(
+        keys in proptest::collection::vec("[a-z][a-z._]{0,30}", 0..20),
+        own_brokers in proptest::bool::ANY,
+    ) {
+        let entries: BTreeMap<String, String> = keys.iter().map(|k| (k.clone(), "1".to_string())).collect();
+        let mut t = if own_brokers { topic("t", "shop.t") } else { of_cluster("t", Some("shop")) };
+        if own_brokers {
+            t.connection_config = entries.clone();
+            t.consumer_config = entries.clone();
+        }
+        let lines: String = entries.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let c = clusters(vec![cluster(
+            "shop",
+            &[("bootstrap.servers", "kafka:9092"), ("connection-config", &lines), ("consumer-config", &lines)],
+        )]);
+        // a refusal or an untranslatable setting builds no client at all, which is as safe
+        if let Ok(r) = resolve_topic(&t, "shop", &c, &TokenEndpoints::default()) {
+            for k in r.kafka_connection().properties.keys() {
+                proptest::prop_assert!(properties::OPERATOR_CLIENT_KEYS.contains(&k.as_str()), "{k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn keys_that_are_not_property_names_are_refused_in_every_block_naming_the_key_only() {
+    let mut t = topic("in", "shop.in");
+    t.connection_config = map(&[("bootstrap.servers ", "evil:9092")]);
+    t.consumer_config = map(&[("auto.offset.reset\n", "earliest")]);
+    t.producer_config = map(&[("linger.ms\u{200b}", "5")]);
+    t.topic_config = map(&[("retention ms", "1")]);
+    let err = resolve_topic(&t, "shop", &Clusters::new(), &TokenEndpoints::default()).unwrap_err();
+    let kinds: Vec<&str> = err.iter().map(ConnectionError::kind).collect();
+    assert_eq!(kinds, ["KeyNotAPropertyName"; 4], "{err:?}");
+    let text: Vec<String> = err.iter().map(ToString::to_string).collect();
+    assert!(text[0].starts_with("topic 'in': connectionConfig has the key \"bootstrap.servers \", "), "{}", text[0]);
+    assert!(text[1].contains("producerConfig has the key \"linger.ms\\u{200b}\""), "{}", text[1]);
+    assert!(text[2].contains("consumerConfig has the key \"auto.offset.reset\\n\""), "{}", text[2]);
+    assert!(text[3].starts_with("topic 'in': topicConfig has the key \"retention ms\""), "{}", text[3]);
+    assert!(text.iter().all(|t| !t.contains("evil")), "{text:?}");
+
+    let c = clusters(vec![cluster(
+        "shop",
+        &[("bootstrap.servers", "k:9092"), ("connection-config", "security.protocol\\ =SSL\n")],
+    )]);
+    let err = resolve_topic(&of_cluster("in", Some("shop")), "shop", &c, &TokenEndpoints::default()).unwrap_err();
+    assert_eq!(
+        err[0].to_string(),
+        "Secret 'kafka-cluster-shop': connection-config has the key \"security.protocol \", which is not a property \
+         name: a key is ASCII letters, digits, '.', '_' and '-' only, with no spaces"
+    );
+}
+
+#[test]
+fn a_token_endpoint_of_a_topics_own_is_called_only_when_an_administrator_allows_it() {
+    let url = "http://127.0.0.1:19110/token";
+    let mut t = topic("in", "shop.in");
+    t.connection_config = map(&[
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "OAUTHBEARER"),
+        ("sasl.oauthbearer.token.endpoint.url", url),
+        (
+            "sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"c\" \
+             clientSecret=\"s\";",
+        ),
+    ]);
+    let err = resolve_topic(&t, "shop", &Clusters::new(), &TokenEndpoints::default()).unwrap_err();
+    assert_eq!(err.iter().map(ConnectionError::kind).collect::<Vec<_>>(), ["TokenEndpointNotAllowed"]);
+    assert!(!err[0].to_string().contains("19110"), "the URL is not echoed: {}", err[0]);
+    let allowed = TokenEndpoints::new([format!(" {url} "), "https://idp.example.com/token".into()]);
+    let r = resolve_topic(&t, "shop", &Clusters::new(), &allowed).unwrap();
+    assert_eq!(r.kafka_connection().properties["sasl.oauthbearer.token.endpoint.url"], url);
+    let other = TokenEndpoints::new(["http://127.0.0.1:19110/token2".to_string()]);
+    assert!(resolve_topic(&t, "shop", &Clusters::new(), &other).is_err());
 }

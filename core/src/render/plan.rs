@@ -85,6 +85,9 @@ pub struct Inputs<'a> {
     pub sidecar_image: Option<&'a str>,
     /// The Kafka cluster Secrets, by cluster name.
     pub clusters: &'a Clusters,
+    /// The OAuth token endpoints an administrator allows topics with their own brokers to use
+    /// (`FLOW_OAUTH_TOKEN_ENDPOINTS`).
+    pub token_endpoints: &'a crate::connection::TokenEndpoints,
     /// The Neo4j Secrets of [`stage_secrets_to_read`], by name.
     pub stage_secrets: &'a BTreeMap<String, StageSecret>,
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use flow_adapters::kube as k;
 use flow_core::request::ResetRequest;
-use flow_core::resource::{AnkkaFlow, GroupStage, GroupStatus, RequestPhase};
+use flow_core::resource::{AnkkaFlow, Approval, GroupStage, GroupStatus, RequestPhase};
 use kube::ResourceExt;
 use serde::Serialize;
 
@@ -32,9 +32,19 @@ pub struct Report {
     /// The instant the groups go to (RFC 3339), for a reset to a time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
+    /// The request as its requester wrote it (its streamlets, and where it moves the groups: a
+    /// time, an undo, or a saved plan with every offset), while the AnkkaFlow still holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<ResetRequest>,
     /// When the operator first saw it (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
+    /// Who requested it, as the API server authenticated them (docs/governance.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// Who or which policy approved it, or that it was denied or expired, where approval applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
     /// When it finished (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
@@ -79,6 +89,9 @@ impl Report {
             RequestPhase::Superseded => {
                 Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was superseded by a newer request")))
             }
+            RequestPhase::Denied | RequestPhase::Expired => {
+                Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}': {}", self.detail)))
+            }
             RequestPhase::Done => {
                 let failed: Vec<&str> =
                     self.groups.iter().filter(|g| g.outcome == GroupStage::Failed).map(|g| g.group.as_str()).collect();
@@ -120,6 +133,8 @@ pub(super) fn update_rates(rates: &mut Rates, prev: &Report, at: Instant, r: &Re
 
 /// What one resource says about request `id`, if anything.
 pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
+    let (raw, done) = k::reset_annotations(flow);
+    let request = raw.map(ResetRequest::parse).and_then(Result::ok).filter(|r| r.id == id);
     let base = |phase: RequestPhase| Report {
         id: id.to_string(),
         namespace: flow.namespace().unwrap_or_default(),
@@ -127,7 +142,10 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
         phase,
         detail: String::new(),
         to: None,
+        request: request.clone(),
         requested_at: None,
+        requested_by: None,
+        approval: None,
         finished_at: None,
         groups: vec![],
     };
@@ -137,6 +155,8 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
             detail: r.detail.clone(),
             to: r.to.clone(),
             requested_at: r.requested_at.clone(),
+            requested_by: r.requested_by.clone(),
+            approval: r.approval.clone(),
             finished_at: r.finished_at.clone(),
             // A large request's status keeps a summary of each group: its message is spelled out
             // here from the group's other fields, so that the table and `-o json|yaml` say it whole.
@@ -153,11 +173,10 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
     }
     // Done, with its status not written yet: the operator writes a refusal's status before its done
     // annotation, and a completed request's after it (see `flow_core::reset::Drive`).
-    let (raw, done) = k::reset_annotations(flow);
-    match raw.map(ResetRequest::parse) {
-        Some(Ok(r)) if r.id == id && done == Some(id) => Some(base(RequestPhase::Done)),
-        Some(Ok(r)) if r.id == id => Some(base(RequestPhase::Requested)),
-        _ => None,
+    match &request {
+        Some(_) if done == Some(id) => Some(base(RequestPhase::Done)),
+        Some(_) => Some(base(RequestPhase::Requested)),
+        None => None,
     }
 }
 
@@ -204,10 +223,21 @@ pub(super) fn table(r: &Report, rates: &Rates) -> String {
     }
     if let Some(t) = &r.requested_at {
         out.push_str(&format!("requested: {t}"));
+        if let Some(by) = &r.requested_by {
+            out.push_str(&format!(" by {by}"));
+        }
         if let Some(f) = &r.finished_at {
             out.push_str(&format!("  finished: {f}"));
         }
         out.push('\n');
+    }
+    if let Some(a) = &r.approval {
+        let how = match (&a.by, &a.policy) {
+            (Some(by), _) => format!(" by {by}"),
+            (None, Some(policy)) => format!(" by policy {policy}"),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!("approval: {:?}{how}\n", a.decision));
     }
     if r.groups.is_empty() {
         return out;
@@ -318,7 +348,10 @@ mod tests {
             phase,
             detail: String::new(),
             to: None,
+            request: None,
             requested_at: None,
+            requested_by: None,
+            approval: None,
             finished_at: None,
             groups: outcomes
                 .iter()

@@ -44,7 +44,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
             let mut managed: Vec<_> = spec.topics.iter().filter(|t| t.managed).collect();
             managed.sort_by(|a, b| a.id.cmp(&b.id));
             for t in managed {
-                match connection::resolve_topic(t, &owner.namespace, inputs.clusters) {
+                match connection::resolve_topic(t, &owner.namespace, inputs.clusters, inputs.token_endpoints) {
                     Ok(r) => deletion.delete_topics.push(r),
                     Err(problems) => deletion.unresolved.extend(problems.iter().map(ToString::to_string)),
                 }
@@ -67,7 +67,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     for (id, count) in topic_counts.iter().filter(|(_, n)| **n > 1) {
         problems.push(Problem::TopicDeclaredTwice { topic: id.to_string(), count: *count });
     }
-    let resolution = connection::resolve_pipeline(spec, &owner.namespace, inputs.clusters);
+    let resolution = connection::resolve_pipeline(spec, &owner.namespace, inputs.clusters, inputs.token_endpoints);
     problems.extend(resolution.problems.into_iter().map(Problem::Topic));
     let mut resolved: BTreeMap<String, ResolvedTopic> = BTreeMap::new();
     for t in resolution.topics {

@@ -21,7 +21,7 @@ fn resolved(managed: Option<Managed<'_>>) -> ResolvedTopic {
         t.replicas = Some(replicas);
         t.topic_config = map(config);
     }
-    crate::connection::resolve_topic(&t, "shop", &Default::default()).unwrap()
+    crate::connection::resolve_topic(&t, "shop", &Default::default(), &Default::default()).unwrap()
 }
 
 fn live(partitions: i32, replication: i32, configs: &[(&str, &str)]) -> KafkaTopic {

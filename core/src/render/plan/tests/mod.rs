@@ -17,6 +17,7 @@ use crate::render::topics::LiveTopic;
 use crate::render::workload::ANNOTATION_CONFIG_HASH;
 use crate::resource::OnDelete;
 
+mod credentials;
 mod examples;
 mod order;
 mod refusals;
@@ -87,7 +88,14 @@ fn neo4j_secret(keys: &[&str], version: &str) -> BTreeMap<String, StageSecret> {
 const SIDECAR: &str = "ghcr.io/thinkmorestupidless/ankka-flow-sidecar:0.3.1";
 
 fn decide_with(flow: &AnkkaFlow, sidecar: Option<&str>, stage: &BTreeMap<String, StageSecret>) -> Decision {
-    decide(&Inputs { flow, sidecar_image: sidecar, clusters: &clusters(), stage_secrets: stage }).unwrap()
+    decide(&Inputs {
+        flow,
+        sidecar_image: sidecar,
+        clusters: &clusters(),
+        token_endpoints: &Default::default(),
+        stage_secrets: stage,
+    })
+    .unwrap()
 }
 
 fn valid(flow: &AnkkaFlow, stage: &BTreeMap<String, StageSecret>) -> ValidPipeline {

@@ -175,6 +175,7 @@ fn a_cluster_secret_edit_rolls_exactly_the_streamlets_that_use_it() {
         flow: &flow,
         sidecar_image: Some(SIDECAR),
         clusters: &edited,
+        token_endpoints: &Default::default(),
         stage_secrets: &nothing(),
     })
     .unwrap()
@@ -258,10 +259,14 @@ fn deletion_deletes_managed_topics_and_nothing_else() {
     assert!(d.remove_finalizer && d.unresolved.is_empty());
     // a managed topic that does not resolve is left, with why
     let none = BTreeMap::new();
-    let Decision::Delete(d) =
-        decide(&Inputs { flow: &flow, sidecar_image: Some(SIDECAR), clusters: &none, stage_secrets: &nothing() })
-            .unwrap()
-    else {
+    let Decision::Delete(d) = decide(&Inputs {
+        flow: &flow,
+        sidecar_image: Some(SIDECAR),
+        clusters: &none,
+        token_endpoints: &Default::default(),
+        stage_secrets: &nothing(),
+    })
+    .unwrap() else {
         panic!()
     };
     assert!(d.delete_topics.is_empty() && d.remove_finalizer);
@@ -278,9 +283,14 @@ fn deletion_deletes_managed_topics_and_nothing_else() {
 fn an_incomplete_resource_is_an_error() {
     let mut flow = generated("cart");
     flow.metadata.uid = None;
-    let err =
-        decide(&Inputs { flow: &flow, sidecar_image: Some(SIDECAR), clusters: &clusters(), stage_secrets: &nothing() })
-            .unwrap_err();
+    let err = decide(&Inputs {
+        flow: &flow,
+        sidecar_image: Some(SIDECAR),
+        clusters: &clusters(),
+        token_endpoints: &Default::default(),
+        stage_secrets: &nothing(),
+    })
+    .unwrap_err();
     assert_eq!(err.to_string(), "the resource has no uid");
 }
 

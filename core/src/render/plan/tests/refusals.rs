@@ -38,8 +38,14 @@ fn without_a_sidecar_image_every_problem_is_reported_as_sidecar_image_missing() 
 fn topic_resolution_failures_refuse() {
     let flow = generated("cart");
     let none = BTreeMap::new();
-    let r = decide(&Inputs { flow: &flow, sidecar_image: Some(SIDECAR), clusters: &none, stage_secrets: &nothing() })
-        .unwrap();
+    let r = decide(&Inputs {
+        flow: &flow,
+        sidecar_image: Some(SIDECAR),
+        clusters: &none,
+        token_endpoints: &Default::default(),
+        stage_secrets: &nothing(),
+    })
+    .unwrap();
     let Decision::Refuse(r) = r else { panic!("not refused") };
     let r = *r;
     assert_eq!(
