@@ -89,6 +89,7 @@ mod recovery;
 mod retry;
 mod status;
 mod summary;
+mod survey;
 mod vocabulary;
 mod wording;
 
@@ -121,5 +122,7 @@ mod bounded_tests;
 mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
+#[cfg(test)]
+mod survey_tests;
 #[cfg(test)]
 mod tests;
