@@ -189,6 +189,12 @@ impl KafkaClient {
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
             .set("socket.timeout.ms", d.request.as_millis().to_string())
+            // A request that timed out leaves its connection open (librdkafka closes it by default),
+            // so that the group's next call queues behind it on the same connection, where Kafka
+            // carries requests out in order: a write that is never answered cannot land after it
+            // (`flow_core::reset::Pins`, docs/reset.md). A late answer is dropped by its correlation
+            // id. A request timed out half sent still closes the connection.
+            .set("socket.max.fails", "0")
             .set("statistics.interval.ms", STATISTICS_INTERVAL.as_millis().to_string());
         let log = ClientLog::new(&conn.bootstrap_servers, secrets.clone());
         let consumer: Client = cfg.create_with_context(log).map_err(|e| {
@@ -248,6 +254,40 @@ fn topic_partitions(md: &Metadata, topic: &str) -> Result<Vec<i32>, KafkaFailure
     let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
     ps.sort_unstable();
     Ok(ps)
+}
+
+/// Refuses a topic of `md` with a partition that has no leader (every replica of it is on a broker
+/// that is down, or its leader is being elected): Kafka cannot list such a partition's offsets, and
+/// librdkafka would only time out waiting for a leader, naming nothing. Transient, so the group is
+/// looked at again until its retry bound, then fails naming the partitions.
+fn has_leaders(md: &Metadata, topic: &str) -> Result<(), KafkaFailure> {
+    let leaders: Vec<(i32, i32)> = md
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| (p.id(), p.leader())))
+        .collect();
+    leaderless(topic, &leaders).map_or(Ok(()), |reason| Err(KafkaFailure::unavailable(reason)))
+}
+
+/// Why a topic whose partitions have these (partition, leader) pairs cannot be reset, if one has no
+/// leader (`-1` in Kafka's metadata).
+fn leaderless(topic: &str, leaders: &[(i32, i32)]) -> Option<String> {
+    let mut none: Vec<i32> = leaders.iter().filter(|(_, l)| *l < 0).map(|(p, _)| *p).collect();
+    none.sort_unstable();
+    match none.as_slice() {
+        [] => None,
+        [p] => {
+            Some(format!("partition {p} of topic '{topic}' has no leader (its replicas are on brokers that are down)"))
+        }
+        ps => {
+            let list: Vec<String> = ps.iter().map(ToString::to_string).collect();
+            Some(format!(
+                "partitions {} of topic '{topic}' have no leader (their replicas are on brokers that are down)",
+                list.join(", ")
+            ))
+        }
+    }
 }
 
 /// Which end of each partition's log [`log_offsets`] asks for.
@@ -354,10 +394,11 @@ pub async fn inspect(
         // The metadata first: it lists the partitions, and the brokers where the group's
         // coordinator may be when it is not known yet.
         let md = h.metadata()?;
-        let (state, members) = coordinator::describe(h, Some(&md), &[group])?
+        let GroupDescription { state, members, member_names } = coordinator::describe(h, Some(&md), &[group])?
             .pop()
             .unwrap_or_else(|| Err(KafkaFailure::unavailable("describing the consumer group: Kafka gave no answer")))?;
         let ps = topic_partitions(&md, &target.topic)?;
+        has_leaders(&md, &target.topic)?;
         let log_start = log_offsets(h, &target.topic, &ps, End::Start)?;
         let high_watermark = log_offsets(h, &target.topic, &ps, End::High)?;
         let committed = committed(h, group, &target.topic, &ps)?;
@@ -365,7 +406,16 @@ pub async fn inspect(
             Some(at) => time_offsets(h, &target.topic, &ps, at)?,
             None => BTreeMap::new(),
         };
-        Ok(Inspection { state, members, log_start, committed, high_watermark, at_time, topic_configs: BTreeMap::new() })
+        Ok(Inspection {
+            state,
+            members,
+            member_names,
+            log_start,
+            committed,
+            high_watermark,
+            at_time,
+            topic_configs: BTreeMap::new(),
+        })
     })
     .await
 }
@@ -385,6 +435,30 @@ pub async fn fence(
         return Ok(());
     }
     write_offsets(client, target, offsets, metadata, false).await.map(drop)
+}
+
+/// Commits `offsets` with `metadata` for the group without joining it (one request for every
+/// partition), and nothing more (see [`read_back`]).
+///
+/// # Errors
+/// The commit's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient; a commit that
+/// failed on some partitions names them.
+pub async fn write(
+    client: Arc<KafkaClient>,
+    target: InletTarget,
+    offsets: BTreeMap<i32, i64>,
+    metadata: String,
+) -> Result<(), KafkaFailure> {
+    write_offsets(client, target, offsets, metadata, false).await.map(drop)
+}
+
+/// The group's committed offsets on partitions `ps` of its topic, read at its coordinator (after a
+/// [`write`], over the same connection, so behind it).
+///
+/// # Errors
+/// A classified [`KafkaFailure`].
+pub async fn read_back(client: Arc<KafkaClient>, target: InletTarget, ps: Vec<i32>) -> Result<Committed, KafkaFailure> {
+    blocking(client, move |h| committed(h, target.group.as_str(), &target.topic, &ps)).await
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every
@@ -437,8 +511,26 @@ pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Re
     .await
 }
 
-/// A group's state and number of members, or why it could not be described.
-pub type Described = Result<(String, u32), KafkaFailure>;
+/// What Kafka describes of a consumer group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// Its state as Kafka names it (`Empty`, `Stable`, `Dead`, ...).
+    pub state: String,
+    /// Its members, classic and consumer protocol alike.
+    pub members: u32,
+    /// Who the first [`flow_core::reset::NAMED_MEMBERS`] members are: `client id '<id>' at <host>`.
+    pub member_names: Vec<String>,
+}
+
+impl GroupDescription {
+    /// A group Kafka knows nothing of (GROUP_ID_NOT_FOUND, or no answer about it).
+    fn dead() -> Self {
+        GroupDescription { state: "Dead".into(), members: 0, member_names: vec![] }
+    }
+}
+
+/// A group's description, or why it could not be described.
+pub type Described = Result<GroupDescription, KafkaFailure>;
 
 /// The state and number of members of each of `groups` (see [`inspect`]), in one admin call per
 /// coordinator; in the order of `groups`.
@@ -478,6 +570,19 @@ pub use log::Requests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partition_without_a_leader_is_named() {
+        assert_eq!(leaderless("t", &[(0, 1), (1, 2)]), None);
+        assert_eq!(
+            leaderless("t", &[(0, 1), (1, -1)]).as_deref(),
+            Some("partition 1 of topic 't' has no leader (its replicas are on brokers that are down)")
+        );
+        assert_eq!(
+            leaderless("t", &[(2, -1), (0, -1), (1, 1)]).as_deref(),
+            Some("partitions 0, 2 of topic 't' have no leader (their replicas are on brokers that are down)")
+        );
+    }
 
     #[test]
     fn logical_offsets_are_not_positions() {

@@ -83,6 +83,7 @@ mod drive;
 mod group;
 mod intake;
 mod machine;
+mod order;
 mod plan;
 mod recovery;
 mod retry;
@@ -105,14 +106,15 @@ pub use intake::{
 pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
+pub use order::Pins;
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
 pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};
 pub use vocabulary::{
     Committed, Effect, FailureKind, GroupOutcome, GroupProgress, Input, Inspection, Intent, KafkaFailure, LedgerEntry,
-    Position, Positions, Timestamp, fence_marker, reset_marker,
+    NAMED_MEMBERS, Position, Positions, Timestamp, fence_marker, reset_marker,
 };
-pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, went};
+pub use wording::{NAMED_PARTITIONS, outcome_event, outcome_events, waiting_event, went};
 
 #[cfg(test)]
 mod bounded_tests;

@@ -79,5 +79,11 @@ pub fn reached(world: &World) -> Vec<&'static str> {
     if notes().any(|e| e.reason == "ResetPartitionsAdded") {
         out.push("a partition added during a reset was named (B5)");
     }
+    if facts.iter().any(|f| matches!(f, Fact::Commit(c) if c.late)) {
+        out.push("a write the broker held was carried out late");
+    }
+    if facts.iter().any(|f| matches!(f, Fact::Pinned { .. })) {
+        out.push("a group's call went behind its held write, not over its lane");
+    }
     out
 }

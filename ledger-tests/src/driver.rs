@@ -14,9 +14,11 @@ use flow_core::reset::{
     Answer, Drive, DriveOptions, Fresh, GroupPhase, Idle, Input, Intake, KafkaCall, Persist, Started, State, Work,
     intake,
 };
-use flow_core::resource::{GroupStage, ResetStatus};
+use std::collections::BTreeMap;
 
-use crate::world::{Fact, KubeFault, Streamlet, World};
+use flow_core::resource::{GroupStage, RequestPhase, ResetStatus};
+
+use crate::world::{Conn, Fact, KubeFault, Streamlet, World};
 
 /// Most pieces of work one reconcile may start before the drive is declared stuck. The machine's
 /// retries are bounded, so a real drive stays far below this.
@@ -78,8 +80,8 @@ impl Schedule {
 /// Work under way.
 #[derive(Clone, Debug)]
 pub enum Pending {
-    /// A Kafka call: applied to the world when it completes.
-    Call(KafkaCall),
+    /// A Kafka call over one of the operator's connections: applied to the world when it completes.
+    Call(KafkaCall, Conn),
     /// A status write: lands when it completes.
     Write(Persist),
 }
@@ -100,6 +102,9 @@ fn settling_now(drive: &Drive) -> Vec<Streamlet> {
 impl World {
     /// Writes `status.reset` and `status.resetHistory`; an intent it carries becomes durable.
     fn write_status(&mut self, reset: &ResetStatus, history: &[flow_core::resource::ResetHistoryEntry]) {
+        if reset.phase == RequestPhase::Done && self.kube.done.as_deref() != Some(reset.id.as_str()) {
+            self.facts.push(Fact::StatusAhead { id: reset.id.clone() });
+        }
         let mut reset = reset.clone();
         if self.summaries {
             for g in &mut reset.groups {
@@ -173,6 +178,13 @@ impl World {
             Started::Drive(drive) => *drive,
         };
         drive.observe(self.kube.spec(), self.kube.pod_counts(), self.now);
+        // Each group's lane, as the operator gives them: its place among the request's groups
+        // (shifted as the history likes, see `World::lane_shift`).
+        let shift = std::mem::take(&mut self.lane_shift);
+        let lanes: BTreeMap<GroupId, usize> = match drive.machine().state() {
+            State::Resetting(r) => r.groups.keys().enumerate().map(|(i, g)| (g.clone(), (i + shift) % 16)).collect(),
+            _ => BTreeMap::new(),
+        };
 
         let crash_after = crash_after.map(usize::from);
         let mut started = 0usize;
@@ -189,7 +201,10 @@ impl World {
                     continue;
                 }
                 match work {
-                    Work::Kafka(call) => pending.push(Pending::Call(call)),
+                    Work::Kafka(call) => {
+                        let conn = self.connection(call.group(), &lanes);
+                        pending.push(Pending::Call(call, conn));
+                    }
                     Work::Persist(persist) => {
                         // The ledger is written when the persist starts; the status write runs on.
                         if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
@@ -214,6 +229,7 @@ impl World {
                         }
                     }
                     self.facts.push(Fact::Crash { effects: started });
+                    self.end_process();
                     return Reconciled::Crashed { effects: started };
                 }
             }
@@ -221,7 +237,15 @@ impl World {
             // in flight must be exactly what is under way, or it would wait forever.
             assert_eq!(drive.in_flight(), pending.len(), "the drive counts in flight what was started");
             if !pending.is_empty() {
-                let item = pending.remove(schedule.pick(pending.len()));
+                // The history picks what happens next: a piece of work under way ends, or the
+                // broker carries out a call it holds, at any moment it likes.
+                let holding = self.holding();
+                let pick = schedule.pick(pending.len() + holding.len());
+                if let Some(conn) = pick.checked_sub(pending.len()).and_then(|i| holding.get(i)) {
+                    self.carry_out_oldest(*conn);
+                    continue;
+                }
+                let item = pending.remove(pick);
                 match self.complete(&id, &drive, item) {
                     Done::Call(input) => drive.handle(input, self.now),
                     Done::Written(token) => drive.persisted(token),
@@ -234,7 +258,7 @@ impl World {
                     // The driver as it was: it returned at once, and the calls it had started ran on.
                     for item in std::mem::take(&mut pending) {
                         match item {
-                            Pending::Call(call) => self.kafka.late.push(call),
+                            Pending::Call(call, _) => self.kafka.late.push(call),
                             Pending::Write(_) => {}
                         }
                     }
@@ -269,6 +293,9 @@ impl World {
                     // verified.
                     self.while_settling(&settling_now(&drive));
                     self.sleep_until(at);
+                    if let Some((n, ask)) = self.replace.take() {
+                        self.write_request(n, ask);
+                    }
                     // A newer request supersedes this one: stop, the next reconcile takes it.
                     if self.kube.request.as_deref() != Some(drive.annotation()) {
                         let reset = drive.status(self.now);
@@ -286,10 +313,48 @@ impl World {
         self.reconcile_in(crash_after, &[])
     }
 
+    /// The connection a call of `group` goes over: its pinned one, else its lane's.
+    fn connection(&mut self, group: &GroupId, lanes: &BTreeMap<GroupId, usize>) -> Conn {
+        let lane = Conn { process: self.process.epoch, lane: lanes.get(group).copied().unwrap_or(0) };
+        match self.process.pins.connection(group).copied() {
+            Some(pinned) if self.pin_unanswered => {
+                if let Some(group) = Streamlet::of_group(group).filter(|_| pinned != lane) {
+                    self.facts.push(Fact::Pinned { group });
+                }
+                pinned
+            }
+            _ => lane,
+        }
+    }
+
+    /// Sends `call` over `conn`: the broker holds it ([`crate::Fault::Held`], no answer), or carries
+    /// out what it holds of `conn` first and then the call. The operator's pins learn how it ended.
+    fn call_over(&mut self, call: KafkaCall, conn: Conn) -> Input {
+        let (group, writes) = (call.group().clone(), call.writes());
+        // A fence of a group without offsets sends nothing.
+        let sends = !matches!(&call, KafkaCall::Fence { offsets, .. } if offsets.is_empty());
+        let input = if sends && self.next_is_held() {
+            let _ = self.kafka.faults.pop_front();
+            self.kafka.calls += 1;
+            let input = World::no_answer(&call);
+            self.hold(call, conn);
+            input
+        } else {
+            if sends {
+                self.carry_out_held_on(conn);
+            }
+            self.carry_out(call)
+        };
+        if sends {
+            self.process.pins.ended(&group, conn, writes, input.answered());
+        }
+        input
+    }
+
     /// Completes a piece of work under way: a Kafka call is applied, a status write lands (or fails).
     fn complete(&mut self, id: &str, drive: &Drive, item: Pending) -> Done {
         match item {
-            Pending::Call(call) => {
+            Pending::Call(call, conn) => {
                 if let KafkaCall::Read(target) = &call
                     && let Some(group) = Streamlet::of_group(&target.group)
                 {
@@ -303,7 +368,7 @@ impl World {
                     };
                     self.facts.push(if verifying { Fact::Verify { group } } else { Fact::Recover { group } });
                 }
-                Done::Call(self.carry_out(call))
+                Done::Call(self.call_over(call, conn))
             }
             Pending::Write(persist) => {
                 if self.take_kube_fault(KubeFault::StatusWrite) {

@@ -310,10 +310,13 @@ impl World {
         out
     }
 
-    /// A fence re-commits the group's own offsets: it never moves a position.
+    /// A fence re-commits the group's own offsets: it never moves a position. One the broker held
+    /// and carried out late re-commits them as they were when the operator read them, over whatever
+    /// a consumer that is no member (a closing pod) committed since; the other checks hold it to the
+    /// rest: it never lands after its own request's reset, nor after a later request's.
     pub fn check_fence_moves_nothing(&self) -> Vec<String> {
         self.operator_commits()
-            .filter(|(_, c)| matches!(marker(&c.metadata), Some(Marker::Fence(_))))
+            .filter(|(_, c)| !c.late && matches!(marker(&c.metadata), Some(Marker::Fence(_))))
             .filter(|(_, c)| c.offsets.iter().any(|(p, o)| c.before.get(p).copied().flatten() != Some(*o)))
             .map(|(i, c)| {
                 format!("fact {i}: a fence moved a position of {:?}: {:?} -> {:?}", c.group, c.before, c.offsets)
@@ -344,6 +347,92 @@ impl World {
             }
         }
         out
+    }
+
+    /// A call that lands late never undoes a later request: once the reset commit of a request has
+    /// landed on a group, no commit (fence or reset) of an earlier request lands on it. Request ids
+    /// are written in increasing order ([`crate::world::request_id`]).
+    pub fn check_no_earlier_request_lands_after_a_reset(&self) -> Vec<String> {
+        let mut newest: BTreeMap<Streamlet, (String, usize)> = BTreeMap::new();
+        let mut out = vec![];
+        for (i, c) in self.operator_commits() {
+            let Some(m) = marker(&c.metadata) else { continue };
+            if let Some((r, at)) = newest.get(&c.group)
+                && m.id() < r.as_str()
+            {
+                out.push(format!(
+                    "fact {i}: a commit of request {} landed on {:?}{} after the reset of the later request {r} \
+                     (fact {at}): {c:?}",
+                    m.id(),
+                    c.group,
+                    if c.late { " late" } else { "" },
+                ));
+            }
+            if let Marker::Reset(id) = m
+                && newest.get(&c.group).is_none_or(|(r, _)| id.as_str() > r.as_str())
+            {
+                newest.insert(c.group, (id, i));
+            }
+        }
+        out
+    }
+
+    /// The offsets a group holds are the latest reported reset's: after the reset commit of the
+    /// latest request with a `ResetOffsets` event for the group, unless a consumer or a later request
+    /// committed since, the group still holds that commit's offsets.
+    pub fn check_offsets_are_the_latest_requests(&self) -> Vec<String> {
+        let mut out = vec![];
+        for s in Streamlet::ALL {
+            let Some((id, j)) = self
+                .reported_resets()
+                .into_iter()
+                .filter(|(_, _, _, g, _, _)| *g == s)
+                .map(|(_, _, id, _, j, _)| (id.to_string(), j))
+                .max()
+            else {
+                continue;
+            };
+            let Fact::Commit(reset) = &self.facts[j] else { continue };
+            let moved_since = self.facts[j + 1..].iter().any(|f| match f {
+                Fact::Commit(c) if c.group == s => {
+                    c.by != Committer::Operator || marker(&c.metadata).is_some_and(|m| m.id() > id.as_str())
+                }
+                _ => false,
+            });
+            if moved_since {
+                continue;
+            }
+            let holds = &self.kafka.committed[&s];
+            let wrong: Vec<String> = reset
+                .offsets
+                .iter()
+                .filter(|(p, o)| holds.get(p).map(|x| (x.offset, x.metadata.as_str())) != Some((**o, &reset.metadata)))
+                .map(|(p, o)| format!("partition {p} holds {:?}, not {o}", holds.get(p)))
+                .collect();
+            if !wrong.is_empty() {
+                out.push(format!(
+                    "{:?} was reported reset by request {id} (fact {j}), and nothing committed since but the \
+                     operator for that request or earlier ones, yet {}",
+                    s.group(),
+                    wrong.join(", ")
+                ));
+            }
+        }
+        out
+    }
+
+    /// `status.reset` says `Done` only together with the done annotation (docs/reset.md, "States").
+    pub fn check_status_never_runs_ahead(&self) -> Vec<String> {
+        self.facts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| match f {
+                Fact::StatusAhead { id } => {
+                    Some(format!("fact {i}: the status said request {id} is Done before the done annotation did"))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// A consumer's progress after a landed reset is never rewound by that request (case D1): once the
@@ -472,8 +561,8 @@ impl World {
             }
             let names: BTreeSet<&str> =
                 self.events().filter(|(_, e)| e.request.as_deref() == Some(id)).map(|(_, e)| e.name.as_str()).collect();
-            // Per group an outcome event and a ResetPartitionsAdded one.
-            let bound = 2 * ask.targets().map_or(0, |t| t.len()) + WAIT_SITUATIONS + 2;
+            // Per group an outcome event, a ResetPartitionsAdded one and a ResetWaiting one.
+            let bound = 3 * ask.targets().map_or(0, |t| t.len()) + WAIT_SITUATIONS + 2;
             if names.len() > bound {
                 out.push(format!("request {id}: {} distinct events, more than {bound}: {names:?}", names.len()));
             }
@@ -504,6 +593,9 @@ impl World {
             self.check_fence_moves_nothing(),
             self.check_no_fence_after_reset(),
             self.check_no_rewind_after_reset(),
+            self.check_no_earlier_request_lands_after_a_reset(),
+            self.check_offsets_are_the_latest_requests(),
+            self.check_status_never_runs_ahead(),
             self.check_done_after_every_group(accepted),
             self.check_reset_events_are_true(accepted),
             self.check_events(accepted),

@@ -8,8 +8,8 @@ use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{
-    Committed, DEFAULT_SETTLE, GroupProgress, Inspection, KafkaCall, KafkaFailure, LedgerEntry, Position, Positions,
-    ProgressWrite, Timestamp, WAIT_RECHECK,
+    Committed, DEFAULT_SETTLE, GroupProgress, Input, Inspection, KafkaCall, KafkaFailure, LedgerEntry, Pins, Position,
+    Positions, ProgressWrite, Timestamp, WAIT_RECHECK,
 };
 use flow_core::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus, StreamletSpec, TopicSpec};
 use flow_core::targets::InletTarget;
@@ -67,6 +67,20 @@ pub struct World {
     pub summaries: bool,
     /// The operator's settle delay (`FLOW_RESET_SETTLE_SECONDS`), given to the machine it builds.
     pub settle: Duration,
+    /// The operator process that runs now.
+    pub process: Process,
+    /// A request to write while the next reconcile first sleeps (`flow reset --replace` while a
+    /// group waits for its retry or its settle): its number and what it asks. The test writes it
+    /// after the reconcile when the reconcile never slept.
+    pub replace: Option<(u64, Ask)>,
+    /// Added to each group's lane in the next drive (modulo 16, the operator's lanes per
+    /// connection): the operator promises a group no lane from one drive to the next (a request of
+    /// other groups, the clients the pool closed), so a history may give it any.
+    pub lane_shift: usize,
+    /// On (the operator): a group whose write Kafka has not answered is pinned to that write's
+    /// connection (`flow_core::reset::Pins`). Off: the operator as it was, whose calls of a group
+    /// went over its lane of the request at hand, whatever connection an unanswered write took.
+    pub pin_unanswered: bool,
 }
 
 impl World {
@@ -102,6 +116,10 @@ impl World {
             wait_on_abandon: true,
             summaries: false,
             settle: DEFAULT_SETTLE,
+            process: Process::default(),
+            replace: None,
+            lane_shift: 0,
+            pin_unanswered: true,
         }
     }
 
@@ -140,6 +158,7 @@ impl World {
     /// with empty metadata (the stand-in streamlet).
     pub fn consumer_reads_all(&mut self, s: Streamlet) {
         assert!(self.kube.runs(s), "the model lets a consumer read only while its streamlet runs");
+        self.carry_out_orphans();
         let offsets = self.kafka.logs[&s].iter().map(|(p, l)| (*p, l.high)).collect();
         self.apply_commit(s, Committer::Consumer, &offsets, "");
     }
@@ -148,6 +167,7 @@ impl World {
     /// a consumer outside Kubernetes between two polls) commits, without joining, the high watermark of
     /// every partition (where a consumer that had read everything stands), with empty metadata.
     pub fn stray_commit(&mut self, s: Streamlet) {
+        self.carry_out_orphans();
         let offsets = self.kafka.logs[&s].iter().map(|(p, l)| (*p, l.high)).collect();
         self.apply_commit(s, Committer::Stray, &offsets, "");
     }
@@ -273,6 +293,7 @@ impl World {
     }
 
     fn take_fault(&mut self) -> Option<Fault> {
+        self.carry_out_orphans();
         self.kafka.calls += 1;
         self.kafka.faults.pop_front().filter(|f| *f != Fault::Pass)
     }
@@ -282,7 +303,7 @@ impl World {
         self.kafka.faults.iter().any(|f| *f != Fault::Pass) || self.kube.faults.values().any(|n| *n > 0)
     }
 
-    fn applied(&mut self, s: Streamlet, by: Committer, offsets: &BTreeMap<i32, i64>, metadata: &str) -> AppliedCommit {
+    fn applied(&self, s: Streamlet, by: Committer, offsets: &BTreeMap<i32, i64>, metadata: &str) -> AppliedCommit {
         let committed = &self.kafka.committed[&s];
         AppliedCommit {
             group: s,
@@ -293,16 +314,140 @@ impl World {
             running: Streamlet::ALL.into_iter().filter(|s| self.kube.runs(*s)).collect(),
             members: self.members(s),
             done: self.kube.done.clone(),
+            late: false,
         }
     }
 
     fn apply_commit(&mut self, s: Streamlet, by: Committer, offsets: &BTreeMap<i32, i64>, metadata: &str) {
         let fact = self.applied(s, by, offsets, metadata);
-        let committed = self.kafka.committed.entry(s).or_default();
-        for (p, o) in offsets {
-            committed.insert(*p, Position { offset: *o, metadata: metadata.to_string() });
+        self.apply(fact);
+    }
+
+    fn apply(&mut self, fact: AppliedCommit) {
+        let committed = self.kafka.committed.entry(fact.group).or_default();
+        for (p, o) in &fact.offsets {
+            committed.insert(*p, Position { offset: *o, metadata: fact.metadata.clone() });
         }
         self.facts.push(Fact::Commit(fact));
+    }
+
+    // ---- The broker holding calls ----
+
+    /// The broker holds `call`, which came over `conn` (its answer will never reach the operator).
+    pub fn hold(&mut self, call: KafkaCall, conn: Conn) {
+        let running = Streamlet::ALL.into_iter().filter(|s| self.kube.runs(*s)).collect();
+        let done = self.kube.done.clone();
+        if let (KafkaCall::Fence { metadata, .. } | KafkaCall::Commit { metadata, .. }, Some(group)) =
+            (&call, Streamlet::of_group(call.group()))
+            && let Some(m) = crate::invariants::marker(metadata)
+        {
+            self.facts.push(Fact::Held { id: m.id().to_string(), group });
+        }
+        self.kafka.held.push(HeldCall { conn, call, running, done, orphan: false });
+    }
+
+    /// Carries out a held call: a write is applied as Kafka applies it now (refused while the group
+    /// has members), recorded with the operator's view from when it sent it; a read changes nothing.
+    fn carry_out_held(&mut self, held: HeldCall) {
+        let (KafkaCall::Fence { target, offsets, metadata } | KafkaCall::Commit { target, offsets, metadata }) =
+            &held.call
+        else {
+            return;
+        };
+        let Ok(s) = Self::resolve(target) else { return };
+        if offsets.is_empty() || self.members(s) > 0 {
+            return;
+        }
+        let fact = AppliedCommit {
+            running: held.running.clone(),
+            done: held.done.clone(),
+            late: true,
+            ..self.applied(s, Committer::Operator, offsets, metadata)
+        };
+        self.apply(fact);
+    }
+
+    /// Every call held on `conn`, carried out in the order it came: what Kafka does before it
+    /// answers a later call of that connection.
+    pub fn carry_out_held_on(&mut self, conn: Conn) {
+        let (on, rest): (Vec<HeldCall>, Vec<HeldCall>) =
+            std::mem::take(&mut self.kafka.held).into_iter().partition(|h| h.conn == conn);
+        self.kafka.held = rest;
+        for h in on {
+            self.carry_out_held(h);
+        }
+    }
+
+    /// The held calls whose connection is lost, carried out: what docs/reset.md's limit takes the
+    /// broker to do before it answers anything sent after the loss.
+    pub fn carry_out_orphans(&mut self) {
+        let (orphans, rest): (Vec<HeldCall>, Vec<HeldCall>) =
+            std::mem::take(&mut self.kafka.held).into_iter().partition(|h| h.orphan);
+        self.kafka.held = rest;
+        for h in orphans {
+            self.carry_out_held(h);
+        }
+    }
+
+    /// The connections that hold calls, each once, oldest first.
+    pub fn holding(&self) -> Vec<Conn> {
+        let mut out: Vec<Conn> = vec![];
+        for h in &self.kafka.held {
+            if !out.contains(&h.conn) {
+                out.push(h.conn);
+            }
+        }
+        out
+    }
+
+    /// The broker carries out the oldest call it holds of one connection (`pick`, modulo the
+    /// connections holding calls), at any moment it likes.
+    pub fn broker_carries_out(&mut self, pick: u8) {
+        let holding = self.holding();
+        if holding.is_empty() {
+            return;
+        }
+        self.carry_out_oldest(holding[usize::from(pick) % holding.len()]);
+    }
+
+    /// The broker carries out the oldest call it holds of `conn`.
+    pub fn carry_out_oldest(&mut self, conn: Conn) {
+        if let Some(i) = self.kafka.held.iter().position(|h| h.conn == conn) {
+            let h = self.kafka.held.remove(i);
+            self.carry_out_held(h);
+        }
+    }
+
+    /// The broker restarts: what it held is lost with its process.
+    pub fn restart_broker(&mut self) {
+        let lost = std::mem::take(&mut self.kafka.held).len();
+        self.facts.push(Fact::BrokerRestarted { lost });
+    }
+
+    /// The operator process ends: what the broker holds of it is orphaned, and the next process
+    /// starts with no pins.
+    pub fn end_process(&mut self) {
+        for h in &mut self.kafka.held {
+            h.orphan = true;
+        }
+        self.process = Process { epoch: self.process.epoch + 1, pins: Pins::new() };
+    }
+
+    /// The answer of `call` when it never comes: a timeout.
+    pub fn no_answer(call: &KafkaCall) -> Input {
+        let group = call.group().clone();
+        let f = Self::timeout();
+        match call {
+            KafkaCall::Inspect(_) => Input::Inspected { group, result: Err(f) },
+            KafkaCall::Fence { .. } => Input::Fenced { group, result: Err(f) },
+            KafkaCall::Commit { .. } => Input::ReadBack { group, result: Err(f) },
+            KafkaCall::Read(_) => Input::Read { group, result: Err(f) },
+        }
+    }
+
+    /// Whether the next Kafka call meets [`Fault::Held`].
+    pub fn next_is_held(&self) -> bool {
+        self.kafka.faults.front() == Some(&Fault::Held)
     }
 
     fn resolve(target: &InletTarget) -> Result<Streamlet, KafkaFailure> {
@@ -317,7 +462,7 @@ impl World {
 
     fn fault_failure(fault: Fault) -> KafkaFailure {
         match fault {
-            Fault::Transient | Fault::TimeoutAfterApply | Fault::Pass => Self::timeout(),
+            Fault::Transient | Fault::TimeoutAfterApply | Fault::Held | Fault::Pass => Self::timeout(),
             Fault::Final => KafkaFailure::authorization("Broker: Group authorization failed"),
         }
     }
@@ -346,6 +491,7 @@ impl World {
             high_watermark: logs.iter().map(|(p, l)| (*p, l.high)).collect(),
             at_time: BTreeMap::new(),
             topic_configs: BTreeMap::new(),
+            member_names: vec![],
         })
     }
 
@@ -358,7 +504,7 @@ impl World {
     ) -> Result<(), KafkaFailure> {
         let s = Self::resolve(target)?;
         let fault = self.take_fault();
-        if let Some(f @ (Fault::Transient | Fault::Final)) = fault {
+        if let Some(f @ (Fault::Transient | Fault::Final | Fault::Held)) = fault {
             return Err(Self::fault_failure(f));
         }
         let members = self.members(s);

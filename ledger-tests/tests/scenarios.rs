@@ -549,3 +549,65 @@ fn retries_stay_bounded_by_time_however_often_the_drive_is_rebuilt() {
     let retry_for = flow_core::reset::DEFAULT_RETRY_FOR;
     assert!(took >= retry_for && took < retry_for + std::time::Duration::from_secs(60), "failed after {took:?}");
 }
+
+/// Issue 28: the broker holds sink's fence of request 1 (it never answers, the operator's wait
+/// times out); router's group goes on, and while the drive sleeps out router's settle, request 2
+/// (sink alone) replaces it. Request 2 gives sink another lane than request 1 did. With the
+/// operator as it was, request 2's calls went over that lane's connection, which Kafka does not
+/// order against the held fence: the fence lands after request 2's reset and puts the offsets from
+/// before it back, under a reported reset. The model catches it.
+#[test]
+fn a_held_fence_of_a_replaced_request_landing_after_the_next_reset_is_caught() {
+    let mut w = World::new(&init(&[]));
+    w.pin_unanswered = false;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fence_held_across_requests(&mut w)));
+    assert!(caught.is_err(), "the model no longer catches a held fence landing after a later reset");
+}
+
+/// The same history with the operator as it is: sink's calls of request 2 go over the held fence's
+/// connection, behind it, so the fence is carried out before request 2 inspects the group.
+#[test]
+fn a_held_fence_is_carried_out_before_the_next_requests_calls_of_its_group() {
+    let mut w = World::new(&init(&[]));
+    fence_held_across_requests(&mut w);
+    let (one, two) = (request_id(1), request_id(2));
+    let sink: Vec<String> = w
+        .facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::Commit(c) if c.group == Sink => {
+                Some(format!("{}{}", c.metadata, if c.late { " (late)" } else { "" }))
+            }
+            _ => None,
+        })
+        .collect();
+    let fence = |id: &str| flow_core::reset::fence_marker(id);
+    assert_eq!(sink, [format!("{} (late)", fence(&one)), fence(&two), flow_core::reset::reset_marker(&two)]);
+    assert_eq!(
+        committed(&w, Sink),
+        [
+            (0, flow_core::reset::reset_marker(&two)),
+            (50, flow_core::reset::reset_marker(&two)),
+            (30, flow_core::reset::reset_marker(&two))
+        ]
+    );
+}
+
+fn fence_held_across_requests(w: &mut World) {
+    run(
+        w,
+        &[
+            &|w| _ = w.write_request(1, Ask::All),
+            // Completed oldest first: router's inspection, sink's, router's fence, sink's fence.
+            &|w| w.inject(Fault::Pass, 3),
+            &|w| w.inject(Fault::Held, 1),
+            // Request 2 is written while the drive first sleeps (router's settle): superseded.
+            &|w| w.replace = Some((2, Ask::Sink)),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Superseded),
+            &|w| assert_eq!(w.kafka.held.len(), 1, "the broker holds sink's fence"),
+            &|w| assert_eq!(w.reconcile(None), Reconciled::Done),
+            // Whenever the broker gets to it.
+            &|w| w.broker_carries_out(0),
+        ],
+    );
+}

@@ -5,14 +5,22 @@
 //! twice, a pause to change the world (add a partition, delete a topic, commit as a stray consumer)
 //! between two effects, and a failure to stand for a write the API server refused. The points are
 //! the boundaries between the reset machine's durable effects. `FLOW_FAULT_GROUP`, when set, limits
-//! the points that concern one consumer group (`before-fence`, `after-commit`) to that group.
+//! the points that concern one consumer group (`before-fence`, `before-read-back`, `after-commit`) to
+//! that group.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Named points.
-pub const POINTS: &[&str] =
-    &["before-fence", "after-intent", "after-commit", "after-outcome", "before-done", "intent-status-write"];
+pub const POINTS: &[&str] = &[
+    "before-fence",
+    "after-intent",
+    "before-read-back",
+    "after-commit",
+    "after-outcome",
+    "before-done",
+    "intent-status-write",
+];
 
 /// At `point`: exits with status 86 if `FLOW_FAULT_CRASH_AT` names it; sleeps
 /// `FLOW_FAULT_PAUSE_SECONDS` (default 10 s) if `FLOW_FAULT_PAUSE_AT` names it, the first

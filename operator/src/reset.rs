@@ -16,7 +16,7 @@ use flow_core::events::{Event, EventType};
 use flow_core::names::{self, GroupId};
 use flow_core::request::To;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Inspection, Intake, KafkaCall, KafkaFailure,
+    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Inspection, Intake, KafkaCall, KafkaFailure, Pins,
     Started, State, Timestamp, WAIT_RECHECK, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
@@ -218,7 +218,9 @@ async fn answered(
 /// annotation alone reads as done (see [`flow_core::reset::Drive`]), so a refusal is never shown as
 /// done, even for a moment.
 async fn refuse(object: &Object, status: &AnkkaFlowStatus, id: &str) -> Result<(), Error> {
-    object.status(status).await?;
+    let mut status = status.clone();
+    flow_core::render::status::sync_reset_complete(&mut status, k8s_openapi::jiff::Timestamp::now());
+    object.status(&status).await?;
     object.done(id).await
 }
 
@@ -439,6 +441,7 @@ impl Run<'_> {
                 tracing::debug!(token = persist.token, writes = persist.writes.len(), "persist started");
                 status.reset = Some(persist.reset.clone());
                 status.reset_history.clone_from(&persist.history);
+                flow_core::render::status::sync_reset_complete(status, k8s_openapi::jiff::Timestamp::now());
                 let (object, snapshot) = (Arc::clone(&self.object), status.clone());
                 let fail = persist.carries_intent() && faults::fail("intent-status-write");
                 let (intent, outcome) = (persist.carries_intent(), persist.carries_outcome());
@@ -496,7 +499,8 @@ const NOT_LEADER: &str = "not sent: this operator no longer holds the Lease with
 /// A drive waits for its own calls before it gives up, but a reconcile can also be dropped (the
 /// controller stopping), and a blocking Kafka call cannot be cancelled: it runs on. So a call claims
 /// its group first and holds the claim until the call has truly ended, and the next call on the
-/// group, from a newer drive, waits for it. A late fence can never land after a newer commit.
+/// group, from a newer drive, waits for it. A call that ended without Kafka's answer may still be
+/// held by the broker: the group's next calls then go over its connection, behind it ([`PINS`]).
 struct Busy {
     groups: Mutex<HashSet<GroupId>>,
     freed: Notify,
@@ -512,6 +516,23 @@ impl Drop for Claim {
         BUSY.groups.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
         BUSY.freed.notify_waiters();
     }
+}
+
+/// Per consumer group, the client (and so the connection) of its latest write that Kafka has not
+/// answered: the group's next calls go over it, behind that write, whichever drive or request makes
+/// them (`flow_core::reset::Pins`). Held for the process: a write of one request must not be
+/// overtaken by the next request's calls. The client is kept alive by it even when the pool has
+/// let it go.
+/// Keyed by the cluster's bootstrap servers and the group: a group of the same name on another
+/// cluster is another group.
+static PINS: LazyLock<Mutex<Pins<PinKey, Arc<kafka::KafkaClient>>>> = LazyLock::new(|| Mutex::new(Pins::new()));
+
+/// A group on a cluster: the cluster's bootstrap servers, and the group.
+type PinKey = (String, GroupId);
+
+/// The client the next call of group `key` must use, if a write of it is unanswered.
+fn pinned(key: &PinKey) -> Option<Arc<kafka::KafkaClient>> {
+    PINS.lock().unwrap_or_else(|p| p.into_inner()).connection(key).cloned()
 }
 
 /// Waits until no call is under way on `group`, and claims it.
@@ -543,9 +564,20 @@ async fn run_kafka(
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
     let client = connections.client_in(flow, &call.target().topic_id, lane).await;
-    let name = call.name();
+    let cluster = connections.get(flow, &call.target().topic_id).await.map(|c| c.bootstrap_servers).ok();
+    let (name, writes) = (call.name(), call.writes());
     async move {
         let _claim = claim(&group).await;
+        let key = cluster.map(|c| (c, group.clone()));
+        // Looked up once the claim is held: the call before it may just have pinned the group.
+        let client = match key.as_ref().and_then(pinned) {
+            Some(pinned) => {
+                tracing::info!(%group, call = name, "Kafka has not answered an earlier write of the group: the call goes over that write's connection, behind it");
+                Ok(pinned)
+            }
+            None => client,
+        };
+        let used = client.as_ref().ok().map(Arc::clone);
         let started = std::time::Instant::now();
         tracing::debug!(%group, call = name, lane, "Kafka call started");
         let input = match call {
@@ -563,9 +595,17 @@ async fn run_kafka(
                 Input::Fenced { group, result }
             }
             KafkaCall::Commit { target, offsets, metadata } => {
-                // Checked again as late as can be: the claim may have waited.
+                // Checked again as late as can be: the claim may have waited. The read-back goes
+                // over the same client, to the same coordinator: behind the commit.
                 let result = if crate::leader::may_act() {
-                    async { kafka::commit(client?, target, offsets, metadata).await }.await
+                    async {
+                        let client = client?;
+                        let ps: Vec<i32> = offsets.keys().copied().collect();
+                        kafka::write(Arc::clone(&client), target.clone(), offsets, metadata).await?;
+                        faults::group_point("before-read-back", group.as_str()).await;
+                        kafka::read_back(client, target, ps).await
+                    }
+                    .await
                 } else {
                     Err(KafkaFailure::unavailable(NOT_LEADER))
                 };
@@ -577,6 +617,13 @@ async fn run_kafka(
             }
         };
         tracing::debug!(group = %input.group().map_or("", |g| g.as_str()), call = name, ms = started.elapsed().as_millis(), "Kafka call ended");
+        if let (Some(client), Some(key)) = (used, key) {
+            let answered = input.answered();
+            if writes && !answered {
+                tracing::warn!(group = %key.1, call = name, "Kafka did not answer the write: the group's next calls go over its connection, behind it");
+            }
+            PINS.lock().unwrap_or_else(|p| p.into_inner()).ended(&key, client, writes, answered);
+        }
         input
     }
 }

@@ -166,6 +166,56 @@ group.min.session.timeout.ms=1000
 EOF
 }
 
+# The broker pair: one KRaft cluster of two brokers, node 1 also its controller
+# (a quorum of one, so node 2 can stop without stopping the cluster). The
+# internal topics have two replicas, so that a group's coordinator moves to the
+# other broker when one stops; a topic's own replicas are as its test creates
+# them (one, by default).
+pair_properties() {
+  local node=$1 port=$2
+  cat <<EOF
+# written by testbed/tb on every start
+# Broker $node of the broker pair: a cluster of two brokers, for tests of a
+# partition without a leader and of a group coordinator that moves.
+node.id=$node
+controller.quorum.voters=1@127.0.0.1:$KAFKA_PAIR_CONTROLLER_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+log.dirs=$DATA/kafka-pair-$node
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=2
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=2
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=2
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+num.network.threads=1
+num.io.threads=1
+num.recovery.threads.per.data.dir=1
+background.threads=2
+auto.create.topics.enable=false
+EOF
+  if [ "$node" = 1 ]; then
+    printf '%s\n' "process.roles=broker,controller" \
+      "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$KAFKA_PAIR_CONTROLLER_PORT"
+  else
+    printf '%s\n' "process.roles=broker" "listeners=PLAINTEXT://127.0.0.1:$port"
+  fi
+}
+
+write_pair_configs() {
+  mkdir -p "$CONF"
+  pair_properties 1 "$KAFKA_PAIR1_PORT" >"$CONF/kafka-pair-1.properties"
+  pair_properties 2 "$KAFKA_PAIR2_PORT" >"$CONF/kafka-pair-2.properties"
+}
+
 # The users of the ACL listener (SASL/PLAIN; test credentials on loopback), name:password:
 # the operator's principal, and the principals of the streamlets of two tenant namespaces.
 # What each may do is only what Kafka ACLs allow it: the tests that use them grant and
@@ -264,4 +314,5 @@ num.recovery.threads.per.data.dir=1
 background.threads=2
 auto.create.topics.enable=true
 EOF
+  write_pair_configs
 }

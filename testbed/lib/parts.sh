@@ -17,20 +17,21 @@ kafka_exec() {
       mapfile -t scram < <(scram_format_args) ;;
     # a broker for a few topics and groups: small heap, serial GC, the C1 JIT only
     # (less CPU while it starts next to everything else), fewer threads
-    kafka-autocreate) heap=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1) ;;
+    kafka-autocreate|kafka-pair-1|kafka-pair-2) heap=(-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1) ;;
     *) echo "[testbed] _kafka-exec: unknown properties file $props"; exit 1 ;;
   esac
   if [ ! -f "$DATA/$part/meta.properties" ]; then
     # A formatted empty directory is kept per properties text and Kafka version,
     # so a start after `down` copies it instead of running one more JVM.
-    local fmt id
-    fmt=$RUN/formatted/$part/$( { echo "$KAFKA_VERSION"; cat "$props"; printf '%s\n' "${scram[@]}"; } | sha256sum | cut -c1-16)
+    local fmt id=""
+    # both brokers of the pair are formatted with the pair's one cluster id
+    case $part in kafka-pair-*) id=$(pair_cluster_id) || exit 1 ;; esac
+    fmt=$RUN/formatted/$part/$( { echo "$KAFKA_VERSION"; cat "$props"; printf '%s\n' "${scram[@]}" "$id"; } | sha256sum | cut -c1-16)
     if [ -f "$fmt/meta.properties" ]; then
       echo "[testbed] $DATA/$part: copying the formatted empty directory $fmt"
       cp -a "$fmt/." "$DATA/$part/" || { echo "[testbed] copying failed"; exit 1; }
     else
-      # a random 16-byte Kafka Uuid in base64url, as StorageTool random-uuid prints
-      id=$(openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=\n')
+      [ -n "$id" ] || id=$(random_cluster_id)
       echo "[testbed] formatting $DATA/$part with cluster id $id"
       "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
         -Dlog4j2.configurationFile="file:$here/conf/tools-log4j2.properties" \
@@ -47,6 +48,20 @@ kafka_exec() {
     -Djava.awt.headless=true -Dkafka.logs.dir="$LOGS" \
     -Dlog4j2.configurationFile="file:$here/conf/kafka-log4j2.properties" \
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$props"
+}
+
+# a random 16-byte Kafka Uuid in base64url, as StorageTool random-uuid prints
+random_cluster_id() { openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=\n'; }
+
+# The cluster id of the broker pair: made once per run directory, kept beside
+# the formatted directories (so across `down`, like them).
+pair_cluster_id() {
+  local f=$RUN/formatted/kafka-pair.cluster-id
+  if [ ! -s "$f" ]; then
+    mkdir -p "$RUN/formatted"
+    random_cluster_id >"$f.new" && mv "$f.new" "$f" || { echo "[testbed] cannot write $f"; return 1; }
+  fi
+  cat "$f"
 }
 
 # The SASL_PLAINTEXT listener answers (a broker started by an older tb has none).
@@ -83,13 +98,14 @@ ensure_scram_users() {
 tokens_ready() { curl -sf --max-time 2 "http://127.0.0.1:$TOKENS_PORT/healthz" | grep -qx ok; }
 
 # The broker on port $1 (default: the main one) is up when a Metadata request
-# lists it (it is then registered and unfenced). One request in Python takes
-# milliseconds; without Python, fall back to one JVM run of TopicCommand.
+# lists it (it is then registered and unfenced), and at least $2 brokers
+# (default 1). One request in Python takes milliseconds; without Python, fall
+# back to one JVM run of TopicCommand.
 kafka_ready() {
-  local port=${1:-$KAFKA_PORT}
+  local port=${1:-$KAFKA_PORT} min=${2:-1}
   port_open "$port" || return 1
   if command -v python3 >/dev/null; then
-    python3 - "$port" <<'PY'
+    python3 - "$port" "$min" <<'PY'
 import socket, struct, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
 cid = b"testbed-probe"
@@ -106,11 +122,20 @@ def read(n):
     return b
 size, = struct.unpack(">i", read(4))
 corr, _throttle, brokers = struct.unpack(">iii", read(size)[:12])
-sys.exit(0 if corr == 1 and brokers >= 1 else 1)
+sys.exit(0 if corr == 1 and brokers >= int(sys.argv[2]) else 1)
 PY
   else
     "$here/kafka-tool" topics --bootstrap-server "127.0.0.1:$port" --list
   fi
+}
+
+# The broker pair is up when each of its brokers answers Metadata listing both
+# (node 2 registered with node 1's controller, both unfenced).
+kafka_pair_ready() {
+  local port
+  for port in "$KAFKA_PAIR1_PORT" "$KAFKA_PAIR2_PORT"; do
+    kafka_ready "$port" 2 || return 1
+  done
 }
 
 etcd_ready() { curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
@@ -130,6 +155,16 @@ start_kafka() {
 start_kafka_autocreate() {
   mkdir -p "$DATA/kafka-autocreate"
   launch kafka-autocreate env TESTBED_RUN="$RUN" "$self" _kafka-exec "$CONF/kafka-autocreate.properties"
+}
+
+start_kafka_pair_1() {
+  mkdir -p "$DATA/kafka-pair-1"
+  launch kafka-pair-1 env TESTBED_RUN="$RUN" "$self" _kafka-exec "$CONF/kafka-pair-1.properties"
+}
+
+start_kafka_pair_2() {
+  mkdir -p "$DATA/kafka-pair-2"
+  launch kafka-pair-2 env TESTBED_RUN="$RUN" "$self" _kafka-exec "$CONF/kafka-pair-2.properties"
 }
 
 start_etcd() {

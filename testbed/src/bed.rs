@@ -118,6 +118,18 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Bootstrap servers of the test bed's broker pair, one KRaft cluster of two brokers
+/// (`FLOW_TESTBED_KAFKA_PAIR`, from `testbed/tb env`; docs/testbed.md, "The broker pair"): node 1
+/// (`127.0.0.1:19140`, also the cluster's controller), then node 2 (`127.0.0.1:19142`).
+pub fn kafka_pair() -> String {
+    std::env::var("FLOW_TESTBED_KAFKA_PAIR").unwrap_or_else(|_| {
+        panic!(
+            "FLOW_TESTBED_KAFKA_PAIR is not set: start the broker pair and load the test bed's settings with \
+             `testbed/tb up kafka-pair && eval \"$(testbed/tb env)\"`"
+        )
+    })
+}
+
 /// Bootstrap address of the test bed's second broker, the one with `auto.create.topics.enable=true`
 /// (`FLOW_TESTBED_KAFKA_AUTOCREATE`, from `testbed/tb env`; docs/testbed.md). A cluster of its own:
 /// what exists on the main broker does not exist there.

@@ -19,17 +19,19 @@ pub mod cart;
 pub mod groups;
 pub mod kafka;
 mod kube;
+pub mod offsets_log;
 mod operator;
 mod pipeline;
 mod rights;
 pub mod standin;
 
-pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, serial, show, wait_until};
+pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, wait_until};
 pub use cart::{cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_cluster_secret};
 pub use kube::*;
 pub use operator::{Operator, SIDECAR_IMAGE, group_series, http_get, lag_in_metrics, metrics_address};
 pub use pipeline::{
-    Streamlet, apply_own_pipeline, apply_pipeline, flow, flow_reset, own_pipeline_yaml, pipeline_yaml, wait_done,
+    Streamlet, apply_own_pipeline, apply_pipeline, flow, flow_reset, inlets_pipeline_yaml, own_pipeline_yaml,
+    pipeline_yaml, wait_done,
 };
 pub use rights::{install_operator_rights, shipped_rights_kubeconfig};
 pub use standin::Container;

@@ -95,6 +95,48 @@ fn on_shop<'a>(streamlets: &[(&'a str, &'a str, i32)]) -> Vec<Streamlet<'a>> {
     streamlets.iter().map(|&(name, topic, replicas)| Streamlet { name, topic, cluster: "shop", replicas }).collect()
 }
 
+/// A pipeline of many consumer groups over one topic, as YAML, with its groups: `streamlets`
+/// stopped streamlets `l<s>` whose inlets `i<j>` all read `topic` on cluster `cluster`, `groups`
+/// inlets in all, spread evenly (groups `<pipeline>.l<s>.i<j>`). Written out rather than generated
+/// with `flow generate`: a blueprint of 200 inlets is no test of the CLI, and this is what the large
+/// benchmark and the large fault test reset.
+pub fn inlets_pipeline_yaml(
+    ns: &str,
+    pipeline: &str,
+    topic: &str,
+    cluster: &str,
+    groups: usize,
+    streamlets: usize,
+) -> (String, Vec<String>) {
+    let per = groups.div_ceil(streamlets.max(1));
+    let mut y = format!(
+        "apiVersion: flow.ankka.thinkmorestupidless.com/v1alpha1\nkind: AnkkaFlow\nmetadata:\n  name: {pipeline}\n  namespace: {ns}\n  labels:\n    flow.ankka.thinkmorestupidless.com/pipeline: {pipeline}\nspec:\n  pipeline: {pipeline}\n  version: \"large\"\n  protocolVersion: \"1.0\"\n  streamlets:\n"
+    );
+    let mut names = vec![];
+    for s in 0..streamlets {
+        let inlets: Vec<usize> = (0..per).filter(|j| s * per + j < groups).collect();
+        if inlets.is_empty() {
+            continue;
+        }
+        y += &format!("  - name: l{s}\n    image: registry.example.com/bench:1\n    replicas: 0\n    inlets:\n");
+        for j in &inlets {
+            y += &format!("      i{j}: input\n");
+            names.push(format!("{pipeline}.l{s}.i{j}"));
+        }
+        y += "    descriptor:\n      name: bench\n      description: bench streamlet\n      config_parameters: []\n      inlets:\n";
+        for j in &inlets {
+            y += &format!(
+                "      - name: i{j}\n        contract:\n          fingerprint: nXhoFwNZSB7DKScFuZUtZ1gnAYkIxadumsXNHWwbLfM=\n          format: json\n          schema_name: cart-events.v1\n"
+            );
+        }
+        y += "      outlets: []\n    builtin: false\n";
+    }
+    y += &format!(
+        "  topics:\n  - id: input\n    name: {topic}\n    managed: false\n    cluster: {cluster}\n    consumerConfig:\n      auto.offset.reset: earliest\n"
+    );
+    (y, names)
+}
+
 /// [`pipeline_yaml`] of streamlets given as (name, topic, replicas) on the test bed's cluster `shop`.
 pub fn own_pipeline_yaml(ns: &str, pipeline: &str, streamlets: &[(&str, &str, i32)]) -> String {
     pipeline_yaml(ns, pipeline, &on_shop(streamlets))

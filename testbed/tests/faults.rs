@@ -4,8 +4,12 @@
 //! log start offsets with the reset marker, and the status says `Done` with every group `Reset`.
 //! docs/faults.md describes each fault, what the operator does, and what these tests observed.
 
+#[path = "faults/late.rs"]
+mod late;
 #[path = "faults/outages.rs"]
 mod outages;
+#[path = "faults/pair.rs"]
+mod pair;
 #[path = "faults/support.rs"]
 mod support;
 

@@ -27,7 +27,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Described, Handle, KafkaFailure};
+use super::{Described, GroupDescription, Handle, KafkaFailure};
 
 /// How long one wait for an admin result lasts before the client's context is asked for a final cause.
 const SLICE_MS: i32 = 100;
@@ -265,14 +265,25 @@ fn answers(call: &Call, groups: &[&str]) -> Vec<Answer> {
             let answer = if error.is_null() {
                 let state =
                     text(rd::rd_kafka_consumer_group_state_name(rd::rd_kafka_ConsumerGroupDescription_state(*desc)));
-                let members =
-                    u32::try_from(rd::rd_kafka_ConsumerGroupDescription_member_count(*desc)).unwrap_or(u32::MAX);
-                Answer::Coordinator(Ok((state, members)))
+                let count = rd::rd_kafka_ConsumerGroupDescription_member_count(*desc);
+                let member_names = (0..count.min(flow_core::reset::NAMED_MEMBERS))
+                    .map(|i| rd::rd_kafka_ConsumerGroupDescription_member(*desc, i))
+                    .filter(|m| !m.is_null())
+                    .map(|m| {
+                        let (client, host) = (
+                            text(rd::rd_kafka_MemberDescription_client_id(m)),
+                            text(rd::rd_kafka_MemberDescription_host(m)),
+                        );
+                        format!("client id '{client}' at {host}")
+                    })
+                    .collect();
+                let members = u32::try_from(count).unwrap_or(u32::MAX);
+                Answer::Coordinator(Ok(GroupDescription { state, members, member_names }))
             } else {
                 let code = rd::rd_kafka_error_code(error);
                 let f = || failure(code, WHAT, &text(rd::rd_kafka_error_string(error)));
                 match code {
-                    E::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND => Answer::Coordinator(Ok(("Dead".into(), 0))),
+                    E::RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND => Answer::Coordinator(Ok(GroupDescription::dead())),
                     E::RD_KAFKA_RESP_ERR_NOT_COORDINATOR | E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE => {
                         Answer::NotCoordinator
                     }
@@ -286,7 +297,7 @@ fn answers(call: &Call, groups: &[&str]) -> Vec<Answer> {
         // A group the broker said nothing about does not exist.
         groups
             .iter()
-            .map(|g| by_name.remove(*g).unwrap_or_else(|| Answer::Coordinator(Ok(("Dead".into(), 0)))))
+            .map(|g| by_name.remove(*g).unwrap_or_else(|| Answer::Coordinator(Ok(GroupDescription::dead()))))
             .collect()
     }
 }

@@ -238,17 +238,7 @@ pub fn finish(
             condition(CONDITION_APPLIED, false, "ApplyFailed", message.clone(), generation)
         }
     });
-    if let Some(reset) = &status.reset {
-        let phase = reset.phase.as_str();
-        let done = reset.phase == crate::resource::RequestPhase::Done;
-        let who = if reset.id.is_empty() { "the reset request".to_string() } else { format!("reset {}", reset.id) };
-        let mut message = format!("{who} is {}", phase.to_ascii_lowercase());
-        if !reset.detail.is_empty() {
-            message.push_str(": ");
-            message.push_str(&reset.detail);
-        }
-        conditions.push(condition(CONDITION_RESET_COMPLETE, done, camel(phase), message, generation));
-    }
+    conditions.extend(status.reset.as_ref().map(|r| reset_complete(r, generation)));
     conditions.extend(added);
     for c in &mut conditions {
         let before = previous.and_then(|p| p.conditions.iter().find(|b| b.type_ == c.type_));
@@ -259,6 +249,38 @@ pub fn finish(
     }
     status.conditions = conditions;
     status
+}
+
+/// The `ResetComplete` condition of `reset`: `True` exactly when the request is `Done` (which the
+/// reset driver writes only once the done annotation holds its id, see `flow_core::reset::Drive`).
+fn reset_complete(reset: &crate::resource::ResetStatus, generation: Option<i64>) -> Condition {
+    let phase = reset.phase.as_str();
+    let done = reset.phase == crate::resource::RequestPhase::Done;
+    let who = if reset.id.is_empty() { "the reset request".to_string() } else { format!("reset {}", reset.id) };
+    let mut message = format!("{who} is {}", phase.to_ascii_lowercase());
+    if !reset.detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(&reset.detail);
+    }
+    condition(CONDITION_RESET_COMPLETE, done, camel(phase), message, generation)
+}
+
+/// Brings the `ResetComplete` condition of `status` in line with its `reset`, as [`finish`] computes
+/// it (its `lastTransitionTime` kept while its status is the same): for the status writes the reset
+/// driver makes in the middle of a reconcile, so that a condition left from an earlier request never
+/// says `True` beside a request still under way.
+pub fn sync_reset_complete(status: &mut AnkkaFlowStatus, now: Timestamp) {
+    let Some(reset) = &status.reset else { return };
+    let mut c = reset_complete(reset, status.observed_generation);
+    let at = status.conditions.iter().position(|b| b.type_ == CONDITION_RESET_COMPLETE);
+    c.last_transition_time = match at.map(|i| &status.conditions[i]) {
+        Some(b) if b.status == c.status && !b.last_transition_time.is_empty() => b.last_transition_time.clone(),
+        _ => api_time(now),
+    };
+    match at {
+        Some(i) => status.conditions[i] = c,
+        None => status.conditions.push(c),
+    }
 }
 
 /// Whether `new` must be written over `current`: they differ in anything but the transition times.

@@ -57,6 +57,7 @@ fn committing() -> ResetMachine {
         high_watermark: (0..PARTITIONS).map(|p| (p, 20)).collect(),
         at_time: BTreeMap::new(),
         topic_configs: BTreeMap::new(),
+        member_names: vec![],
     };
     m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
     drain(&mut m);

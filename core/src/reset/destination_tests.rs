@@ -43,6 +43,7 @@ fn seen() -> Inspection {
         high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
         at_time: BTreeMap::from([(0, Some(40)), (1, Some(70)), (2, None)]),
         topic_configs: BTreeMap::new(),
+        member_names: vec![],
     }
 }
 

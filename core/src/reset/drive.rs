@@ -12,8 +12,12 @@
 //!   durable (a [`Persist`] handed out after them was reported with [`Drive::persisted`]);
 //! - **a refusal's status goes before its done write**: the done annotation says only that a
 //!   request is finished, and a reader that finds it without a status naming the request takes it
-//!   as done (a completed request's status follows its done write). A refused request's status is
-//!   therefore made durable first, as a persist of its own, so that it is never read as done;
+//!   as done. A refused request's status is therefore made durable first, as a persist of its own,
+//!   so that it is never read as done;
+//! - **a completed request's status follows its done write**: a persist handed out once every group
+//!   finished (the last outcome's) shows the request `Resetting`, each group with its outcome, and
+//!   only the status written after the done write says `Done` ([`Drive::status`]). So `phase: Done`
+//!   is never read without the done annotation (docs/reset.md, "What you see");
 //! - **reads, fences and inspections** go at once, at most `concurrency` Kafka calls at a time; the
 //!   calls of a group that is under way (fences, reads, commits) go before new inspections, so that
 //!   groups finish early and few are open at once.
@@ -43,7 +47,7 @@ use super::retry::DEFAULT_RETRY_FOR;
 use super::vocabulary::{Effect, GroupOutcome, Input, Intent, Timestamp};
 use crate::events::Event;
 use crate::names::GroupId;
-use crate::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus};
+use crate::resource::{AnkkaFlowSpec, RequestPhase, ResetHistoryEntry, ResetStatus};
 use crate::targets::InletTarget;
 
 /// How long a persist waits at most for the Kafka calls under way to end (see the module
@@ -294,7 +298,8 @@ impl Drive {
         &self.history
     }
 
-    /// `status.reset` as it stands, stamped.
+    /// `status.reset` as it stands, stamped: `Done` once every group finished, which a driver writes
+    /// only after the done write (a persist before it shows `Resetting`, see the module documentation).
     pub fn status(&mut self, now: Timestamp) -> ResetStatus {
         self.stamps.apply(self.machine.status(), now)
     }
@@ -454,7 +459,13 @@ impl Drive {
     }
 
     fn hand_out(&mut self, now: Timestamp) -> Persist {
-        let reset = self.status(now);
+        let mut reset = self.status(now);
+        // The status never runs ahead of the done annotation: until the done write, the request
+        // still reads `Resetting`, every group with its outcome (see the module documentation).
+        if matches!(self.machine.state(), State::Done(Done::Completed { .. })) {
+            reset.phase = RequestPhase::Resetting;
+            reset.finished_at = None;
+        }
         self.shown = Some(reset.clone());
         self.writing = Some(self.emitted);
         self.gather = None;

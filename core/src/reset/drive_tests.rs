@@ -70,6 +70,7 @@ fn empty_group() -> Inspection {
         high_watermark: BTreeMap::from([(0, 10), (1, 10)]),
         at_time: BTreeMap::new(),
         topic_configs: BTreeMap::new(),
+        member_names: vec![],
     }
 }
 
@@ -181,6 +182,9 @@ fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
     let w = work(&mut d);
     let [Work::Persist(p)] = &w[..] else { panic!("the outcome first, alone: {w:?}") };
     assert!(p.carries_outcome());
+    // Every group finished, but the done annotation is not written yet: the status says so.
+    assert_eq!((p.reset.phase, p.reset.groups[0].outcome), (RequestPhase::Resetting, GroupStage::Reset));
+    assert_eq!(p.reset.finished_at, None);
     assert!(work(&mut d).is_empty(), "the event waits for the outcome");
     d.persisted(p.token);
     let w = work(&mut d);
@@ -191,6 +195,8 @@ fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
     assert_eq!(d.in_flight(), 0);
     assert_eq!(d.idle(), Idle::Done);
     assert!(d.outcomes().is_some());
+    // What the driver writes after the done write.
+    assert_eq!(d.status(due).phase, RequestPhase::Done);
 }
 
 /// A drive of both groups, inspected and with both fences handed out.

@@ -10,7 +10,7 @@ use super::retry::Retry;
 use super::vocabulary::{
     Committed, Effect, GroupOutcome, Inspection, Intent, KafkaFailure, Positions, Timestamp, fence_marker, reset_marker,
 };
-use super::wording::{named, outcome_events};
+use super::wording::{named, outcome_events, waiting_event};
 use crate::targets::InletTarget;
 
 /// Per-group progress while resetting.
@@ -234,6 +234,11 @@ fn inspected(
         return plan(target, seen, cx);
     }
     if seen.members > 0 {
+        // Said once per drive as the group starts waiting (and refused as a duplicate by name when
+        // a later drive says it again).
+        if !retry.members {
+            cx.emit(Effect::Record(waiting_event(cx.id, target, seen.members, &seen.state, &seen.member_names)));
+        }
         let reason = format!(
             "consumer group [{}] has {} active member(s) (state {}): a consumer still reads it; the reset waits \
              until it leaves (its streamlet is stopped, so it runs elsewhere, or its pods are still stopping)",

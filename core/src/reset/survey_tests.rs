@@ -72,6 +72,7 @@ fn seen(committed: i64, end: i64) -> Inspection {
     Inspection {
         state: "Empty".into(),
         members: 0,
+        member_names: vec![],
         log_start: BTreeMap::from([(0, 0), (1, 0)]),
         committed: BTreeMap::from([(0, Some(committed)), (1, Some(committed))]),
         high_watermark: BTreeMap::from([(0, end), (1, end)]),

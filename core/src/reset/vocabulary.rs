@@ -359,6 +359,9 @@ impl KafkaFailure {
     }
 }
 
+/// Most members of a group an [`Inspection`] names.
+pub const NAMED_MEMBERS: usize = 10;
+
 /// What the adapter saw of a group before committing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inspection {
@@ -366,6 +369,10 @@ pub struct Inspection {
     pub state: String,
     /// Members of the group, classic and consumer protocol alike.
     pub members: u32,
+    /// Who the members are, as Kafka describes them (`client id 'x' at /10.0.0.5`), at most
+    /// [`NAMED_MEMBERS`] of them: for the event that says the reset waits for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub member_names: Vec<String>,
     /// Each partition's log start offset, from the topic's metadata (never from the group's offsets).
     pub log_start: BTreeMap<i32, i64>,
     /// The group's committed offsets on those partitions.

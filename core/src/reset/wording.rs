@@ -102,6 +102,31 @@ pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) ->
     events
 }
 
+/// The event that says a group waits for its members to leave, naming them: `ResetWaiting`
+/// (Warning), keyed `<request id>/<group>/members`, so that a request records it once per group
+/// however often it finds the members again (the API server refuses a second event of the name).
+pub fn waiting_event(id: &str, target: &InletTarget, members: u32, state: &str, names: &[String]) -> Event {
+    let mut who = names.join(", ");
+    let unnamed = usize::try_from(members).unwrap_or(usize::MAX).saturating_sub(names.len());
+    if who.is_empty() {
+        who = format!("{members} member(s)");
+    } else if unnamed > 0 {
+        who += &format!(" and {unnamed} more");
+    }
+    Event::new(
+        EventType::Warning,
+        "ResetWaiting",
+        format!(
+            "reset {id} waits for consumer group [{}] (state {state}) to have no members; it has {members}: {who}. \
+             Nothing is committed for the group until they leave: stop that consumer (it runs outside the \
+             pipeline's streamlets, or a streamlet's pod is still stopping), or replace the request \
+             (flow reset --replace)",
+            target.group
+        ),
+        format!("{id}/{}/members", target.group),
+    )
+}
+
 /// How many records of its topic a group put at the end of it skips, as a reset says it (nothing
 /// for none): `; 30 record(s) written before the rebuild are skipped`.
 pub(super) fn skipped(records: i64) -> String {

@@ -33,6 +33,9 @@ pub struct AppliedCommit {
     pub members: u32,
     /// The done annotation at that instant.
     pub done: Option<String>,
+    /// A write the broker held and carried out after the operator had stopped waiting for it
+    /// ([`Fault::Held`]); `running` and `done` are then as they were when the operator sent it.
+    pub late: bool,
 }
 
 /// An event the driver asked Kubernetes to record.
@@ -109,5 +112,29 @@ pub enum Fact {
     Crash {
         /// Effects carried out.
         effects: usize,
+    },
+    /// The broker holds a write of request `id` on `group` (its answer never reaches the operator).
+    Held {
+        /// The request.
+        id: String,
+        /// The group.
+        group: Streamlet,
+    },
+    /// A call of `group` went over the connection of the group's unanswered write rather than over
+    /// its lane of the request at hand (`flow_core::reset::Pins`).
+    Pinned {
+        /// The group.
+        group: Streamlet,
+    },
+    /// The broker restarted: the calls it held are lost.
+    BrokerRestarted {
+        /// How many it held.
+        lost: usize,
+    },
+    /// A status write said the request `id` is `Done` while the done annotation did not hold `id`
+    /// (the status ran ahead of the annotation).
+    StatusAhead {
+        /// The request.
+        id: String,
     },
 }

@@ -142,6 +142,10 @@ pub enum Fault {
     TimeoutAfterApply,
     /// The call goes through (lets a fixed history aim a fault at a later call).
     Pass,
+    /// The call reaches the broker, which holds it (frozen, overloaded): the operator's wait for
+    /// the answer times out, and the broker carries the call out at some later moment
+    /// ([`crate::world::Kafka::held`]).
+    Held,
 }
 
 /// A failure of the operator's own writes: the next one of its kind fails.

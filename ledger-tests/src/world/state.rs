@@ -29,6 +29,48 @@ pub struct Kafka {
     pub calls: u64,
     /// Calls an abandoned drive left running (only when [`World::wait_on_abandon`] is off).
     pub late: Vec<KafkaCall>,
+    /// Calls the broker received and holds without having carried them out (frozen, overloaded, its
+    /// socket buffer full), in the order they arrived: the operator's wait for their answer ended
+    /// ([`Fault::Held`]), and the broker carries each out at some later moment, or loses it when it
+    /// restarts. Kafka's one guarantee holds: the calls of one connection are carried out in the
+    /// order they were sent, each before any later call of its connection is answered.
+    pub held: Vec<HeldCall>,
+}
+
+/// One of the operator's connections to the broker: a lane's client of one operator process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Conn {
+    /// The operator process (a new one after each crash).
+    pub process: u32,
+    /// The lane (`operator/src/reset.rs`: a group's place among its request's groups).
+    pub lane: usize,
+}
+
+/// A call the broker holds ([`Kafka::held`]).
+#[derive(Clone, Debug)]
+pub struct HeldCall {
+    /// The connection it came over.
+    pub conn: Conn,
+    /// The call.
+    pub call: KafkaCall,
+    /// Streamlets that counted as running when the operator sent it.
+    pub running: BTreeSet<Streamlet>,
+    /// The done annotation when the operator sent it.
+    pub done: Option<String>,
+    /// Its connection is lost while the broker still holds it (the operator process that sent it
+    /// ended): Kafka no longer orders it against anything. The model takes docs/reset.md's limit as
+    /// given: the broker carries it out before it answers any call sent after the loss.
+    pub orphan: bool,
+}
+
+/// What the operator process keeps in memory across its reconciles, lost when it crashes: which
+/// process it is, and its pins (`flow_core::reset::Pins`, as `operator/src/reset.rs` keeps them).
+#[derive(Clone, Debug, Default)]
+pub struct Process {
+    /// Its number: each crash starts the next.
+    pub epoch: u32,
+    /// The connection of each group whose latest write Kafka has not answered.
+    pub pins: Pins<GroupId, Conn>,
 }
 
 /// Simulated Kubernetes: the resource's replicas and pods, annotations, status and events.

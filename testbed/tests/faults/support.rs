@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use flow_testbed::cart::DONE;
 use flow_testbed::*;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 /// Partitions of each topic, and records in each partition.
 pub const PARTITIONS: i32 = 3;
@@ -66,9 +64,17 @@ impl Pipe {
     ///   `ResetOffsets` event each, no `ResetOffsetsFailed`;
     /// - a status that says what happened: `Done`, every group `Reset`.
     pub fn assert_reset_once(&self, id: &str) {
+        let all: Vec<&str> = self.groups.iter().map(|(g, _)| g.as_str()).collect();
+        self.assert_reset_once_of(id, &all);
+    }
+
+    /// [`Pipe::assert_reset_once`] for a request of the groups `only` (by group name).
+    pub fn assert_reset_once_of(&self, id: &str, only: &[&str]) {
         let marker = format!("ankka-flow/reset/{id}");
         let recorded = commits(&marker);
-        for (group, topic) in &self.groups {
+        let groups: Vec<&(String, String)> = self.groups.iter().filter(|(g, _)| only.contains(&g.as_str())).collect();
+        assert_eq!(groups.len(), only.len(), "groups of the pipeline: {only:?}");
+        for (group, topic) in &groups {
             let per_partition: Vec<usize> = (0..PARTITIONS)
                 .map(|p| recorded.get(&(group.clone(), topic.clone(), p)).copied().unwrap_or(0))
                 .collect();
@@ -79,7 +85,7 @@ impl Pipe {
             }
         }
         let reset = event_notes(&self.ns, "ResetOffsets");
-        for (group, topic) in &self.groups {
+        for (group, topic) in &groups {
             let note = format!("{group}: {PARTITIONS} partition(s) of '{topic}' to earliest");
             assert_eq!(reset.iter().filter(|n| **n == note).count(), 1, "{reset:?}");
         }
@@ -87,9 +93,10 @@ impl Pipe {
         let status = reset_status(&self.ns, &self.pipeline);
         assert_eq!(status["id"], id, "{status}");
         assert_eq!(status["phase"], "Done", "{status}");
-        let groups = status["groups"].as_array().cloned().unwrap_or_default();
-        assert_eq!(groups.len(), self.groups.len(), "{status}");
-        assert!(groups.iter().all(|g| g["outcome"] == "Reset"), "{status}");
+        let listed = status["groups"].as_array().cloned().unwrap_or_default();
+        assert_eq!(listed.len(), only.len(), "{status}");
+        assert!(listed.iter().all(|g| g["outcome"] == "Reset"), "{status}");
+        assert_eq!(annotation(&self.ns, &self.pipeline, DONE).as_deref(), Some(id), "the done annotation");
     }
 }
 
@@ -114,122 +121,29 @@ pub fn uuid() -> String {
 /// How many commits Kafka recorded with commit metadata `metadata`, per (group, topic, partition):
 /// every offset commit record of `__consumer_offsets`, from the start of its log.
 pub fn commits(metadata: &str) -> BTreeMap<(String, String, i32), usize> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bed().kafka)
-        .set("enable.auto.commit", "false")
-        .set("group.id", "flow-testbed-offsets-reader")
-        .create()
-        .expect("consumer");
-    let md = c.fetch_metadata(Some("__consumer_offsets"), Duration::from_secs(10)).expect("metadata");
-    let partitions: Vec<i32> = md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect();
-    let mut ends = BTreeMap::new();
-    let mut tpl = TopicPartitionList::new();
-    for p in partitions {
-        let (low, high) = c.fetch_watermarks("__consumer_offsets", p, Duration::from_secs(10)).expect("watermarks");
-        if high > low {
-            ends.insert(p, high);
-            tpl.add_partition_offset("__consumer_offsets", p, Offset::Offset(low)).expect("offset");
-        }
-    }
-    c.assign(&tpl).expect("assign");
     let mut out = BTreeMap::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !ends.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "reading __consumer_offsets took too long: {ends:?} left");
-        let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
-        let m = m.expect("a record of __consumer_offsets");
-        if ends.get(&m.partition()).is_some_and(|end| m.offset() + 1 >= *end) {
-            ends.remove(&m.partition());
-        }
-        let (Some(key), Some(value)) = (m.key(), m.payload()) else { continue };
-        if let (Some((group, topic, partition)), Some(meta)) = (offset_key(key), offset_metadata(value))
-            && meta == metadata
-        {
+    for (group, topic, partition, meta) in commit_log() {
+        if meta == metadata {
             *out.entry((group, topic, partition)).or_default() += 1;
         }
     }
     out
 }
 
-/// Reads Kafka's wire encoding of the records of `__consumer_offsets` (the coordinator's
-/// `OffsetCommitKey` and `OffsetCommitValue` schemas).
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        (self.0.len() >= n).then(|| {
-            let (head, rest) = self.0.split_at(n);
-            self.0 = rest;
-            head
-        })
-    }
-    fn i16(&mut self) -> Option<i16> {
-        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn varint(&mut self) -> Option<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            n |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(n);
-            }
-        }
-        None
-    }
-    /// A string with an i16 length (`-1`: null, read as empty).
-    fn string(&mut self) -> Option<String> {
-        let n = self.i16()?;
-        if n < 0 {
-            return Some(String::new());
-        }
-        Some(String::from_utf8_lossy(self.take(usize::try_from(n).ok()?)?).into_owned())
-    }
-    /// A compact string: unsigned varint length + 1 (`0`: null, read as empty).
-    fn compact_string(&mut self) -> Option<String> {
-        let n = self.varint()?;
-        if n == 0 {
-            return Some(String::new());
-        }
-        Some(String::from_utf8_lossy(self.take(usize::try_from(n - 1).ok()?)?).into_owned())
-    }
+/// The commit metadata Kafka recorded for `group` on partition `partition` of `topic`, in the order
+/// it recorded them (one partition of `__consumer_offsets` holds a group's commits, in order).
+pub fn commit_order(group: &str, topic: &str, partition: i32) -> Vec<String> {
+    commit_log()
+        .into_iter()
+        .filter(|(g, t, p, _)| g == group && t == topic && *p == partition)
+        .map(|(_, _, _, m)| m)
+        .collect()
 }
 
-/// (group, topic, partition) of an offset commit key (versions 0 and 1); `None` for other records.
-fn offset_key(key: &[u8]) -> Option<(String, String, i32)> {
-    let mut r = Reader(key);
-    if !matches!(r.i16()?, 0 | 1) {
-        return None;
-    }
-    Some((r.string()?, r.string()?, r.i32()?))
-}
-
-/// The commit metadata of an offset commit value (versions 0 to 4).
-fn offset_metadata(value: &[u8]) -> Option<String> {
-    let mut r = Reader(value);
-    match r.i16()? {
-        0..=2 => {
-            r.i64()?;
-            r.string()
-        }
-        3 => {
-            r.i64()?;
-            r.i32()?;
-            r.string()
-        }
-        4 => {
-            r.i64()?;
-            r.i32()?;
-            r.compact_string()
-        }
-        _ => None,
-    }
+/// Every offset commit record of the main broker's `__consumer_offsets` (see
+/// [`flow_testbed::offsets_log`]).
+fn commit_log() -> Vec<(String, String, i32, String)> {
+    flow_testbed::offsets_log::commits(&bed().kafka)
 }
 
 /// A TCP proxy in front of the test bed's API server, which a test can cut (every connection closed,

@@ -248,6 +248,31 @@ fn reset_complete_follows_the_reset_phase() {
     );
 }
 
+/// The reset driver's own status writes, in the middle of a reconcile: a condition left from the
+/// request before never says True beside a request under way.
+#[test]
+fn reset_complete_is_brought_in_line_with_a_new_request() {
+    let (t0, t1, t2) = (ts("2026-09-28T10:00:00Z"), ts("2026-09-28T10:01:00Z"), ts("2026-09-28T10:02:00Z"));
+    let mut s = draft("Ready", "");
+    s.reset = reset(serde_json::json!({"id": "old", "phase": "Done"}));
+    let mut s = finish(s, None, &ApplyOutcome::Applied, t0);
+    assert_eq!(cond(&s, "ResetComplete").status, "True");
+    s.reset = reset(serde_json::json!({"id": "new", "phase": "Resetting"}));
+    sync_reset_complete(&mut s, t1);
+    let c = cond(&s, "ResetComplete");
+    assert_eq!((c.status.as_str(), c.message.as_str()), ("False", "reset new is resetting"));
+    assert_eq!(c.last_transition_time, "2026-09-28T10:01:00Z");
+    assert_eq!(s.conditions.iter().filter(|c| c.type_ == "ResetComplete").count(), 1);
+    // Still under way a minute later: the time it became False is kept.
+    sync_reset_complete(&mut s, t2);
+    assert_eq!(cond(&s, "ResetComplete").last_transition_time, "2026-09-28T10:01:00Z");
+    // A status without the condition yet gets it.
+    let mut fresh = draft("Ready", "");
+    fresh.reset = reset(serde_json::json!({"id": "new", "phase": "Resetting"}));
+    sync_reset_complete(&mut fresh, t2);
+    assert_eq!(cond(&fresh, "ResetComplete").status, "False");
+}
+
 #[test]
 fn reasons_are_camel_case_words() {
     assert_eq!(camel("Waiting"), "Waiting");

@@ -40,6 +40,7 @@ fn empty_group() -> Inspection {
         high_watermark: BTreeMap::from([(0, 100), (1, 100), (2, 100)]),
         at_time: BTreeMap::new(),
         topic_configs: BTreeMap::new(),
+        member_names: vec![],
     }
 }
 
@@ -218,18 +219,39 @@ fn members_are_waited_for_while_they_stay_and_nothing_moves() {
     let mut m = ResetMachine::new(request(&["router"]), None, vec![]);
     m.handle(stopped_router(), T0);
     drain(&mut m);
-    let busy = Inspection { state: "Stable".into(), members: 1, ..empty_group() };
+    let busy = Inspection {
+        state: "Stable".into(),
+        members: 2,
+        member_names: vec!["client id 'billing' at /10.0.0.5".into()],
+        ..empty_group()
+    };
     let mut now = T0;
     // Well past the time other transient failures are retried for: the group still waits.
     for attempt in 1..=ATTEMPTS + 5 {
         m.handle(Input::Inspected { group: router(), result: Ok(busy.clone()) }, now);
-        assert!(drain(&mut m).is_empty(), "no commit, no event while members stay");
+        let e = drain(&mut m);
+        if attempt == 1 {
+            // Once, as the group starts waiting: the members named, keyed by request and group.
+            let [Effect::Record(ev)] = &e[..] else { panic!("one event as the wait starts: {e:?}") };
+            assert_eq!((ev.reason.as_str(), ev.type_), ("ResetWaiting", EventType::Warning));
+            assert_eq!(ev.key, format!("{ID}/cart.router.in/members"));
+            assert!(
+                ev.note.starts_with(&format!(
+                    "reset {ID} waits for consumer group [cart.router.in] (state Stable) to have no members; it has \
+                     2: client id 'billing' at /10.0.0.5 and 1 more. Nothing is committed"
+                )),
+                "{}",
+                ev.note
+            );
+        } else {
+            assert!(e.is_empty(), "no commit, no further event while members stay: {e:?}");
+        }
         assert_eq!(m.waits_for_members(), attempt >= MEMBERS_IN_DRIVE, "the driver looks again later");
         let g = &m.status().groups[0];
         assert_eq!(g.outcome, GroupStage::Pending);
         assert_eq!(
             g.message,
-            "consumer group [cart.router.in] has 1 active member(s) (state Stable): a consumer still reads it; the \
+            "consumer group [cart.router.in] has 2 active member(s) (state Stable): a consumer still reads it; the \
              reset waits until it leaves (its streamlet is stopped, so it runs elsewhere, or its pods are still \
              stopping)"
         );
@@ -320,7 +342,8 @@ fn waiting_for_members_spends_none_of_the_retry_time() {
     let members = Inspection { members: 1, state: "Stable".into(), ..empty_group() };
     while T0.until(now) < Duration::from_secs(600) {
         m.handle(Input::Inspected { group: router(), result: Ok(members.clone()) }, now);
-        assert!(drain(&mut m).is_empty(), "members are waited for");
+        let e = drain(&mut m);
+        assert!(e.iter().all(|e| matches!(e, Effect::Record(ev) if ev.reason == "ResetWaiting")), "waited for: {e:?}");
         assert_eq!(m.status().groups[0].failing_since, None, "waiting for members is no Kafka failure");
         now = m.poll_timeout().expect("looked at again");
         m.handle(Input::Tick, now);

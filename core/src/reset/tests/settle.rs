@@ -59,6 +59,7 @@ fn a_long_list_of_moved_partitions_is_cut_and_keeps_the_advice() {
         high_watermark: target.keys().map(|p| (*p, 10)).collect(),
         at_time: BTreeMap::new(),
         topic_configs: BTreeMap::new(),
+        member_names: vec![],
     };
     m.handle(Input::Inspected { group: router(), result: Ok(seen) }, T0);
     drain(&mut m);

@@ -96,8 +96,8 @@ async fn round(clients: &[Arc<KafkaClient>], targets: &[InletTarget], metadata: 
     let names: Vec<String> = targets.iter().map(|t| t.group.as_str().to_string()).collect();
     let described = kafka::describe_groups(Arc::clone(c), names).await.expect("describe the groups");
     for (t, d) in targets.iter().zip(described) {
-        let (state, members) = d.unwrap_or_else(|f| panic!("describe {}: {}", t.group, f.reason));
-        assert_eq!(members, 0, "group {} has members (state {state})", t.group);
+        let d = d.unwrap_or_else(|f| panic!("describe {}: {}", t.group, f.reason));
+        assert_eq!(d.members, 0, "group {} has members (state {})", t.group, d.state);
     }
     let topic = targets.first().map(|t| t.topic.clone()).unwrap_or_default();
     let start = kafka::log_start_offsets(Arc::clone(c), topic).await.expect("log start offsets");

@@ -32,33 +32,7 @@ pub struct LargeRow {
 /// The large pipeline: [`STREAMLETS`] stopped streamlets whose inlets `i<j>` all read
 /// `bench.p<partitions>`, `groups` inlets in all (groups `bench.l<s>.i<j>`).
 fn large_yaml(partitions: i32, groups: usize) -> (String, Vec<String>) {
-    let per = groups.div_ceil(STREAMLETS);
-    let mut y = format!(
-        "apiVersion: flow.ankka.thinkmorestupidless.com/v1alpha1\nkind: AnkkaFlow\nmetadata:\n  name: {PIPELINE}\n  namespace: {NS}\n  labels:\n    flow.ankka.thinkmorestupidless.com/pipeline: {PIPELINE}\nspec:\n  pipeline: {PIPELINE}\n  version: \"large\"\n  protocolVersion: \"1.0\"\n  streamlets:\n"
-    );
-    let mut names = vec![];
-    for s in 0..STREAMLETS {
-        let inlets: Vec<usize> = (0..per).filter(|j| s * per + j < groups).collect();
-        if inlets.is_empty() {
-            continue;
-        }
-        y += &format!("  - name: l{s}\n    image: registry.example.com/bench:1\n    replicas: 0\n    inlets:\n");
-        for j in &inlets {
-            y += &format!("      i{j}: input\n");
-            names.push(format!("{PIPELINE}.l{s}.i{j}"));
-        }
-        y += "    descriptor:\n      name: bench\n      description: bench streamlet\n      config_parameters: []\n      inlets:\n";
-        for j in &inlets {
-            y += &format!(
-                "      - name: i{j}\n        contract:\n          fingerprint: nXhoFwNZSB7DKScFuZUtZ1gnAYkIxadumsXNHWwbLfM=\n          format: json\n          schema_name: cart-events.v1\n"
-            );
-        }
-        y += "      outlets: []\n    builtin: false\n";
-    }
-    y += &format!(
-        "  topics:\n  - id: input\n    name: bench.p{partitions}\n    managed: false\n    cluster: shop\n    consumerConfig:\n      auto.offset.reset: earliest\n"
-    );
-    (y, names)
+    flow_testbed::inlets_pipeline_yaml(NS, PIPELINE, &format!("bench.p{partitions}"), "shop", groups, STREAMLETS)
 }
 
 /// The `<groups>x<partitions>` of `--large`; panics on a malformed one.

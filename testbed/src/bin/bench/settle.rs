@@ -103,7 +103,7 @@ async fn round(
         polls += 1;
         let described = kafka::describe_groups(Arc::clone(client), vec![group.to_string()]).await;
         let at = Instant::now();
-        if empty.is_none() && matches!(described.as_deref(), Ok([Ok((_, 0))])) {
+        if empty.is_none() && matches!(described.as_deref(), Ok([Ok(d)]) if d.members == 0) {
             empty = Some(ms(at));
         }
         let now = kafka::read_committed(Arc::clone(client), target.clone()).await.expect("committed offsets");
