@@ -107,6 +107,6 @@ run flow-standin --namespace shop --pipeline cart --streamlet router --expect 30
 say "The lag after the reset fell to zero: in the status, and on the operator's /metrics"
 sleep 2
 run kubectl -n shop get aflow cart -o jsonpath='{.status.reset.groups[0].lag} records left, caught up at {.status.reset.groups[0].caughtUpAt}{"\n"}'
-printf '$ %s\n' "curl -s 127.0.0.1:19090/metrics | grep cart.router.in"
-curl -s 127.0.0.1:19090/metrics | grep 'client_id="cart.router.in"' || true
+printf '$ %s\n' "curl -s 127.0.0.1:19090/metrics | grep 'consumergroup=\"cart.router.in\"'"
+curl -s 127.0.0.1:19090/metrics | grep 'consumergroup="cart.router.in"' || true
 say "Done. The test bed keeps running; stop it with: testbed/tb down"

@@ -12,8 +12,13 @@
 #   --tag      image name (default: ankka-flow-operator:<workspace version>)
 #
 # Writes <out>/rootfs/ (the staged files), <out>/<name>-<tag>.oci.tar (an OCI archive: load it with
-# `podman load -i`, or push it with `skopeo copy oci-archive:<file> docker://<registry>/<name>:<tag>`)
-# and <out>/image.env (NAME, TAG, ARCHIVE, SIZE). buildah's storage is private, under <out>/storage,
+# `podman load -i`, push it with `skopeo copy oci-archive:<file> docker://<registry>/<name>:<tag>`,
+# or join the archives of several platforms into one multi-platform image with
+# scripts/image-publish.sh) and <out>/image.env (NAME, TAG, ARCH, ARCHIVE, ROOTFS_BYTES,
+# ARCHIVE_BYTES). The image is for the binary's architecture (amd64 or arm64), and carries the
+# org.opencontainers.image.* labels: title, description, version, revision (the full git commit),
+# created (the commit's time, so that the same commit builds the same image), source and url (the
+# repository of Cargo.toml), documentation, licenses and vendor. buildah's storage is private, under <out>/storage,
 # so the machine's container storage is left alone. Installs buildah with apt-get when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,13 +92,25 @@ chmod 1777 "$root/tmp"
 
 B=(buildah --root "$out/storage" --runroot "$out/run" --storage-driver vfs)
 name=${tag%:*} tagv=${tag##*:}
-commit=$("$root/usr/local/bin/flow-operator" --version 2>/dev/null | awk '{ print $NF }' || true)
+# The full commit when building from a git checkout, else the one the binary names.
+commit=$(git rev-parse HEAD 2>/dev/null || "$root/usr/local/bin/flow-operator" --version 2>/dev/null | awk '{ print $NF }' || true)
+epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+repository=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+# The architecture of the binary (ELF e_machine), named as container platforms name it.
+case $(readelf -h "$binary" | sed -n 's/^ *Machine: *//p') in
+  *X86-64*) arch=amd64 ;;
+  *AArch64*) arch=arm64 ;;
+  *) echo "image.sh: $binary is neither an x86-64 nor an AArch64 binary" >&2; exit 1 ;;
+esac
 c=$("${B[@]}" from scratch)
 trap '"${B[@]}" rm "$c" >/dev/null 2>&1 || true' EXIT
 "${B[@]}" copy "$c" "$root/" / >/dev/null
 # The ledger directory belongs to the operator's user (a volume is mounted there in a pod).
 "${B[@]}" copy --chown 65532:65532 "$c" "$root/var/lib/ankka-flow/" /var/lib/ankka-flow/ >/dev/null
 "${B[@]}" config \
+  --os linux \
+  --arch "$arch" \
   --user 65532:65532 \
   --workingdir / \
   --entrypoint '["/usr/local/bin/flow-operator"]' \
@@ -101,11 +118,18 @@ trap '"${B[@]}" rm "$c" >/dev/null 2>&1 || true' EXIT
   --port 9090 \
   --volume /var/lib/ankka-flow/ledger \
   --label org.opencontainers.image.title=ankka-flow-operator \
+  --label org.opencontainers.image.description="The Ankka Flow operator: reconciles AnkkaFlow resources and rebuilds pipelines from the start" \
   --label org.opencontainers.image.version="$version" \
   --label org.opencontainers.image.revision="$commit" \
+  --label org.opencontainers.image.created="$created" \
+  --label org.opencontainers.image.source="$repository" \
+  --label org.opencontainers.image.url="$repository" \
+  --label org.opencontainers.image.documentation="$repository/tree/v$version/docs" \
   --label org.opencontainers.image.licenses=Apache-2.0 \
+  --label org.opencontainers.image.vendor="Ankka Flow" \
   "$c"
-"${B[@]}" commit --quiet "$c" "$tag" >/dev/null
+# Dated at the commit, layers and history included: the same commit and binary give the same image.
+"${B[@]}" commit --quiet --timestamp "$epoch" "$c" "$tag" >/dev/null
 archive=$out/${name##*/}-$tagv.oci.tar
 rm -f "$archive"
 "${B[@]}" push --quiet "$tag" "oci-archive:$archive:$tag"
@@ -113,6 +137,7 @@ size=$(du -sb "$root" | cut -f1)
 cat >"$out/image.env" <<ENV
 NAME=$name
 TAG=$tagv
+ARCH=$arch
 ARCHIVE=$archive
 ROOTFS_BYTES=$size
 ARCHIVE_BYTES=$(stat -c %s "$archive")

@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
 # Runs every test: builds and starts the test bed if needed (Kafka + Kubernetes on 127.0.0.1), builds
-# the workspace, checks that flow-core stays free of I/O crates, then runs all tests, the end-to-end
-# ones against the test bed. Usage: scripts/test.sh [extra cargo test args]
+# the workspace, checks that flow-core stays free of I/O crates and the CLI free of C libraries, then
+# runs all tests, the end-to-end ones against the test bed. Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 testbed/tb up
 eval "$(testbed/tb env)"
 
+# What a crate must not depend on (normal dependencies, as `cargo tree -p <crate> -e normal` lists
+# them): forbid <crate> <why> <crate names, as a regular expression>.
+forbid() {
+  local tree bad
+  tree=$(cargo tree -p "$1" -e normal --prefix none --quiet)
+  bad=$(awk '{print $1}' <<<"$tree" | grep -xE "$3" | sort -u | tr '\n' ' ' || true)
+  if [ -n "$bad" ]; then
+    echo "$1 depends on $2: $bad" >&2
+    exit 1
+  fi
+}
 # flow-core must stay pure (README.md, Layout): no I/O or async crate in its normal dependencies.
-bad=$(cargo tree -p flow-core -e normal --prefix none 2>/dev/null | awk '{print $1}' \
-  | grep -xE 'tokio|futures|futures-util|kube|kube-client|kube-runtime|hyper|reqwest|rdkafka|rdkafka-sys|sled|tracing-subscriber' \
-  | sort -u | tr '\n' ' ' || true)
-if [ -n "$bad" ]; then
-  echo "flow-core depends on I/O or async crates: $bad" >&2
-  exit 1
-fi
+forbid flow-core "I/O or async crates" \
+  'tokio|futures|futures-util|kube|kube-client|kube-runtime|hyper|reqwest|rdkafka|rdkafka-sys|sled|tracing-subscriber'
+# The CLI talks to Kubernetes alone and cross-compiles wherever Rust does (docs/install.md): no C
+# library of the Kafka client or the ledger comes with it.
+forbid flow-cli "C libraries or the ledger, which it does not use" \
+  'rdkafka|rdkafka-sys|openssl|openssl-sys|curl|curl-sys|sled'
 
 cargo build --workspace --bins
 # Helm for the chart's tests (testbed/tests/chart.rs): built from the Go module proxy into the test

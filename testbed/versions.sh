@@ -10,3 +10,5 @@ KWOK_VERSION=0.8.0
 TESTBED_CACHE=${TESTBED_CACHE:-$HOME/.cache/ankka-flow-testbed}
 # Helm, for the chart's tests (scripts/helm.sh builds it into the same cache)
 HELM_VERSION=3.22.0
+# actionlint, for `make lint` (scripts/actionlint.sh builds it into the same cache)
+ACTIONLINT_VERSION=1.7.12

@@ -109,11 +109,21 @@ impl Cluster {
             kube::Error::Api(s) if s.code == 401 => {
                 format!("{command} failed: {} did not accept the kubeconfig's credentials ({})", self.server, s.message)
             }
-            kube::Error::Api(s) => format!("{command} failed: {}", admission_message(&s.message)),
+            // An admission policy's refusal (403 too) says the whole refusal in its own words.
+            kube::Error::Api(s) if admission_message(&s.message) != s.message => {
+                format!("{command} failed: {}", admission_message(&s.message))
+            }
+            // 403 of RBAC: the API server names the user, verb and resource; say which roles hold the right.
+            kube::Error::Api(s) if s.code == 403 => format!("{command} failed: {}; {FORBIDDEN_HINT}", s.message),
+            kube::Error::Api(s) => format!("{command} failed: {}", s.message),
             other => format!("cannot reach Kubernetes: {}: {}", self.server, causes(other)),
         }
     }
 }
+
+/// What a refusal (403) adds to the API server's words: which of Kubernetes' built-in roles hold the
+/// AnkkaFlow rights once the operator is installed (its aggregated ClusterRoles, docs/operator.md).
+pub const FORBIDDEN_HINT: &str = "the AnkkaFlow rights come with Kubernetes' built-in roles: view reads pipelines and their status, edit or admin in the namespace may also request a reset";
 
 /// An admission policy's own message, without the API server's wrapping of it
 /// (`<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<policy>' with binding '<binding>'

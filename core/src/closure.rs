@@ -486,6 +486,7 @@ pub(crate) mod tests {
             on_delete: None,
             streamlets: vec![sink, middle, source],
             topics: vec![topic("input", "chain-input.v1"), managed("raw"), managed("cooked")],
+            pod: None,
         }
     }
 

@@ -45,8 +45,8 @@ pub const REPORTING_CONTROLLER: &str = "flow.ankka.thinkmorestupidless.com/opera
 
 /// The consumer group of one inlet: `<pipeline>.<streamlet>.<inlet>`.
 ///
-/// The same string is the Kafka `client.id` of the inlet's consumer, and the `client_id` label of its
-/// lag metric.
+/// The same string is the Kafka `client.id` of the inlet's consumer (the `client_id` label of the
+/// sidecar's own Kafka metrics), and the `consumergroup` label of the operator's lag metrics.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct GroupId(String);

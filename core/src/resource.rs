@@ -12,6 +12,8 @@ use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::pod::PodSettings;
+
 /// Desired state of one pipeline: its streamlets and the Kafka topics between them.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -57,6 +59,11 @@ pub struct AnkkaFlowSpec {
     /// The Kafka topics the streamlets read and write.
     #[serde(default)]
     pub topics: Vec<TopicSpec>,
+    /// Settings of every streamlet's pods (resources, pull secrets, scheduling, labels and
+    /// annotations, ids); a streamlet's own `pod` is laid over them (docs/blueprint.md, "Pod
+    /// settings").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Box<PodSettings>>,
 }
 
 /// Deletion policy of the pipeline's managed topics.
@@ -108,6 +115,9 @@ pub struct StreamletSpec {
     /// Whether the streamlet is built into the sidecar.
     #[serde(default)]
     pub builtin: bool,
+    /// Settings of this streamlet's pods, laid over the pipeline's `pod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Box<PodSettings>>,
 }
 
 fn one() -> i32 {

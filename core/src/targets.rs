@@ -249,6 +249,7 @@ pub(crate) mod tests {
             outlets: Default::default(),
             descriptor: Default::default(),
             builtin: false,
+            pod: None,
         }
     }
 
@@ -281,6 +282,7 @@ pub(crate) mod tests {
                 streamlet("source", 1, &[]),
             ],
             topics: vec![topic("cart-events", "shop.cart-events.v1"), topic("valid-carts", "cart.valid-carts")],
+            pod: None,
         }
     }
 

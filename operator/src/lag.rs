@@ -1,13 +1,16 @@
 //! Consumer group lag: records an inlet's group has still to read, measured over its topic's own
 //! connection. One measurement serves both of its users: the sampler, which publishes every inlet's
-//! lag as a metric every lag interval, and the catch-up of a finished reset, which writes each reset
-//! group's lag into the status until it reaches 0.
+//! lag as metrics every lag interval (in records and, estimated from the log end offsets it saw at
+//! earlier samples, in seconds; per group, and per partition with `--lag-per-partition`), and the
+//! catch-up of a finished reset, which writes each reset group's lag into the status until it
+//! reaches 0.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flow_adapters::kafka::{self, KafkaClient, Lag};
+use flow_core::lag::LogEndHistory;
 use flow_core::request::ResetRequest;
 use flow_core::reset::KafkaFailure;
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
@@ -16,7 +19,11 @@ use kube::ResourceExt;
 
 use crate::connections::Connections;
 use crate::context::Context;
-use crate::metrics::{ClusterLabels, GroupLabels, LagLabels};
+use crate::metrics::{ClusterLabels, GroupLabels, LagLabels, PartitionLagLabels};
+
+/// The log end offsets seen per partition over the samples, by connection (its label), topic and
+/// partition: what the lag in seconds is estimated from. Kept for the topics that some inlet reads.
+type Histories = BTreeMap<String, BTreeMap<String, BTreeMap<i32, LogEndHistory>>>;
 
 /// The lag of each inlet of `wanted` (an inlet with the resource that declares its topic), in the
 /// order given. Inlets are grouped by their connection's client, so that each connection is asked once: one
@@ -79,10 +86,11 @@ async fn sample_forever(ctx: Arc<Context>) {
     // second waiter on it can take the controller's wake-up).
     // The connections the last sample went over.
     let mut in_use: BTreeSet<String> = BTreeSet::new();
+    let mut histories = Histories::new();
     loop {
         tokio::time::sleep(interval).await;
         let flows: Vec<Arc<AnkkaFlow>> = ctx.flows.iter().flat_map(|store| store.state()).collect();
-        let now_in_use = sample(&ctx, &flows).await;
+        let now_in_use = sample(&ctx, &flows, &mut histories).await;
         // A connection no pipeline uses any more has nothing left to sample: its series go (else its
         // last success would age and say that sampling fails).
         for cluster in in_use.difference(&now_in_use) {
@@ -97,9 +105,10 @@ async fn sample_forever(ctx: Arc<Context>) {
     }
 }
 
-/// One sample: the pending requests, and the lag of every inlet of every pipeline. Returns the
-/// connections (by their label) that the inlets were sampled over.
-async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>]) -> BTreeSet<String> {
+/// One sample: the pending requests, the groups under a reset or rebuild, and the lag of every
+/// inlet of every pipeline. Returns the connections (by their label) that the inlets were sampled
+/// over.
+async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>], histories: &mut Histories) -> BTreeSet<String> {
     let pending = flows
         .iter()
         .filter(|f| {
@@ -108,7 +117,7 @@ async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>]) -> BTreeSet<String> {
         })
         .count();
     ctx.metrics.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
-    publish_catch_ups(ctx, flows);
+    publish_resets(ctx, flows);
 
     let wanted: Vec<(&AnkkaFlow, InletTarget)> = flows
         .iter()
@@ -120,28 +129,57 @@ async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>]) -> BTreeSet<String> {
         .iter()
         .map(|(f, inlet)| (f.namespace().unwrap_or_default(), f.name_any(), connection_label(f, &inlet.topic_id)))
         .collect();
+    // The histories of topics no inlet reads any more go; those of a topic whose sample fails
+    // this time stay.
+    let read: BTreeSet<(&str, &str)> = wanted
+        .iter()
+        .zip(&whose)
+        .map(|((_, inlet), (_, _, cluster))| (cluster.as_str(), inlet.topic.as_str()))
+        .collect();
+    for (cluster, topics) in histories.iter_mut() {
+        topics.retain(|topic, _| read.contains(&(cluster.as_str(), topic.as_str())));
+    }
+    histories.retain(|_, topics| !topics.is_empty());
+    drop(read);
+
     let mut connections = Connections::new(ctx);
-    let mut seen: BTreeMap<LagLabels, i64> = BTreeMap::new();
+    let per_partition = ctx.settings.lag_per_partition;
+    let mut groups: Vec<(LagLabels, i64, f64)> = Vec::new();
+    let mut partitions: Vec<(PartitionLagLabels, i64, f64)> = Vec::new();
     // Per connection: whether some inlet over it was sampled, i.e. the connection works. An inlet
     // whose topic is missing fails alone (counted as a sampling error, reported as TopicMissing by
     // the reconcile) and does not make its whole cluster look unreachable.
     let mut clusters: BTreeMap<String, bool> = BTreeMap::new();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = since_epoch.as_secs_f64();
+    let now_ms = i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX);
     for ((inlet, lag), (namespace, pipeline, cluster)) in measure(&mut connections, wanted).await.into_iter().zip(whose)
     {
         match lag {
             Ok(parts) => {
-                clusters.insert(cluster, true);
-                for (p, lag) in parts {
-                    let labels = LagLabels {
-                        namespace: namespace.clone(),
-                        pipeline: pipeline.clone(),
-                        client_id: inlet.group.to_string(),
-                        topic: inlet.topic.clone(),
-                        partition: p.to_string(),
-                    };
-                    seen.insert(labels, lag);
+                let labels =
+                    LagLabels { namespace, pipeline, consumergroup: inlet.group.to_string(), topic: inlet.topic };
+                let (mut records, mut seconds) = (0_i64, 0_f64);
+                let topic = histories.entry(cluster.clone()).or_default().entry(labels.topic.clone()).or_default();
+                for (p, offsets) in parts {
+                    // Every group of a topic sees the same high watermarks (one ListOffsets per
+                    // topic), so observing them once per group adds nothing twice.
+                    let history = topic.entry(p).or_default();
+                    history.observe(offsets.high_watermark, now_ms);
+                    let behind = history.lag_seconds(offsets, now_ms);
+                    records = records.saturating_add(offsets.lag());
+                    seconds = seconds.max(behind);
+                    if per_partition {
+                        let group = labels.clone();
+                        partitions.push((
+                            PartitionLagLabels { group, partition: p.to_string() },
+                            offsets.lag(),
+                            behind,
+                        ));
+                    }
                 }
+                groups.push((labels, records, seconds));
+                clusters.insert(cluster, true);
             }
             Err(e) => {
                 tracing::debug!(group = %inlet.group, reason = %e.reason, "no lag");
@@ -155,30 +193,54 @@ async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>]) -> BTreeSet<String> {
             ctx.metrics.lag_last_success.get_or_create(&ClusterLabels { cluster: cluster.clone() }).set(now);
         }
     }
-    ctx.metrics.lag.clear();
-    for (labels, lag) in seen {
-        ctx.metrics.lag.get_or_create(&labels).set(lag);
+    let m = &ctx.metrics;
+    m.lag.clear();
+    m.lag_seconds.clear();
+    for (labels, records, seconds) in groups {
+        m.lag_seconds.get_or_create(&labels).set(seconds);
+        m.lag.get_or_create(&labels).set(records);
+    }
+    m.partition_lag.clear();
+    m.partition_lag_seconds.clear();
+    for (labels, records, seconds) in partitions {
+        m.partition_lag_seconds.get_or_create(&labels).set(seconds);
+        m.partition_lag.get_or_create(&labels).set(records);
     }
     clusters.into_keys().collect()
 }
 
-/// Publishes, per consumer group that a done reset moved and that has not caught up yet (as the
-/// status says, which [`follow_catch_up`] keeps), when that reset finished: what an alert on a lag
-/// that does not fall after a reset looks at. Rebuilt from the resources at each sample, so the
-/// series of a group go once it caught up or its pipeline went.
-fn publish_catch_ups(ctx: &Context, flows: &[Arc<AnkkaFlow>]) {
+/// Publishes, per consumer group of every inlet, whether it is under an intentional reset or
+/// rebuild (`flow_core::lag::rebuilding`); and per consumer group that a done reset moved and that
+/// has not caught up yet (as the status says, which [`follow_catch_up`] keeps), when that reset
+/// finished: what an alert on a lag that does not fall after a reset looks at. Rebuilt from the
+/// resources at each sample, so the series of a group go once its inlet or pipeline went, and a
+/// group's catch-up series once it caught up.
+fn publish_resets(ctx: &Context, flows: &[Arc<AnkkaFlow>]) {
+    ctx.metrics.rebuilding.clear();
     ctx.metrics.catch_up_started.clear();
     for flow in flows {
-        let Some(reset) = flow.status.as_ref().and_then(|s| s.reset.as_ref()) else { continue };
+        let (namespace, pipeline) = (flow.namespace().unwrap_or_default(), flow.name_any());
+        let labels = |group: &str| GroupLabels {
+            namespace: namespace.clone(),
+            pipeline: pipeline.clone(),
+            consumergroup: group.to_string(),
+        };
+        let reset = flow.status.as_ref().and_then(|s| s.reset.as_ref());
+        let (request, done) = flow_adapters::kube::reset_annotations(flow);
+        let rebuilding = flow_core::lag::rebuilding(&flow.spec, request, done, reset);
+        let inlets = targets::select(&flow.spec, &[]).unwrap_or_default();
+        for inlet in inlets.iter().flat_map(|t| &t.inlets) {
+            let group = inlet.group.as_str();
+            ctx.metrics.rebuilding.get_or_create(&labels(group)).set(i64::from(rebuilding.contains(group)));
+        }
+        let Some(reset) = reset else { continue };
         let finished = reset.finished_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
         let Some(finished) = finished else { continue };
         for i in flow_core::reset::catching_up(reset) {
-            let labels = GroupLabels {
-                namespace: flow.namespace().unwrap_or_default(),
-                pipeline: flow.name_any(),
-                client_id: reset.groups[i].group.clone(),
-            };
-            ctx.metrics.catch_up_started.get_or_create(&labels).set(finished.as_millisecond() as f64 / 1000.0);
+            ctx.metrics
+                .catch_up_started
+                .get_or_create(&labels(&reset.groups[i].group))
+                .set(finished.as_millisecond() as f64 / 1000.0);
         }
     }
 }
@@ -228,7 +290,7 @@ pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut Ankka
         let g = &mut reset.groups[i];
         match lag {
             Ok(parts) => {
-                let total: i64 = parts.values().sum();
+                let total: i64 = parts.values().map(|o| o.lag()).sum();
                 g.lag = Some(total);
                 if total == 0 && !later.contains(&g.group) {
                     g.caught_up_at = Some(k8s_openapi::jiff::Timestamp::now().to_string());

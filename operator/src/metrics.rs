@@ -2,12 +2,23 @@
 //!
 //! Series and their labels (cardinality is bounded by what the cluster holds, never by requests;
 //! docs/observe.md lists them for users):
-//! - `ankka_flow_consumer_group_lag{namespace, pipeline, client_id, topic, partition}`: records an
-//!   inlet's consumer group has still to read, for every inlet of every pipeline the operator
-//!   watches; `namespace` and `pipeline` are the AnkkaFlow's, `client_id` the group
-//!   `<pipeline>.<streamlet>.<inlet>`, `topic` the Kafka topic name. One series per inlet
-//!   partition; series of inlets that went away, or whose sample failed, are dropped at the next
+//! - `ankka_flow_consumer_group_lag{namespace, pipeline, consumergroup, topic}`: records an inlet's
+//!   consumer group has still to read, summed over the topic's partitions, for every inlet of every
+//!   pipeline the operator watches; `namespace` and `pipeline` are the AnkkaFlow's, `consumergroup`
+//!   the group `<pipeline>.<streamlet>.<inlet>` (the label name of kafka_exporter, so that rules
+//!   written for it join ours; docs/observe.md says why), `topic` the Kafka topic name. One series
+//!   per inlet; series of inlets that went away, or whose sample failed, are dropped at the next
 //!   sample (the sampling metrics below say when that happens).
+//! - `ankka_flow_consumer_group_lag_seconds{namespace, pipeline, consumergroup, topic}`: how long ago
+//!   the oldest record the group has still to read was appended, estimated from the log end
+//!   offsets seen at earlier samples (`flow_core::lag::LogEndHistory`); the largest over the
+//!   partitions.
+//! - `ankka_flow_consumer_group_partition_lag{..., partition}`,
+//!   `ankka_flow_consumer_group_partition_lag_seconds{..., partition}`: the same per partition, only
+//!   with `--lag-per-partition` (a series per partition can be far more than a scrape takes).
+//! - `ankka_flow_consumer_group_rebuilding{namespace, pipeline, consumergroup}`: 1 while the group is
+//!   under an intentional reset or rebuild (`flow_core::lag::rebuilding`), 0 otherwise; one series per
+//!   inlet.
 //! - `ankka_flow_lag_sample_errors_total{cluster}`, `ankka_flow_lag_last_success_timestamp_seconds{cluster}`:
 //!   per Kafka connection (the cluster's name, or the bootstrap servers of a topic that names them
 //!   itself), inlets whose lag could not be sampled, and when a sample over it last succeeded for
@@ -17,7 +28,7 @@
 //!   of series.
 //! - `ankka_flow_reset_groups_total{outcome}`: consumer groups finished by reset requests, `outcome`
 //!   is `reset` or `failed` (two series).
-//! - `ankka_flow_reset_catch_up_started_timestamp_seconds{namespace, pipeline, client_id}`: when a
+//! - `ankka_flow_reset_catch_up_started_timestamp_seconds{namespace, pipeline, consumergroup}`: when a
 //!   done reset finished, for each consumer group it moved that has not caught up yet (its lag not
 //!   yet seen at 0); a group's series goes once it catches up. At most one series per inlet.
 //! - `ankka_flow_reset_duration_seconds`: histogram, from when the operator first saw a request to
@@ -63,18 +74,26 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Labels of a lag series. The encoder escapes label values (`\\`, `"`, line breaks), so any name
-/// is safe in them.
+/// Labels of a consumer group's lag series. The encoder escapes label values (`\\`, `"`, line
+/// breaks), so any name is safe in them.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct LagLabels {
     /// Namespace of the AnkkaFlow.
     pub namespace: String,
     /// The AnkkaFlow's name.
     pub pipeline: String,
-    /// `<pipeline>.<streamlet>.<inlet>`: the consumer group, and the streamlets' Kafka client id.
-    pub client_id: String,
+    /// `<pipeline>.<streamlet>.<inlet>`: the consumer group.
+    pub consumergroup: String,
     /// Kafka topic name.
     pub topic: String,
+}
+
+/// Labels of a consumer group's lag series per partition (`--lag-per-partition`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct PartitionLagLabels {
+    /// The group's labels.
+    #[prometheus(flatten)]
+    pub group: LagLabels,
     /// Partition number.
     pub partition: String,
 }
@@ -87,7 +106,7 @@ pub struct GroupLabels {
     /// The AnkkaFlow's name.
     pub pipeline: String,
     /// `<pipeline>.<streamlet>.<inlet>`: the consumer group (as in [`LagLabels`]).
-    pub client_id: String,
+    pub consumergroup: String,
 }
 
 /// Label of the per-connection sampling series.
@@ -150,8 +169,16 @@ pub struct DecisionLabels {
 /// The operator's metrics.
 pub struct Metrics {
     registry: Registry,
-    /// Lag per inlet partition.
+    /// Records left to read per consumer group.
     pub lag: Family<LagLabels, Gauge>,
+    /// Estimated age of the oldest record left to read, per consumer group, in seconds.
+    pub lag_seconds: Family<LagLabels, Gauge<f64, AtomicU64>>,
+    /// Records left to read per partition (`--lag-per-partition`).
+    pub partition_lag: Family<PartitionLagLabels, Gauge>,
+    /// Estimated age of the oldest record left to read per partition (`--lag-per-partition`).
+    pub partition_lag_seconds: Family<PartitionLagLabels, Gauge<f64, AtomicU64>>,
+    /// 1 while a group is under an intentional reset or rebuild.
+    pub rebuilding: Family<GroupLabels, Gauge>,
     /// Groups finished by reset requests.
     pub reset_groups: Family<OutcomeLabels, Counter>,
     /// Reset requests taken up, by the kind of identity that requested them.
@@ -233,8 +260,32 @@ impl Default for Metrics {
         let leader = Gauge::default();
         registry.register(
             "ankka_flow_consumer_group_lag",
-            "Records an inlet's consumer group has still to read, per partition",
+            "Records an inlet's consumer group has still to read, summed over the topic's partitions",
             lag.clone(),
+        );
+        let lag_seconds = Family::<LagLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "ankka_flow_consumer_group_lag_seconds",
+            "How long ago the oldest record an inlet's consumer group has still to read was appended, estimated from the log end offsets seen over time; the largest over the partitions",
+            lag_seconds.clone(),
+        );
+        let partition_lag = Family::<PartitionLagLabels, Gauge>::default();
+        registry.register(
+            "ankka_flow_consumer_group_partition_lag",
+            "Records an inlet's consumer group has still to read, per partition (served with --lag-per-partition)",
+            partition_lag.clone(),
+        );
+        let partition_lag_seconds = Family::<PartitionLagLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "ankka_flow_consumer_group_partition_lag_seconds",
+            "How long ago the oldest record an inlet's consumer group has still to read on the partition was appended, estimated (served with --lag-per-partition)",
+            partition_lag_seconds.clone(),
+        );
+        let rebuilding = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "ankka_flow_consumer_group_rebuilding",
+            "1 while an inlet's consumer group is under an intentional reset or rebuild: from the reset request until the group caught up after it; 0 otherwise",
+            rebuilding.clone(),
         );
         registry.register(
             "ankka_flow_reset_groups",
@@ -317,6 +368,10 @@ impl Default for Metrics {
         Metrics {
             registry,
             lag,
+            lag_seconds,
+            partition_lag,
+            partition_lag_seconds,
+            rebuilding,
             reset_groups,
             reset_requests,
             reset_decisions,
@@ -583,26 +638,30 @@ mod tests {
     }
 
     #[test]
-    fn lag_labels_are_escaped_and_name_namespace_and_pipeline() {
+    fn lag_labels_are_escaped_and_name_namespace_pipeline_and_consumergroup() {
         let m = Metrics::default();
         let labels = |ns: &str| LagLabels {
             namespace: ns.into(),
             pipeline: "cart".into(),
-            client_id: "cart.router.in".into(),
+            consumergroup: "cart.router.in".into(),
             topic: "a\"b\\c\nd".into(),
-            partition: "0".into(),
         };
         m.lag.get_or_create(&labels("shop")).set(5);
         m.lag.get_or_create(&labels("shop-eu")).set(7);
+        m.lag_seconds.get_or_create(&labels("shop")).set(1.5);
+        m.partition_lag.get_or_create(&PartitionLagLabels { group: labels("shop"), partition: "0".into() }).set(5);
         let text = m.encode();
         let series: Vec<&str> = text.lines().filter(|l| l.starts_with("ankka_flow_consumer_group_lag{")).collect();
         assert_eq!(series.len(), 2, "the same pipeline in two namespaces never collides:\n{text}");
-        assert!(
-            series.contains(
-                &"ankka_flow_consumer_group_lag{namespace=\"shop\",pipeline=\"cart\",client_id=\"cart.router.in\",topic=\"a\\\"b\\\\c\\nd\",partition=\"0\"} 5"
-            ),
-            "{text}"
-        );
+        let group = "namespace=\"shop\",pipeline=\"cart\",consumergroup=\"cart.router.in\",topic=\"a\\\"b\\\\c\\nd\"";
+        for line in [
+            format!("ankka_flow_consumer_group_lag{{{group}}} 5"),
+            format!("ankka_flow_consumer_group_lag_seconds{{{group}}} 1.5"),
+            format!("ankka_flow_consumer_group_partition_lag{{{group},partition=\"0\"}} 5"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line}:\n{text}");
+        }
+        assert!(!text.contains("client_id"), "{text}");
     }
 
     #[test]

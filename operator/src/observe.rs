@@ -188,7 +188,12 @@ pub fn observed_deployment(d: &Deployment) -> ObservedDeployment {
         .and_then(|p| p.containers.iter().find(|c| c.name == PROCESS_CONTAINER))
         .and_then(|c| c.image.clone());
     let status = d.status.clone().unwrap_or_default();
-    let replica_failure = status.conditions.iter().flatten().any(|c| c.type_ == REPLICA_FAILURE && c.status == "True");
+    let replica_failure = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == REPLICA_FAILURE && c.status == "True")
+        .map(|c| c.message.clone().unwrap_or_default());
     ObservedDeployment {
         uid: d.metadata.uid.clone().unwrap_or_default(),
         config_hash,
@@ -264,7 +269,7 @@ mod tests {
         assert!(pod.volumes.is_none() && pod.containers.iter().all(|c| c.env.is_none() && c.args.is_none()));
         assert!(slim.metadata.managed_fields.as_ref().is_none_or(|m| m.is_empty()));
         assert_eq!(observed_deployment(&slim).uid, "d-3");
-        assert!(!observed_deployment(&slim).replica_failure);
+        assert!(observed_deployment(&slim).replica_failure.is_none());
         // A Deployment whose pods cannot be created keeps that condition, and only that one.
         let mut failing = whole.clone();
         let conditions = failing.status.as_mut().and_then(|s| s.conditions.as_mut()).expect("conditions");
@@ -272,7 +277,7 @@ mod tests {
             .push(serde_json::from_value(json!({"type": "ReplicaFailure", "status": "True"})).expect("a condition"));
         let mut slim = failing.clone();
         slim_deployment(&mut slim);
-        assert!(observed_deployment(&slim).replica_failure);
+        assert!(observed_deployment(&slim).replica_failure.is_some());
         assert_eq!(observed_deployment(&slim), observed_deployment(&failing));
         let kept = slim.status.and_then(|s| s.conditions).unwrap_or_default();
         assert_eq!(kept.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), ["ReplicaFailure"]);

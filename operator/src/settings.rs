@@ -116,6 +116,19 @@ pub struct Settings {
     /// Seconds between lag samples (metrics, and the catch-up of reset groups in the status).
     #[arg(long, env = "FLOW_LAG_INTERVAL_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lag_interval_seconds: u64,
+    /// Also serve each consumer group's lag per partition (`ankka_flow_consumer_group_partition_lag`
+    /// and `..._partition_lag_seconds`), besides the per-group series that are always served. A
+    /// series per partition of every inlet's topic: 200 inlets on a 500-partition topic make
+    /// 200,000 series, so turn it on for small pipelines or with a scrape limit in mind
+    /// (docs/observe.md, "Cardinality").
+    #[arg(
+        long,
+        env = "FLOW_LAG_PER_PARTITION",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub lag_per_partition: bool,
     /// Seconds to wait after a consumer group's reset reads back at its log start offsets before
     /// reading the group's offsets once more. A consumer that was still closing during the reset (a pod
     /// past its deletion, a consumer outside Kubernetes) may commit its old position right after the
@@ -340,6 +353,14 @@ mod tests {
             let e = Cli::try_parse_from(["flow-operator", flag, value]).expect_err(flag).to_string();
             assert!(e.contains(flag) && e.contains(value), "{flag}: {e}");
         }
+    }
+
+    #[test]
+    fn lag_per_partition_is_off_unless_asked_for() {
+        assert!(!Cli::parse_from(["flow-operator"]).settings.lag_per_partition);
+        assert!(Cli::parse_from(["flow-operator", "--lag-per-partition", "true"]).settings.lag_per_partition);
+        assert!(!Cli::parse_from(["flow-operator", "--lag-per-partition", "false"]).settings.lag_per_partition);
+        assert!(Cli::try_parse_from(["flow-operator", "--lag-per-partition", "maybe"]).is_err());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the reset annotations, its resource as `flow generate` writes it, its cluster Secrets, and a
 //! ready scenario around it.
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::bed::{bed, bin, fresh_dir, show, wait_until};
@@ -43,6 +44,29 @@ pub fn cart_yaml(ns: &str, replicas: i32) -> String {
     let o = Command::new(bin("flow")).args(&args).current_dir(&dir).output().expect("flow runs");
     assert!(o.status.success(), "flow {args:?} failed: {}", show(&o));
     String::from_utf8(o.stdout).expect("flow generate writes UTF-8")
+}
+
+/// The example pipeline `cart` in namespace `ns`, as the real `flow generate` writes it in
+/// `examples/cart` with `--conf prod.conf` and then each of `confs` (files of a test's own, such as
+/// [`conf_file`] writes); the CLI's output when it refuses.
+pub fn cart_yaml_with(ns: &str, confs: &[&Path]) -> Result<String, Output> {
+    let mut args: Vec<String> =
+        ["generate", "blueprint.conf", "--descriptors", "flow", "--conf", "prod.conf"].map(String::from).to_vec();
+    for c in confs {
+        args.extend(["--conf".to_string(), c.display().to_string()]);
+    }
+    args.extend(["--image", "router=registry.example.com/cart-router:1.2", "-n", ns].map(String::from));
+    let o = Command::new(bin("flow")).args(&args).current_dir(bed().root.join("examples/cart")).output().expect("flow");
+    if o.status.success() { Ok(String::from_utf8(o.stdout).expect("UTF-8")) } else { Err(o) }
+}
+
+/// Writes `text` as a deploy-time file of this test process (`target/e2e-ledgers/<name>-<pid>.conf`).
+pub fn conf_file(name: &str, text: &str) -> PathBuf {
+    let dir = bed().root.join("target/e2e-ledgers");
+    std::fs::create_dir_all(&dir).expect("conf dir");
+    let path = dir.join(format!("{name}-{}.conf", std::process::id()));
+    std::fs::write(&path, text).expect("conf file");
+    path
 }
 
 /// Applies the example's cluster Secrets `kafka-cluster-shop` and `kafka-cluster-default`

@@ -26,6 +26,13 @@ pub fn kubectl_ok(args: &[&str]) -> String {
 
 /// `kubectl <args>` with `stdin` as its input; panics unless it succeeds; returns stdout.
 pub fn kubectl_stdin(args: &[&str], stdin: &str) -> String {
+    let o = kubectl_with_stdin(args, stdin);
+    assert!(o.status.success(), "kubectl {args:?} failed: {}", show(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `kubectl <args>` with `stdin` as its input, whatever it answers.
+pub fn kubectl_with_stdin(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new("kubectl")
         .args(args)
         .env("KUBECONFIG", &bed().kubeconfig)
@@ -36,9 +43,20 @@ pub fn kubectl_stdin(args: &[&str], stdin: &str) -> String {
         .expect("kubectl runs");
     use std::io::Write;
     child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write to kubectl");
-    let o = child.wait_with_output().expect("kubectl finishes");
-    assert!(o.status.success(), "kubectl {args:?} failed: {}", show(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+/// Deletes `ns` if it exists, then creates it empty and labelled to enforce the Pod Security
+/// Standard `restricted` (Kubernetes documentation, "Pod Security Admission").
+pub fn restricted_namespace(ns: &str) {
+    fresh_namespace(ns);
+    kubectl_ok(&[
+        "label",
+        "namespace",
+        ns,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
+    ]);
 }
 
 /// `kubectl apply -f -` of `yaml`.

@@ -26,9 +26,9 @@ mod rights;
 pub mod standin;
 
 pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, wait_until};
-pub use cart::{cart_scenario, cart_yaml, install_cluster_secret};
+pub use cart::{cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_cluster_secret};
 pub use kube::*;
-pub use operator::{Operator, SIDECAR_IMAGE, http_get, lag_in_metrics, metrics_address};
+pub use operator::{Operator, SIDECAR_IMAGE, group_series, http_get, lag_in_metrics, metrics_address};
 pub use pipeline::{
     Streamlet, apply_own_pipeline, apply_pipeline, flow, flow_reset, inlets_pipeline_yaml, own_pipeline_yaml,
     pipeline_yaml, wait_done,

@@ -134,12 +134,24 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// Sum of `ankka_flow_consumer_group_lag` series of `client_id` in a Prometheus text body, with
-/// the number of series.
-pub fn lag_in_metrics(body: &str, client_id: &str) -> (i64, usize) {
-    let needle = format!("client_id=\"{client_id}\"");
+/// Sum of `ankka_flow_consumer_group_lag` series of consumer group `group` in a Prometheus text body
+/// (one per namespace the group is an inlet's of), with the number of series.
+pub fn lag_in_metrics(body: &str, group: &str) -> (i64, usize) {
+    let needle = format!("consumergroup=\"{group}\"");
     body.lines()
         .filter(|l| l.starts_with("ankka_flow_consumer_group_lag{") && l.contains(&needle))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
         .fold((0, 0), |(sum, n), v| (sum + v, n + 1))
+}
+
+/// The value of the one series of `name` for consumer group `group` in a Prometheus text body;
+/// `None` when there is none or more than one.
+pub fn group_series(body: &str, name: &str, group: &str) -> Option<f64> {
+    let (prefix, needle) = (format!("{name}{{"), format!("consumergroup=\"{group}\""));
+    let mut values = body
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && l.contains(&needle))
+        .map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN));
+    let value = values.next()?;
+    values.next().is_none().then_some(value)
 }

@@ -1,5 +1,6 @@
 //! After the restart of docs/rebuild-from-the-start.md, the lag of the reset group starts at the size
-//! of its input and falls to zero; the test watches it in the resource's status and on the operator's `/metrics`.
+//! of its input and falls to zero; the test watches it in the resource's status and on the operator's
+//! `/metrics`, where the group is marked as rebuilding from the request until it caught up.
 
 use std::time::Duration;
 
@@ -16,13 +17,19 @@ fn status_lag(ns: &str) -> (Option<i64>, Option<String>) {
 fn lag_starts_at_the_input_size_and_falls_to_zero() {
     let _serial = serial();
     let ns = "shop-catch-up";
+    let started = std::time::Instant::now();
     let op = cart_scenario(ns, 0, &[("FLOW_METRICS_ADDRESS", "127.0.0.1:0"), ("FLOW_LAG_INTERVAL_SECONDS", "1")]);
     let addr = metrics_address(&op);
     assert_eq!(http_get(&addr, "/healthz"), (200, "ok\n".to_string()));
-    // Before the reset the group has read everything.
-    wait_until("lag 0 on /metrics", Duration::from_secs(30), || {
-        (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (0, 3)).then_some(())
+    let rebuilding = |body: &str| group_series(body, "ankka_flow_consumer_group_rebuilding", GROUP);
+    let seconds = |body: &str| group_series(body, "ankka_flow_consumer_group_lag_seconds", GROUP);
+    // Before the reset the group has read everything, and no reset is under way.
+    let body = wait_until("lag 0 on /metrics", Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics").1;
+        (lag_in_metrics(&body, GROUP) == (0, 1)).then_some(body)
     });
+    assert_eq!((rebuilding(&body), seconds(&body)), (Some(0.0), Some(0.0)), "{body}");
+    assert!(!body.contains("ankka_flow_consumer_group_partition_lag{"), "per partition only when asked: {body}");
 
     let o = flow(&["reset", "cart", "-n", ns, "--wait"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -30,10 +37,16 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
     let id = out.lines().next().and_then(|l| l.rsplit(' ').next()).expect("the request line").to_string();
     // Stopped and reset: the whole input is left to read.
     wait_until("lag 60 in the status", Duration::from_secs(30), || (status_lag(ns).0 == Some(60)).then_some(()));
-    wait_until("lag 60 on /metrics", Duration::from_secs(30), || {
-        (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (60, 3)).then_some(())
+    let body = wait_until("lag 60 on /metrics", Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics").1;
+        (lag_in_metrics(&body, GROUP) == (60, 1)).then_some(body)
     });
-    let body = http_get(&addr, "/metrics").1;
+    // The reset group is rebuilding. Its records were written before the operator's first sample and
+    // none since, so their age is estimated as the time since that sample: more than 0, less than
+    // the test has run.
+    assert_eq!(rebuilding(&body), Some(1.0), "{body}");
+    let behind = seconds(&body).unwrap_or(f64::NAN);
+    assert!(behind > 0.0 && behind < started.elapsed().as_secs_f64(), "lag seconds {behind}: {body}");
     assert!(body.contains("ankka_flow_reset_groups_total{outcome=\"reset\"} 1"), "{body}");
     assert!(body.contains("ankka_flow_reset_requests_pending 0"), "{body}");
 
@@ -80,7 +93,11 @@ fn lag_starts_at_the_input_size_and_falls_to_zero() {
     assert!(note.starts_with("note: the reset is done; watching until every group it reset has caught up"), "{note}");
     assert!(text.contains("catch-up: cart.router.in ") && text.contains(" of 60 records left ("), "{text}");
     assert!(text.trim_end().ends_with(&format!("catch-up: cart.router.in caught up at {caught_up}")), "{text}");
-    wait_until("lag 0 on /metrics", Duration::from_secs(30), || {
-        (lag_in_metrics(&http_get(&addr, "/metrics").1, GROUP) == (0, 3)).then_some(())
+    // Caught up: no longer rebuilding, nothing behind.
+    wait_until("lag 0 and no rebuild on /metrics", Duration::from_secs(30), || {
+        let body = http_get(&addr, "/metrics").1;
+        let done =
+            lag_in_metrics(&body, GROUP) == (0, 1) && rebuilding(&body) == Some(0.0) && seconds(&body) == Some(0.0);
+        done.then_some(())
     });
 }

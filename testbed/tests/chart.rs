@@ -109,6 +109,7 @@ fn the_chart_lints_and_renders_every_option() {
             "metrics.podMonitor.enabled=true",
             "metrics.prometheusRule.enabled=true",
             "metrics.prometheusRule.for.AnkkaFlowNoLeader=10m",
+            "metrics.lagPerPartition=true",
             "image.repository=registry.example.com/ankka-flow-operator",
         ],
     );
@@ -175,6 +176,7 @@ fn the_chart_lints_and_renders_every_option() {
         .collect();
     assert_eq!(env.get("FLOW_WATCH_NAMESPACE"), Some(&"shop,ops,kafka-secrets"));
     assert_eq!(env.get("FLOW_KAFKA_CLUSTERS_NAMESPACE"), Some(&"kafka-secrets"));
+    assert_eq!(env.get("FLOW_LAG_PER_PARTITION"), Some(&"true"));
     let rules = &of_kind(&all, "PrometheusRule")[0]["spec"]["groups"][0]["rules"];
     let alerts: BTreeMap<&str, &str> = rules
         .as_array()
@@ -184,6 +186,7 @@ fn the_chart_lints_and_renders_every_option() {
         .collect();
     assert_eq!(alerts.get("AnkkaFlowNoLeader"), Some(&"10m"));
     assert_eq!(alerts.get("AnkkaFlowLagNotFalling"), Some(&"15m"));
+    assert_eq!(alerts.get("AnkkaFlowConsumerGroupBehind"), Some(&"10m"));
     // A `latest` or untagged image is refused, the operator's and the sidecar's, and so is the
     // old single `watchNamespace` (which would otherwise be ignored, leaving the rights cluster-wide).
     for (set, says) in [
@@ -191,10 +194,83 @@ fn the_chart_lints_and_renders_every_option() {
         ("sidecarImage=ghcr.io/thinkmorestupidless/ankka-flow-sidecar:latest", "not latest"),
         ("sidecarImage=registry.example.com:5000/ankka-flow-sidecar", "name a version tag"),
         ("watchNamespace=shop", "watchNamespaces, a list"),
+        // Pod settings that would not pass Pod Security `restricted`.
+        ("podSecurityContext.runAsUser=0", "0 is root"),
+        ("podSecurityContext.runAsNonRoot=false", "restricted needs true"),
+        ("podSecurityContext.seccompProfile.type=Unconfined", "forbidden by Pod Security restricted"),
     ] {
         let o = helm(&["template", "ankka-flow", &chart, "--kube-version", KUBE_VERSION, "--set", set]);
         assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains(says), "{set}: {}", show(&o));
     }
+    // The operator's pod passes Pod Security `restricted` and names no UID, GID or fsGroup unless
+    // asked (OpenShift's restricted-v2 assigns its own); asked, the ids are laid over the rest.
+    let pod_security = |docs: &[serde_json::Value]| {
+        of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["securityContext"].clone()
+    };
+    assert_eq!(
+        pod_security(&render("ankka-flow", &[])),
+        serde_json::json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(
+        pod_security(&render(
+            "ankka-flow",
+            &["podSecurityContext.fsGroup=65532", "podSecurityContext.runAsUser=65532"]
+        )),
+        serde_json::json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 65532, "runAsUser": 65532})
+    );
+    // People's rights join Kubernetes' built-in roles; they can be left out.
+    let aggregated = |docs: &[serde_json::Value]| -> BTreeMap<String, BTreeSet<String>> {
+        of_kind(docs, "ClusterRole")
+            .iter()
+            .filter_map(|r| {
+                let labels = r["metadata"]["labels"].as_object()?;
+                let to: BTreeSet<String> = labels
+                    .iter()
+                    .filter(|(_, v)| *v == "true")
+                    .filter_map(|(k, _)| k.strip_prefix("rbac.authorization.k8s.io/aggregate-to-").map(str::to_string))
+                    .collect();
+                (!to.is_empty()).then(|| (r["metadata"]["name"].as_str().unwrap_or_default().to_string(), to))
+            })
+            .collect()
+    };
+    let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<BTreeSet<String>>();
+    assert_eq!(
+        aggregated(&render("ankka-flow", &[])),
+        BTreeMap::from([
+            ("ankka-flow-view".to_string(), set(&["view", "edit", "admin", "cluster-reader"])),
+            ("ankka-flow-edit".to_string(), set(&["edit", "admin"])),
+            ("ankka-flow-reset".to_string(), set(&["admin"])),
+        ])
+    );
+    assert_eq!(
+        aggregated(&render("ankka-flow", &[])),
+        aggregated(&deploy_docs()),
+        "the chart and deploy/ aggregate alike"
+    );
+    // Left out, the built-in roles get nothing but the governance's reset role for admin; without
+    // governance, nothing.
+    assert_eq!(
+        aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false"])),
+        BTreeMap::from([("ankka-flow-reset".to_string(), set(&["admin"]))])
+    );
+    assert!(
+        aggregated(&render("ankka-flow", &["rbac.aggregateToDefaultRoles=false", "governance.enabled=false"]))
+            .is_empty()
+    );
+    // Editors may request resets (the verb the governance policy checks) unless the chart says not.
+    let edit_verbs = |docs: &[serde_json::Value]| -> BTreeSet<String> {
+        of_kind(docs, "ClusterRole")
+            .iter()
+            .filter(|r| r["metadata"]["name"] == "ankka-flow-edit")
+            .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+            .flat_map(|rule| rule["verbs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(edit_verbs(&render("ankka-flow", &[])).contains("reset"));
+    assert_eq!(edit_verbs(&render("ankka-flow", &[])), edit_verbs(&deploy_docs()));
+    let without = edit_verbs(&render("ankka-flow", &["governance.resetForEditors=false"]));
+    assert!(without.contains("patch") && !without.contains("reset"), "{without:?}");
     // By default the sidecar is a released version, never `latest`, as in deploy/; a digest is fine.
     let sidecar = |docs: &[serde_json::Value]| {
         container(docs)["env"]
@@ -293,6 +369,9 @@ fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_serv
     let chart = chart();
     let _ = helm(&["uninstall", "ankka-flow", "--namespace", release_ns, "--wait"]);
     fresh_namespace(release_ns);
+    // The release's namespace enforces Pod Security `restricted`: `--wait` below sees the
+    // operator's pod only if admission lets it in.
+    kubectl_ok(&["label", "namespace", release_ns, "pod-security.kubernetes.io/enforce=restricted"]);
     // The watched namespace exists before the release, which binds the operator's rights there.
     fresh_namespace(ns);
     let _crd_back = CrdBack(release_ns);
@@ -329,6 +408,18 @@ fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_serv
     let status = helm_ok(&["status", "ankka-flow", "--namespace", release_ns, "-o", "json"]);
     let status: serde_json::Value = serde_json::from_str(&status).expect("JSON");
     assert_eq!(status["info"]["status"], "deployed", "{status}");
+    let running = kubectl_ok(&[
+        "-n",
+        release_ns,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=ankka-flow-operator",
+        "--field-selector=status.phase=Running",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(running.lines().count(), 1, "the operator's pod, admitted under restricted: {running}");
     // The CRD is the chart's now: its keep policy is on it, and it is established.
     let live = crd();
     assert_eq!(live["metadata"]["annotations"]["helm.sh/resource-policy"], "keep", "{live}");

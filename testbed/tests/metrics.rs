@@ -30,14 +30,21 @@ fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_le
     assert_eq!(code, 200);
     assert!(why.contains("apiserver: answered") && why.contains("lease: held"), "{why}");
 
-    // The lag of the cart's inlet, labelled with the AnkkaFlow's namespace and name.
-    let want = format!(
-        "ankka_flow_consumer_group_lag{{namespace=\"{ns}\",pipeline=\"cart\",client_id=\"cart.router.in\",topic=\"shop.cart-events.v1\",partition=\""
-    );
+    // The lag of the cart's inlet, one series for the group, labelled with the AnkkaFlow's namespace
+    // and name, in records and in seconds, and whether it is rebuilding.
+    let group = format!("{{namespace=\"{ns}\",pipeline=\"cart\",consumergroup=\"cart.router.in\"");
+    let want = format!("ankka_flow_consumer_group_lag{group},topic=\"shop.cart-events.v1\"}} ");
     let body = wait_until("the lag series", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;
-        (series(&body, &want).len() == 3).then_some(body)
+        (series(&body, &want).len() == 1).then_some(body)
     });
+    assert_eq!(
+        series(&body, &format!("ankka_flow_consumer_group_lag_seconds{group},topic=\"shop.cart-events.v1\"}} ")).len(),
+        1,
+        "{body}"
+    );
+    assert_eq!(series(&body, &format!("ankka_flow_consumer_group_rebuilding{group}}} 0")).len(), 1, "{body}");
+    assert!(!body.contains("client_id"), "{body}");
     assert!(
         series(&body, "ankka_flow_lag_last_success_timestamp_seconds{cluster=\"shop\"}").iter().any(|l| value(l) > 1e9),
         "{body}"
@@ -53,7 +60,7 @@ fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_le
             .any(|l| value(l) >= 1.0)
             .then_some(body)
     });
-    assert_eq!(series(&body, &want).len(), 3, "{body}");
+    assert_eq!(series(&body, &want).len(), 1, "{body}");
     assert!(series(&body, "ankka_flow_consumer_group_lag{").iter().all(|l| !l.contains("ghost")), "{body}");
     // The connection works for the cart, so its last success keeps advancing despite the ghost.
     let last_success = |body: &str| {
@@ -157,6 +164,7 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
         &[
             ("FLOW_WATCH_NAMESPACE", &watched),
             ("FLOW_LAG_INTERVAL_SECONDS", "1"),
+            ("FLOW_LAG_PER_PARTITION", "true"),
             ("FLOW_LEASE_NAME", "ankka-flow-operator-metrics"),
             ("HOSTNAME", &identity),
         ],
@@ -167,12 +175,15 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
     kubectl_apply(&cart_yaml(a, 0));
     kubectl_apply(&cart_yaml(b, 0));
     let lag = "ankka_flow_consumer_group_lag";
-    let group = "client_id=\"cart.router.in\"";
-    wait_until("a lag series per partition of each namespace's cart", Duration::from_secs(30), || {
+    let group = "consumergroup=\"cart.router.in\"";
+    // Per group, and per partition as asked for (FLOW_LAG_PER_PARTITION).
+    let per_partition = "ankka_flow_consumer_group_partition_lag";
+    wait_until("a lag series of each namespace's cart, and one per partition", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;
-        let each =
-            [a, b].map(|ns| labelled(&body, lag, &[&format!("namespace=\"{ns}\""), "pipeline=\"cart\"", group]).len());
-        (each == [3, 3]).then_some(())
+        let each = [lag, per_partition, &format!("{per_partition}_seconds")].map(|name| {
+            [a, b].map(|ns| labelled(&body, name, &[&format!("namespace=\"{ns}\""), "pipeline=\"cart\"", group]).len())
+        });
+        (each == [[1, 1], [3, 3], [3, 3]]).then_some(())
     });
 
     // a's cart is reset: its group (b's too: it is the same group) has its 60 records to read
@@ -189,6 +200,17 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
     assert!((now - 120.0..=now + 1.0).contains(&started), "{started} is not the reset's end ({now} now)");
     assert!(labelled(&body, caught, &[&format!("namespace=\"{b}\"")]).is_empty(), "{body}");
+    // Only a's group is under a reset: an alert on b's lag, which grew as much, is not silenced.
+    let rebuilding = "ankka_flow_consumer_group_rebuilding";
+    let marks = |body: &str| {
+        [a, b].map(|ns| {
+            labelled(body, rebuilding, &[&format!("namespace=\"{ns}\""), group])
+                .iter()
+                .map(|l| value(l))
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(marks(&body), [vec![1.0], vec![0.0]], "{body}");
     let body = wait_until("the lag after the reset in both namespaces", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;
         let sums = [a, b].map(|ns| {
@@ -206,6 +228,8 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
     wait_until("the series of the pipelines and their connection to go", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;
         let gone = series(&body, &format!("{lag}{{")).is_empty()
+            && series(&body, &format!("{per_partition}{{")).is_empty()
+            && series(&body, &format!("{rebuilding}{{")).is_empty()
             && series(&body, &format!("{caught}{{")).is_empty()
             && series(&body, "ankka_flow_lag_last_success_timestamp_seconds{").is_empty()
             && series(&body, "ankka_flow_lag_sample_errors_total{").is_empty();
@@ -270,4 +294,84 @@ fn readyz_answers_503_without_the_api_server_or_without_the_lease() {
         (http_get(&second_addr, "/readyz").0 == 200).then_some(())
     });
     second.stop();
+}
+
+/// One pipeline of 200 inlets on a topic of 500 partitions, `pipeline` in namespace `ns`: ten
+/// stopped streamlets of twenty inlets each, every inlet reading `topic` in its own group.
+fn wide_pipeline_yaml(ns: &str, pipeline: &str, topic: &str) -> String {
+    let mut y = format!(
+        "apiVersion: flow.ankka.thinkmorestupidless.com/v1alpha1\nkind: AnkkaFlow\nmetadata:\n  name: {pipeline}\n  \
+         namespace: {ns}\n  labels:\n    flow.ankka.thinkmorestupidless.com/pipeline: {pipeline}\nspec:\n  pipeline: \
+         {pipeline}\n  protocolVersion: \"1.0\"\n  streamlets:\n"
+    );
+    for s in 0..10 {
+        y += &format!("  - name: s{s}\n    image: registry.example.com/wide:1\n    replicas: 0\n    inlets:\n");
+        for i in 0..20 {
+            y += &format!("      i{i}: input\n");
+        }
+        y += "    descriptor:\n      name: wide\n      description: wide\n      config_parameters: []\n      inlets:\n";
+        for i in 0..20 {
+            y += &format!(
+                "      - name: i{i}\n        contract:\n          fingerprint: nXhoFwNZSB7DKScFuZUtZ1gnAYkIxadumsXNHWwbLfM=\n          \
+                 format: json\n          schema_name: cart-events.v1\n"
+            );
+        }
+        y += "      outlets: []\n    builtin: false\n";
+    }
+    y + &format!(
+        "  topics:\n  - id: input\n    name: {topic}\n    managed: false\n    cluster: shop\n    consumerConfig:\n      \
+         auto.offset.reset: earliest\n"
+    )
+}
+
+/// `/metrics` of one pipeline of 200 inlets on a 500-partition topic stays well under the 1 MB that
+/// scrapers take by default: one series per group, whatever its partitions. Per partition (asked
+/// for with FLOW_LAG_PER_PARTITION) it is a series per group and partition, as it was by default
+/// before. Prints both sizes (docs/performance.md records them).
+#[test]
+fn metrics_of_200_inlets_on_500_partitions_stay_under_1_mb() {
+    let _serial = serial();
+    let ns = "shop-metrics-wide";
+    let topic = "shop.metrics-wide.p500";
+    install_crd();
+    install_cluster_secret();
+    fresh_namespace(ns);
+    kafka::recreate_topic(topic, 500);
+    let mut sizes = vec![];
+    for per_partition in ["false", "true"] {
+        let op = Operator::start(
+            &fresh_dir(ns),
+            &[
+                ("FLOW_WATCH_NAMESPACE", ns),
+                ("FLOW_LAG_INTERVAL_SECONDS", "1"),
+                ("FLOW_LAG_PER_PARTITION", per_partition),
+            ],
+        );
+        let addr = metrics_address(&op);
+        kubectl_apply(&wide_pipeline_yaml(ns, "wide", topic));
+        let want = if per_partition == "true" { 200 * 500 } else { 0 };
+        let body = wait_until("a lag series of each of the 200 groups", Duration::from_secs(120), || {
+            let body = http_get(&addr, "/metrics").1;
+            let groups = series(&body, "ankka_flow_consumer_group_lag{").len();
+            let partitions = series(&body, "ankka_flow_consumer_group_partition_lag{").len();
+            (groups == 200 && partitions == want).then_some(body)
+        });
+        for name in ["ankka_flow_consumer_group_lag_seconds{", "ankka_flow_consumer_group_rebuilding{"] {
+            assert_eq!(series(&body, name).len(), 200, "{name}");
+        }
+        eprintln!(
+            "/metrics with 200 inlets on 500 partitions, FLOW_LAG_PER_PARTITION={per_partition}: {} bytes, {} lines",
+            body.len(),
+            body.lines().count()
+        );
+        sizes.push(body.len());
+        if per_partition == "true" {
+            // Deleted while an operator runs, which removes its finalizer.
+            kubectl_ok(&["-n", ns, "delete", "aflow", "wide", "--wait=true", "--timeout=60s"]);
+        }
+        op.stop();
+    }
+    kafka::remove_topic(topic);
+    assert!(sizes[0] < 1_000_000, "/metrics is {} bytes by default", sizes[0]);
+    assert!(sizes[1] > sizes[0] * 10, "per partition adds a series per partition: {sizes:?}");
 }

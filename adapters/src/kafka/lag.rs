@@ -4,18 +4,20 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use flow_core::lag::PartitionOffsets;
 use flow_core::reset::{KafkaFailure, Positions};
 
 use super::{End, KafkaClient, admin, blocking, coordinator, log_offsets, topic_partitions};
 
-/// Per partition lag of a group: records it has still to read.
-pub type Lag = BTreeMap<i32, i64>;
+/// Per partition of a group's topic: where the group is and where the log ends
+/// ([`PartitionOffsets::lag`] is the records it has still to read).
+pub type Lag = BTreeMap<i32, PartitionOffsets>;
 
 /// A topic's partitions and their high watermarks.
 type PartitionsAndHigh = (Vec<i32>, BTreeMap<i32, i64>);
 
-/// The lag of each `(group, topic)` of `wanted`, per partition: the high watermark minus the
-/// committed offset (minus the log start offset where the group has none), never below 0.
+/// The lag of each `(group, topic)` of `wanted`, per partition: the group's committed offset (the
+/// log start offset where it has none) and the high watermark.
 ///
 /// One metadata request and one ListOffsets per topic (and partition leader) serve every group;
 /// each group costs one OffsetFetch, sent to its coordinator, a bounded number of them in flight at
@@ -112,7 +114,7 @@ pub async fn lags(
                 .map(|p| {
                     let committed = positions.get(p).and_then(|x| x.as_ref().map(|x| x.offset));
                     let at = committed.or_else(|| start.and_then(|s| s.get(p).copied())).unwrap_or(0);
-                    (*p, (high.get(p).copied().unwrap_or(at) - at).max(0))
+                    (*p, PartitionOffsets { position: at, high_watermark: high.get(p).copied().unwrap_or(at) })
                 })
                 .collect()));
         }

@@ -57,3 +57,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- $image -}}
 {{- end -}}
+
+{{- /* The prefix of the aggregated ClusterRoles for people: the release's name without its
+"-operator" suffix (ankka-flow-view, ankka-flow-edit by default). */ -}}
+{{- define "ankka-flow.rolePrefix" -}}
+{{- include "ankka-flow.fullname" . | trimSuffix "-operator" -}}
+{{- end -}}
+
+{{- /* The pod's security context: what Pod Security `restricted` asks, with the podSecurityContext
+value laid over it; refused when that value would break `restricted`. */ -}}
+{{- define "ankka-flow.podSecurityContext" -}}
+{{- $own := .Values.podSecurityContext | default dict -}}
+{{- if eq (toString (get $own "runAsNonRoot")) "false" -}}
+{{- fail "podSecurityContext.runAsNonRoot: Pod Security restricted needs true; leave it out" -}}
+{{- end -}}
+{{- if and (hasKey $own "runAsUser") (eq (toString (get $own "runAsUser")) "0") -}}
+{{- fail "podSecurityContext.runAsUser: 0 is root, which Pod Security restricted forbids; leave it out or name another UID" -}}
+{{- end -}}
+{{- $seccomp := get (get $own "seccompProfile" | default dict) "type" | default "RuntimeDefault" -}}
+{{- if not (has $seccomp (list "RuntimeDefault" "Localhost")) -}}
+{{- fail (printf "podSecurityContext.seccompProfile.type: %s is forbidden by Pod Security restricted; write RuntimeDefault or Localhost" $seccomp) -}}
+{{- end -}}
+{{- toYaml (merge (deepCopy $own) (dict "runAsNonRoot" true "seccompProfile" (dict "type" "RuntimeDefault"))) -}}
+{{- end -}}

@@ -13,7 +13,9 @@ use super::names::{ClusterName, StreamletName, TopicId};
 use super::problems::{Note, Problem};
 use super::raw::{BLUEPRINT_ONLY, Reason, TopicFields, read_topic_fields, split_topic};
 use super::tree::{self, Node, Object};
+use super::typed;
 use super::verify::VerifiedBlueprint;
+use crate::pod::{self, PodSettings};
 
 /// One `flow.topics.<id>` section.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,6 +37,8 @@ pub struct Overrides {
     pub topics: BTreeMap<String, TopicOverride>,
     /// `flow.streamlets`, by name, unread.
     pub streamlets: BTreeMap<String, Node>,
+    /// `flow.pod`, the pod settings of every streamlet, unread.
+    pub pod: Option<Node>,
     /// Problems of the sections' own shape.
     pub shape: Vec<Problem>,
 }
@@ -87,6 +91,7 @@ pub fn read_overrides(merged: &Object) -> Overrides {
             ("streamlets", Node::Object(s)) => {
                 o.streamlets = s.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
             }
+            ("pod", n) => o.pod = Some(n.clone()),
             ("topics" | "streamlets", _) => o.shape.push(Problem::OverridesNotObject(format!("flow.{k}"))),
             _ => o.shape.push(Problem::UnknownOverrideSection(k.clone())),
         }
@@ -113,6 +118,8 @@ pub struct StreamletDeploy {
     pub replicas: i32,
     /// Every declared parameter, resolved and typed, by key.
     pub config: Map<String, Value>,
+    /// Its own pod settings (`flow.streamlets.<name>.pod`).
+    pub pod: Option<PodSettings>,
 }
 
 /// A verified blueprint with its `--conf` files applied.
@@ -122,6 +129,8 @@ pub struct Deployment {
     pub streamlets: BTreeMap<StreamletName, StreamletDeploy>,
     /// Per topic: the merged settings.
     pub topics: BTreeMap<TopicId, TopicFields>,
+    /// The pod settings of every streamlet (`flow.pod`).
+    pub pod: Option<PodSettings>,
 }
 
 /// Applies the overrides to a verified blueprint. `declared_topics` are every topic id of the
@@ -175,6 +184,14 @@ pub fn apply(
         topics.insert(id.clone(), fields);
     }
 
+    // The pod settings that did not read; the others are checked all the same.
+    let mut defaults_read = true;
+    let mut unread = BTreeSet::new();
+    let defaults = ov.pod.as_ref().and_then(|n| {
+        let read = read_pod(n, "flow.pod", &mut problems);
+        defaults_read = read.is_some();
+        read
+    });
     let mut streamlets = BTreeMap::new();
     for (name, s) in &bp.streamlets {
         let over = match ov.streamlets.get(name.as_str()) {
@@ -187,6 +204,7 @@ pub fn apply(
         };
         let mut replicas = 1;
         let mut values = Object::new();
+        let mut own_pod = None;
         for (k, v) in over.into_iter().flatten() {
             match k.as_str() {
                 _ if v.is_null() => {}
@@ -202,9 +220,17 @@ pub fn apply(
                     Node::Object(c) => values = c.clone(),
                     _ => problems.push(Problem::OverridesNotObject(format!("flow.streamlets.{name}.config"))),
                 },
+                "pod" => {
+                    own_pod = read_pod(v, &format!("flow.streamlets.{name}.pod"), &mut problems);
+                    if own_pod.is_none() {
+                        unread.insert(name.clone());
+                    }
+                }
                 other => problems.push(Problem::StreamletOverride {
                     streamlet: name.to_string(),
-                    reason: format!("'{other}' is not a streamlet setting; a --conf file sets replicas and config"),
+                    reason: format!(
+                        "'{other}' is not a streamlet setting; a --conf file sets replicas, config and pod"
+                    ),
                 }),
             }
         }
@@ -245,11 +271,64 @@ pub fn apply(
                 }),
             }
         }
-        streamlets.insert(name.clone(), StreamletDeploy { replicas, config });
+        streamlets.insert(name.clone(), StreamletDeploy { replicas, config, pod: own_pod });
+    }
+    // The operator's own check of the settings as the resource will carry them, named as written.
+    // Without the pipeline's defaults, what a streamlet gets of both is unknown: nothing more is said.
+    if defaults_read {
+        let each = streamlets.iter().filter(|(name, _)| !unread.contains(*name)).map(|(name, d)| {
+            let builtin = bp.streamlets.get(name).is_some_and(|s| s.builtin);
+            (name.as_str(), builtin, d.pod.as_ref())
+        });
+        for p in pod::check_pipeline(defaults.as_ref(), each) {
+            let section = match &p.scope {
+                pod::Scope::Pipeline => "flow.pod".to_string(),
+                pod::Scope::Streamlet(s) => format!("flow.streamlets.{s}.pod"),
+            };
+            problems.push(Problem::PodSetting { section, path: p.path, reason: p.reason });
+        }
     }
     if problems.is_empty() {
-        (Some(Deployment { streamlets, topics }), problems, notes)
+        (Some(Deployment { streamlets, topics, pod: defaults }), problems, notes)
     } else {
         (None, problems, notes)
     }
+}
+
+/// Reads the pod settings of `section` (`flow.pod`, `flow.streamlets.<name>.pod`); `None`, with its
+/// problem, when they do not read (the first setting that does not is reported).
+fn read_pod(node: &Node, section: &str, problems: &mut Vec<Problem>) -> Option<PodSettings> {
+    if !matches!(node, Node::Object(_)) {
+        problems.push(Problem::OverridesNotObject(section.to_string()));
+        return None;
+    }
+    match typed::read::<PodSettings>(&flat_maps(node)) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            let reason = if e.unknown { pod::unknown_setting(&e.path) } else { e.message.clone() };
+            problems.push(Problem::PodSetting { section: section.to_string(), path: e.dotted(), reason });
+            None
+        }
+    }
+}
+
+/// `node` with its `labels`, `annotations` and `nodeSelector` flattened into dotted keys, as the
+/// property blocks of a topic are: `labels { example.com/tier = gold }` (which HOCON reads as an
+/// object `example` holding `com/tier`) and `labels { "example.com/tier" = gold }` mean the same.
+fn flat_maps(node: &Node) -> Node {
+    let mut node = node.clone();
+    if let Node::Object(o) = &mut node {
+        for key in ["labels", "annotations", "nodeSelector"] {
+            if let Some(Node::Object(map)) = o.get(key)
+                && let Ok(flat) = tree::flatten(map)
+            {
+                let texts = flat
+                    .into_iter()
+                    .map(|(k, text)| (k, Node::Scalar(tree::Scalar { text, kind: tree::ScalarKind::String })))
+                    .collect();
+                o.insert(key.to_string(), Node::Object(texts));
+            }
+        }
+    }
+    node
 }

@@ -171,6 +171,7 @@ pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
                 outlets: s.outlets.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect(),
                 descriptor: s.descriptor.streamlet_object(),
                 builtin: s.builtin,
+                pod: d.and_then(|d| d.pod.clone()).map(Box::new),
             }
         })
         .collect();
@@ -188,6 +189,7 @@ pub fn generate(input: &GenerateInput) -> Result<Generated, Vec<Problem>> {
         }),
         streamlets,
         topics,
+        pod: v.deployment.pod.clone().map(Box::new),
     };
     let mut resource = AnkkaFlow::new(pipeline.as_str(), spec);
     resource.metadata = ObjectMeta {

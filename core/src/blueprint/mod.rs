@@ -22,6 +22,7 @@ pub mod params;
 pub mod problems;
 pub mod raw;
 pub mod tree;
+pub mod typed;
 pub mod verify;
 
 use std::collections::{BTreeSet, HashMap};

@@ -181,6 +181,16 @@ pub enum Problem {
     },
     /// `streamlet '<name>': replicas must be a number`.
     ReplicasNotNumber(String),
+    /// *Ours*: a pod setting of `section` (`flow.pod`, `flow.streamlets.<name>.pod`) that does not
+    /// read, or that Pod Security `restricted` or Kubernetes would refuse.
+    PodSetting {
+        /// `flow.pod` or `flow.streamlets.<name>.pod`.
+        section: String,
+        /// The setting's path inside it; empty for the section itself.
+        path: String,
+        /// What is wrong and what to write instead.
+        reason: String,
+    },
     /// `streamlet '<name>': replicas must not be negative`.
     ReplicasNegative(String),
 
@@ -341,6 +351,8 @@ impl fmt::Display for RawProblem<'_> {
             }
             P::ReplicasNotNumber(s) => write!(f, "streamlet '{s}': replicas must be a number"),
             P::ReplicasNegative(s) => write!(f, "streamlet '{s}': replicas must not be negative"),
+            P::PodSetting { section, path, reason } if path.is_empty() => write!(f, "{section}: {reason}"),
+            P::PodSetting { section, path, reason } => write!(f, "{section}.{path}: {reason}"),
             P::ImagesFile(reason) => write!(f, "images: {reason}"),
             P::ImageArgument(v) => write!(f, "--image '{v}' is not name=reference"),
             P::NoImage(s) => write!(f, "Streamlet '{s}' has no image."),

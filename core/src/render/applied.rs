@@ -95,7 +95,7 @@ pub fn objects_step<'s>(
         let mut names = 0;
         for name in streamlets {
             names += 1;
-            let seen = deployments.get(name).filter(|d| !d.replica_failure)?;
+            let seen = deployments.get(name).filter(|d| d.replica_failure.is_none())?;
             let applied = recorded.deployments.get(name)?;
             (applied.uid == seen.uid && applied.generation == seen.generation).then_some(())?;
         }

@@ -159,7 +159,7 @@ fn shorten_hint(used_as: &NameUse) -> &'static str {
 
 /// Whether `s` is a label value: empty, or at most 63 of `[A-Za-z0-9-_.]` beginning and ending with
 /// an alphanumeric character.
-fn label_value_fault(s: &str) -> Option<NameFault> {
+pub(crate) fn label_value_fault(s: &str) -> Option<NameFault> {
     if s.len() > LABEL_VALUE_MAX {
         return Some(NameFault::TooLong { length: s.chars().count(), max: LABEL_VALUE_MAX });
     }
@@ -173,7 +173,7 @@ fn label_value_fault(s: &str) -> Option<NameFault> {
 
 /// Whether `s` is a DNS subdomain (RFC 1123): at most 253 characters, dot-separated labels of
 /// `[a-z0-9-]` each beginning and ending with an alphanumeric character.
-fn subdomain_fault(s: &str) -> Option<NameFault> {
+pub(crate) fn subdomain_fault(s: &str) -> Option<NameFault> {
     if s.len() > DNS_SUBDOMAIN_MAX {
         return Some(NameFault::TooLong { length: s.chars().count(), max: DNS_SUBDOMAIN_MAX });
     }

@@ -118,6 +118,8 @@ pub enum Problem {
     },
     /// A rendered name or label value Kubernetes would refuse.
     Name(NameProblem),
+    /// A pod setting that Pod Security `restricted` forbids or Kubernetes would refuse.
+    Pod(crate::pod::Problem),
 }
 
 impl fmt::Display for Problem {
@@ -164,6 +166,7 @@ impl fmt::Display for Problem {
                 write!(f, "streamlet '{streamlet}': Secret '{secret}': could not be read: {reason}")
             }
             P::Name(p) => p.fmt(f),
+            P::Pod(p) => p.fmt(f),
         }
     }
 }

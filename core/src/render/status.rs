@@ -4,14 +4,17 @@
 //! A streamlet is *rolled out* when its Deployment exists, carries the config hash just rendered and
 //! the resource's image, and its rollout has finished (`observedGeneration >= generation`,
 //! `updatedReplicas >= replicas`). Its detail is `rolling out` until then, then
-//! `<ready> of <desired> ready` while fewer replicas are ready than desired, then empty.
+//! `<ready> of <desired> ready` while fewer replicas are ready than desired, then empty. While its
+//! Deployment's `ReplicaFailure` condition holds, the detail is `its pods cannot be created: ` and
+//! the condition's message, and the phase is `Degraded`.
 //!
 //! A topic that exists in Kafka shows `exists: true`. A managed topic that does not exist (or whose
 //! Kafka could not be reached) is created by this reconcile, so it shows `exists: true` with
 //! `created by the operator`. An unmanaged topic that is missing shows `exists: false` with
 //! `topic '<kafka-name>' does not exist`, or `Kafka unreachable: <reason>`.
 //!
-//! The phase is `Degraded` when a topic does not exist; else `Ready` when every streamlet is rolled
+//! The phase is `Degraded` when a topic does not exist or a streamlet's pods cannot be created; else
+//! `Ready` when every streamlet is rolled
 //! out with all its replicas ready; else `Pending` while a streamlet is not rolled out; else `Degraded`. A
 //! refused resource is `Failed`. The detail joins the missing topics' details and the streamlets'
 //! `<name>: <detail>` with `; `.
@@ -73,16 +76,33 @@ pub struct ObservedDeployment {
     pub updated_replicas: i32,
     /// `status.readyReplicas`.
     pub ready_replicas: i32,
-    /// Whether its `ReplicaFailure` condition is `True`: its ReplicaSet cannot create pods.
-    pub replica_failure: bool,
+    /// While its `ReplicaFailure` condition is `True` (its ReplicaSet cannot create pods): the
+    /// condition's message.
+    pub replica_failure: Option<String>,
 }
 
-/// A streamlet's status, and whether it is rolled out.
+/// Where a streamlet's rollout stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rollout {
+    /// Its Deployment has the config hash and image just rendered, and its rollout finished.
+    Done,
+    /// Not yet.
+    Rolling,
+    /// Its ReplicaSet cannot create pods (a ResourceQuota, Pod Security admission, a missing
+    /// ServiceAccount): waiting will not help until someone acts.
+    Failing,
+}
+
+/// The start of a streamlet's detail while its pods cannot be created; the Deployment's
+/// `ReplicaFailure` message (the API server's refusal) follows.
+pub const PODS_NOT_CREATED: &str = "its pods cannot be created: ";
+
+/// A streamlet's status, and where its rollout stands.
 pub(crate) fn streamlet_status(
     s: &StreamletSpec,
     rendered_hash: &str,
     observed: Option<&ObservedDeployment>,
-) -> (StreamletStatus, bool) {
+) -> (StreamletStatus, Rollout) {
     let wanted_image = (!s.builtin).then_some(s.image.as_str());
     let rolled_out = observed.is_some_and(|d| {
         d.config_hash.as_deref() == Some(rendered_hash)
@@ -91,27 +111,27 @@ pub(crate) fn streamlet_status(
             && d.updated_replicas >= s.replicas
     });
     let ready = observed.map_or(0, |d| d.ready_replicas);
-    let detail = if !rolled_out {
-        "rolling out".to_string()
-    } else if ready < s.replicas {
-        format!("{ready} of {} ready", s.replicas)
-    } else {
-        String::new()
+    let failure = observed.and_then(|d| d.replica_failure.as_deref());
+    let (detail, rollout) = match failure {
+        Some(why) => (format!("{PODS_NOT_CREATED}{why}"), Rollout::Failing),
+        None if !rolled_out => ("rolling out".to_string(), Rollout::Rolling),
+        None if ready < s.replicas => (format!("{ready} of {} ready", s.replicas), Rollout::Done),
+        None => (String::new(), Rollout::Done),
     };
-    (StreamletStatus { name: s.name.clone(), desired: s.replicas, ready, detail }, rolled_out)
+    (StreamletStatus { name: s.name.clone(), desired: s.replicas, ready, detail }, rollout)
 }
 
-/// Phase and detail from the streamlets (with whether each is rolled out) and the topics.
-pub(crate) fn phase(streamlets: &[(StreamletStatus, bool)], topics: &[TopicStatus]) -> (Phase, String) {
+/// Phase and detail from the streamlets (with where each rollout stands) and the topics.
+pub(crate) fn phase(streamlets: &[(StreamletStatus, Rollout)], topics: &[TopicStatus]) -> (Phase, String) {
     let mut details: Vec<String> = topics.iter().filter(|t| !t.exists).map(|t| t.detail.clone()).collect();
     details.extend(
         streamlets.iter().filter(|(s, _)| !s.detail.is_empty()).map(|(s, _)| format!("{}: {}", s.name, s.detail)),
     );
-    let phase = if topics.iter().any(|t| !t.exists) {
+    let phase = if topics.iter().any(|t| !t.exists) || streamlets.iter().any(|(_, r)| *r == Rollout::Failing) {
         Phase::Degraded
-    } else if streamlets.iter().all(|(s, rolled_out)| *rolled_out && s.ready >= s.desired) {
+    } else if streamlets.iter().all(|(s, r)| *r == Rollout::Done && s.ready >= s.desired) {
         Phase::Ready
-    } else if streamlets.iter().any(|(_, rolled_out)| !rolled_out) {
+    } else if streamlets.iter().any(|(_, r)| *r == Rollout::Rolling) {
         Phase::Pending
     } else {
         Phase::Degraded

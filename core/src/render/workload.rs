@@ -10,14 +10,19 @@
 //! The pod's ServiceAccount `flow-<pipeline>` may only create events (the sidecar's
 //! `PartitionStalled`); its token is mounted into the sidecar alone, as a projected volume, because
 //! the pod turns the automatic mount off.
-
-use std::collections::BTreeMap;
+//!
+//! Every pod passes Pod Security `restricted` (Kubernetes documentation, "Pod Security Standards"):
+//! `runAsNonRoot: true` and a `RuntimeDefault` seccomp profile on the pod and each container, and
+//! on each container `allowPrivilegeEscalation: false` with every capability dropped. The pipeline's
+//! [`PodSettings`] add what a platform team chooses (resources, pull secrets, scheduling, labels,
+//! annotations, ids), checked by [`crate::pod::check_pipeline`] before anything is rendered.
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection, DownwardAPIVolumeFile, EnvVar, EnvVarSource,
-    ExecAction, KeyToPath, Lifecycle, LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe,
-    ProjectedVolumeSource, SecretVolumeSource, ServiceAccount, ServiceAccountTokenProjection, Volume, VolumeMount,
+    Capabilities, ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection, DownwardAPIVolumeFile, EnvVar,
+    EnvVarSource, ExecAction, KeyToPath, Lifecycle, LifecycleHandler, LocalObjectReference, ObjectFieldSelector,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
+    SecretVolumeSource, SecurityContext, ServiceAccount, ServiceAccountTokenProjection, Volume, VolumeMount,
     VolumeProjection,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -27,6 +32,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::Owner;
 use super::conf::NEO4J_CREDENTIALS_DIR;
 use super::names::{pipeline_labels, pipeline_object_name, selector_labels, streamlet_labels, streamlet_object_name};
+use crate::pod::{ContainerSettings, PodSettings};
 
 /// Pod-template annotation holding the config hash.
 pub const ANNOTATION_CONFIG_HASH: &str = "flow.ankka.thinkmorestupidless.com/config-hash";
@@ -36,6 +42,11 @@ pub const SIDECAR_CONTAINER: &str = "sidecar";
 pub const PROCESS_CONTAINER: &str = "process";
 /// Port of the sidecar's Prometheus metrics.
 pub const METRICS_PORT: i32 = 2050;
+/// The pod-template annotations the operator sets besides the config hash: the sidecar's metrics,
+/// for scrapers that discover pods by annotation.
+pub const RESERVED_ANNOTATIONS: [(&str, &str); 2] = [("prometheus.io/scrape", "true"), ("prometheus.io/port", "2050")];
+/// The seccomp profile type of every pod unless its settings choose `Localhost`.
+pub const SECCOMP_DEFAULT: &str = "RuntimeDefault";
 /// Port the process listens on, on the pod's loopback.
 pub const PROCESS_PORT: i32 = 9010;
 /// Where the sidecar reads `descriptor.json` and `streamlet.conf`.
@@ -67,6 +78,8 @@ pub struct DeploymentParts<'a> {
     pub stage_secret: Option<&'a str>,
     /// The config hash of its Secret.
     pub config_hash: &'a str,
+    /// Its pod settings: the pipeline's with its own laid over them, checked.
+    pub pod: &'a PodSettings,
 }
 
 fn env(name: &str, value: impl Into<String>) -> EnvVar {
@@ -138,18 +151,71 @@ fn sidecar(p: &DeploymentParts<'_>) -> Container {
             pre_stop: Some(LifecycleHandler { exec: exec(&["sleep", "2"]), ..LifecycleHandler::default() }),
             ..Lifecycle::default()
         }),
+        resources: resources(p.pod.container(false)),
+        security_context: Some(container_security(p.pod, p.pod.container(false))),
         ..Container::default()
     }
 }
 
-fn process(image: &str) -> Container {
+fn process(image: &str, pod: &PodSettings) -> Container {
     Container {
         name: PROCESS_CONTAINER.into(),
         image: Some(image.into()),
         image_pull_policy: Some("IfNotPresent".into()),
         env: Some(vec![env("FLOW_PROCESS_PORT", PROCESS_PORT.to_string())]),
+        resources: resources(pod.container(true)),
+        security_context: Some(container_security(pod, pod.container(true))),
         ..Container::default()
     }
+}
+
+/// The seccomp profile of the pod and its containers: the one the settings choose (checked to be
+/// `RuntimeDefault` or `Localhost`), else `RuntimeDefault`.
+fn seccomp(pod: &PodSettings) -> SeccompProfile {
+    match pod.security_context.as_ref().and_then(|s| s.seccomp_profile.as_ref()) {
+        Some(p) => SeccompProfile { type_: p.type_.clone(), localhost_profile: p.localhost_profile.clone() },
+        None => SeccompProfile { type_: SECCOMP_DEFAULT.into(), localhost_profile: None },
+    }
+}
+
+/// The pod's security context: non-root and the seccomp profile always, the ids its settings give.
+fn pod_security(pod: &PodSettings) -> PodSecurityContext {
+    let s = pod.security_context.clone().unwrap_or_default();
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(seccomp(pod)),
+        run_as_user: s.run_as_user,
+        run_as_group: s.run_as_group,
+        fs_group: s.fs_group,
+        fs_group_change_policy: s.fs_group_change_policy,
+        supplemental_groups: (!s.supplemental_groups.is_empty()).then_some(s.supplemental_groups),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// A container's security context: what Pod Security `restricted` asks of each container, and
+/// the container's own ids when its settings give them.
+fn container_security(pod: &PodSettings, c: Option<&ContainerSettings>) -> SecurityContext {
+    let ids = c.and_then(|c| c.security_context.clone()).unwrap_or_default();
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(seccomp(pod)),
+        run_as_user: ids.run_as_user,
+        run_as_group: ids.run_as_group,
+        ..SecurityContext::default()
+    }
+}
+
+/// A container's requests and limits; none unless its settings give them.
+fn resources(c: Option<&ContainerSettings>) -> Option<ResourceRequirements> {
+    let r = c.and_then(|c| c.resources.as_ref())?;
+    Some(ResourceRequirements {
+        requests: (!r.requests.is_empty()).then(|| r.requests.clone()),
+        limits: (!r.limits.is_empty()).then(|| r.limits.clone()),
+        ..ResourceRequirements::default()
+    })
 }
 
 fn volumes(p: &DeploymentParts<'_>) -> Vec<Volume> {
@@ -222,15 +288,18 @@ fn volumes(p: &DeploymentParts<'_>) -> Vec<Volume> {
 /// The Deployment of one streamlet.
 pub fn deployment(p: &DeploymentParts<'_>, owner: &Owner) -> Deployment {
     let labels = streamlet_labels(p.pipeline, p.streamlet);
-    let annotations = BTreeMap::from([
-        (ANNOTATION_CONFIG_HASH.to_string(), p.config_hash.to_string()),
-        ("prometheus.io/scrape".to_string(), "true".to_string()),
-        ("prometheus.io/port".to_string(), METRICS_PORT.to_string()),
-    ]);
+    // The settings' labels and annotations first: the operator's own are laid over them (and
+    // the check refuses settings that name one).
+    let mut pod_labels = p.pod.labels.clone();
+    pod_labels.extend(labels.clone());
+    let mut annotations = p.pod.annotations.clone();
+    annotations.insert(ANNOTATION_CONFIG_HASH.to_string(), p.config_hash.to_string());
+    annotations.extend(RESERVED_ANNOTATIONS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let mut containers = vec![sidecar(p)];
     if let Some(image) = p.process_image {
-        containers.push(process(image));
+        containers.push(process(image, p.pod));
     }
+    let pod = p.pod;
     Deployment {
         metadata: ObjectMeta {
             name: Some(streamlet_object_name(p.pipeline, p.streamlet)),
@@ -259,7 +328,7 @@ pub fn deployment(p: &DeploymentParts<'_>, owner: &Owner) -> Deployment {
             }),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels),
+                    labels: Some(pod_labels),
                     annotations: Some(annotations),
                     ..ObjectMeta::default()
                 }),
@@ -267,8 +336,16 @@ pub fn deployment(p: &DeploymentParts<'_>, owner: &Owner) -> Deployment {
                     service_account_name: Some(pipeline_object_name(p.pipeline)),
                     automount_service_account_token: Some(false),
                     termination_grace_period_seconds: Some(30),
+                    security_context: Some(pod_security(pod)),
                     containers,
                     volumes: Some(volumes(p)),
+                    image_pull_secrets: (!pod.image_pull_secrets.is_empty()).then(|| {
+                        pod.image_pull_secrets.iter().map(|s| LocalObjectReference { name: s.name.clone() }).collect()
+                    }),
+                    node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
+                    tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
+                    affinity: pod.affinity.clone(),
+                    priority_class_name: pod.priority_class_name.clone(),
                     ..PodSpec::default()
                 }),
             },
@@ -325,5 +402,15 @@ pub fn role_binding(pipeline: &str, owner: &Owner) -> RoleBinding {
             namespace: Some(owner.namespace.clone()),
             ..Subject::default()
         }]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserved_port_annotation_names_the_metrics_port() {
+        assert!(RESERVED_ANNOTATIONS.contains(&("prometheus.io/port", METRICS_PORT.to_string().as_str())));
     }
 }

@@ -117,6 +117,7 @@ impl Kube {
                 streamlet("source", 1, None),
             ],
             topics: Streamlet::ALL.into_iter().map(|s| topic(s.topic_id(), s.topic())).collect(),
+            pod: None,
         }
     }
 
@@ -139,6 +140,7 @@ fn streamlet(name: &str, replicas: i32, inlet: Option<&str>) -> StreamletSpec {
         outlets: Default::default(),
         descriptor: Default::default(),
         builtin: false,
+        pod: None,
     }
 }
 

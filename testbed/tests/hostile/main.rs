@@ -9,6 +9,8 @@
 //!   own credential, not the operator's, and Kafka's own tool gets nothing of another namespace's
 //!   group with it; the operator works with exactly the ACLs docs/secured-kafka.md lists, and a
 //!   missing one fails a reset at once, with nothing committed.
+//! - `pods`: pod settings written by hand in the resource, past `flow verify`: what Pod Security
+//!   `restricted` forbids is refused before anything is applied.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -22,6 +24,7 @@ use flow_testbed::*;
 
 mod acls;
 mod clients;
+mod pods;
 
 /// The namespace of the cluster Secrets.
 const CLUSTERS: &str = "ankka-flow";

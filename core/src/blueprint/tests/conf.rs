@@ -61,7 +61,7 @@ fn conf_messages() {
         [
             "overrides name unknown section 'flow.flows'",
             "overrides for topic 'valid-carts': partitions = 0 must be a whole number of at least 1",
-            "streamlet 'router': 'image' is not a streamlet setting; a --conf file sets replicas and config",
+            "streamlet 'router': 'image' is not a streamlet setting; a --conf file sets replicas, config and pod",
         ]
     );
     assert_eq!(
@@ -103,4 +103,103 @@ fn env_substitutions_come_from_the_input() {
     let mut i = cart(&["flow.streamlets.router.replicas = ${REPLICAS}"]);
     i.env.insert("REPLICAS".into(), "4".into());
     assert_eq!(verify(&i).unwrap().deployment.streamlets.values().next().unwrap().replicas, 4);
+}
+
+#[test]
+fn pod_settings_land_in_the_resource_as_written() {
+    let g = gen_input(
+        cart(&[
+            "flow.pod {
+               imagePullSecrets = [{ name = regcred }]
+               labels { team = shop, version = 2, example.com/tier = gold }
+               securityContext { runAsUser = 10001, fsGroup = 10001 }
+               containers.sidecar.resources { requests { cpu = 50m, memory = 64Mi }, limits { cpu = 0.5, memory = 64Mi } }
+               tolerations = [{ key = dedicated, operator = Equal, value = flow, effect = NoSchedule }]
+             }
+             flow.streamlets.router { replicas = 0, pod.containers.process.resources.limits { cpu = 1, memory = 1Gi } }",
+        ]),
+        Some(&fixture("cart/images.conf")),
+    );
+    let r = generated(&g);
+    let pod = serde_json::to_value(r.spec.pod.as_ref().expect("spec.pod")).unwrap();
+    assert_eq!(
+        pod,
+        json!({
+            "labels": {"team": "shop", "version": "2", "example.com/tier": "gold"},
+            "imagePullSecrets": [{"name": "regcred"}],
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "flow", "effect": "NoSchedule"}],
+            "securityContext": {"runAsUser": 10001, "fsGroup": 10001},
+            "containers": {"sidecar": {"resources": {
+                "requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "0.5", "memory": "64Mi"}}}}
+        })
+    );
+    let router = r.spec.streamlet("router").unwrap();
+    assert_eq!(router.replicas, 0, "the seed's form keeps working beside pod settings");
+    assert_eq!(
+        serde_json::to_value(router.pod.as_ref().expect("router's pod")).unwrap(),
+        json!({"containers": {"process": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}}})
+    );
+    assert!(r.spec.streamlet("sink").unwrap().pod.is_none());
+}
+
+#[test]
+fn pod_settings_messages_name_the_setting_as_written() {
+    let cart_bp = fixture("cart/blueprint.conf");
+    let p = |confs: &[&str]| problems(&cart_bp, confs);
+    assert_eq!(
+        p(&["flow.pod.securityContext.runAsUser = 0"]),
+        [
+            "flow.pod.securityContext.runAsUser: 0 is root, which Pod Security 'restricted' forbids: write a UID other than 0, or leave runAsUser out to run as the image's own user"
+        ]
+    );
+    assert_eq!(
+        p(&["flow.streamlets.router.pod.containers.sidecar.securityContext { privileged = true }"]),
+        [
+            "flow.streamlets.router.pod.containers.sidecar.securityContext.privileged: Pod Security 'restricted' forbids privileged containers: leave it out"
+        ]
+    );
+    assert_eq!(
+        p(&["flow.pod { hostNetwork = true }"]),
+        [
+            "flow.pod.hostNetwork: Pod Security 'restricted' forbids sharing the node's namespaces and files: leave it out"
+        ]
+    );
+    assert_eq!(
+        p(&["flow.pod { nodeSelektor { a = b } }"]),
+        [
+            "flow.pod.nodeSelektor: is not a setting here: write labels, annotations, imagePullSecrets, nodeSelector, tolerations, affinity, priorityClassName, securityContext, containers"
+        ]
+    );
+    assert_eq!(
+        p(&["flow.pod.securityContext.runAsUser = root"]),
+        ["flow.pod.securityContext.runAsUser: is string \"root\", but must be a whole number"]
+    );
+    assert_eq!(
+        p(&["flow.pod.affinity.nodeAffinity.requiredDuringScheduling = {}"]),
+        [
+            "flow.pod.affinity.nodeAffinity.requiredDuringScheduling: is not a field of the Kubernetes object written here"
+        ]
+    );
+    assert_eq!(p(&["flow.pod = 3"]), ["overrides: 'flow.pod' must be an object"]);
+    // A section that does not read hides no problem of the others.
+    assert_eq!(
+        p(&[
+            "flow.pod.securityContext.runAsUser = 0\nflow.streamlets.router.pod.containers.sidecar.securityContext { privileged = true }"
+        ]),
+        [
+            "flow.streamlets.router.pod.containers.sidecar.securityContext.privileged: Pod Security 'restricted' forbids privileged containers: leave it out",
+            "flow.pod.securityContext.runAsUser: 0 is root, which Pod Security 'restricted' forbids: write a UID other than 0, or leave runAsUser out to run as the image's own user",
+        ]
+    );
+    // Each section is read on its own; the defaults and a streamlet's own are checked together.
+    assert_eq!(
+        p(&[
+            "flow.pod.containers.process.resources.requests.memory = 2Gi",
+            "flow.streamlets.router.pod.containers.process.resources.limits.memory = 1Gi\nflow.streamlets.sink.pod.labels { app.kubernetes.io/managed-by = me }",
+        ]),
+        [
+            "flow.streamlets.router.pod.containers.process.resources.requests.memory: 2Gi is more than its limit 1Gi (with the pipeline's defaults): a request may not exceed its limit",
+            "flow.streamlets.sink.pod.labels.app.kubernetes.io/managed-by: 'app.kubernetes.io/managed-by' is the operator's own label, by which it finds the streamlet's pods: choose another key",
+        ]
+    );
 }

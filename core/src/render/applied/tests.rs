@@ -14,7 +14,7 @@ fn deployment(generation: i64) -> ObservedDeployment {
         observed_generation: generation,
         updated_replicas: 1,
         ready_replicas: 1,
-        replica_failure: false,
+        replica_failure: None,
     }
 }
 
@@ -83,7 +83,7 @@ fn anything_that_differs_from_the_record_applies_them_all() {
     assert_eq!(step(Some(&record("h1", 10)), &recreated, false), apply());
     // A Deployment that cannot create its pods.
     let mut failing = observed(4, 2);
-    failing.get_mut("sink").expect("sink").replica_failure = true;
+    failing.get_mut("sink").expect("sink").replica_failure = Some("exceeded quota".into());
     assert_eq!(step(Some(&record("h1", 10)), &failing, false), apply());
     // A streamlet whose Deployment runs another config or image.
     assert_eq!(step(Some(&record("h1", 10)), &d, true), apply());

@@ -2,6 +2,7 @@
 //! [`ValidPipeline`], rendering each streamlet's `streamlet.conf`, Secret and Deployment on the way.
 
 use super::*;
+use crate::pod::PodSettings;
 
 /// The Neo4j Secrets the built-ins of `flow` name, to read before [`decide`].
 pub fn stage_secrets_to_read(flow: &AnkkaFlow) -> BTreeSet<String> {
@@ -176,6 +177,10 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
         .collect();
     problems.extend(names::check(&spec.pipeline, &named).into_iter().map(Problem::Name));
 
+    // Pod settings: what Pod Security `restricted` forbids, and what Kubernetes would refuse.
+    let pods = streamlets.iter().map(|s| (s.name.as_str(), s.builtin, s.pod.as_deref()));
+    problems.extend(crate::pod::check_pipeline(spec.pod.as_deref(), pods).into_iter().map(Problem::Pod));
+
     let sidecar_image = match sidecar_image {
         Some(image) if problems.is_empty() => image,
         _ => {
@@ -209,6 +214,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
         let hash = config_hash(&descriptor_json, &conf, stage_version);
         let process_image = (!s.builtin).then(|| s.image.clone());
         let secret = streamlet_secret(pipeline, &s.name, &descriptor_json, &conf, &owner);
+        let pod = PodSettings::for_streamlet(spec.pod.as_deref(), s.pod.as_deref(), s.builtin);
         let deployment = workload::deployment(
             &DeploymentParts {
                 pipeline,
@@ -218,6 +224,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
                 process_image: process_image.as_deref(),
                 stage_secret: if s.builtin { stage_secret_name(s) } else { None },
                 config_hash: &hash,
+                pod: &pod,
             },
             &owner,
         );

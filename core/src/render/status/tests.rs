@@ -15,7 +15,7 @@ fn deployment(hash: &str, image: &str, generation: i64, observed: i64, updated: 
         observed_generation: observed,
         updated_replicas: updated,
         ready_replicas: ready,
-        replica_failure: false,
+        replica_failure: None,
     }
 }
 
@@ -29,8 +29,8 @@ fn a_streamlet_is_rolled_out_only_with_the_new_hash_image_and_a_finished_rollout
     let image = s.image.clone();
     let rolled_out = |d: Option<&ObservedDeployment>| streamlet_status(&s, "h", d);
     assert_eq!(rolled_out(None).0.detail, "rolling out");
-    assert!(!rolled_out(None).1);
-    assert!(rolled_out(Some(&deployment("h", &image, 2, 2, 3, 3))).1);
+    assert_eq!(rolled_out(None).1, Rollout::Rolling);
+    assert_eq!(rolled_out(Some(&deployment("h", &image, 2, 2, 3, 3))).1, Rollout::Done);
     assert_eq!(rolled_out(Some(&deployment("h", &image, 2, 2, 3, 3))).0.detail, "");
     for not in [
         deployment("old", &image, 2, 2, 3, 3),
@@ -39,12 +39,22 @@ fn a_streamlet_is_rolled_out_only_with_the_new_hash_image_and_a_finished_rollout
         deployment("h", &image, 2, 2, 2, 3),
     ] {
         let (st, ok) = rolled_out(Some(&not));
-        assert!(!ok, "{not:?}");
+        assert_eq!(ok, Rollout::Rolling, "{not:?}");
         assert_eq!(st.detail, "rolling out");
     }
     let (st, ok) = rolled_out(Some(&deployment("h", &image, 2, 2, 3, 1)));
-    assert!(ok);
+    assert_eq!(ok, Rollout::Done);
     assert_eq!((st.desired, st.ready, st.detail.as_str()), (3, 1, "1 of 3 ready"));
+    // A ReplicaSet that cannot create pods says why, whatever else holds.
+    let mut failing = deployment("h", &image, 2, 2, 0, 0);
+    failing.replica_failure =
+        Some("pods \"flow-cart-router-5f6d-\" is forbidden: failed quota: q: must specify limits.cpu".into());
+    let (st, r) = rolled_out(Some(&failing));
+    assert_eq!(r, Rollout::Failing);
+    assert_eq!(
+        st.detail,
+        "its pods cannot be created: pods \"flow-cart-router-5f6d-\" is forbidden: failed quota: q: must specify limits.cpu"
+    );
 }
 
 #[test]
@@ -54,14 +64,25 @@ fn a_builtin_has_no_process_image_to_compare() {
     s.image = String::new();
     let mut d = deployment("h", "", 1, 1, 1, 1);
     d.process_image = None;
-    assert!(streamlet_status(&s, "h", Some(&d)).1);
+    assert_eq!(streamlet_status(&s, "h", Some(&d)).1, Rollout::Done);
 }
 
 #[test]
 fn phase_rules() {
-    let ok = (StreamletStatus { name: "a".into(), desired: 1, ready: 1, detail: String::new() }, true);
-    let rolling = (StreamletStatus { name: "b".into(), desired: 1, ready: 0, detail: "rolling out".into() }, false);
-    let short = (StreamletStatus { name: "c".into(), desired: 3, ready: 1, detail: "1 of 3 ready".into() }, true);
+    let ok = (StreamletStatus { name: "a".into(), desired: 1, ready: 1, detail: String::new() }, Rollout::Done);
+    let rolling =
+        (StreamletStatus { name: "b".into(), desired: 1, ready: 0, detail: "rolling out".into() }, Rollout::Rolling);
+    let short =
+        (StreamletStatus { name: "c".into(), desired: 3, ready: 1, detail: "1 of 3 ready".into() }, Rollout::Done);
+    let failing = (
+        StreamletStatus { name: "d".into(), desired: 1, ready: 0, detail: "its pods cannot be created: x".into() },
+        Rollout::Failing,
+    );
+    // pods that cannot be created make the pipeline Degraded, even beside one that rolls out
+    assert_eq!(
+        phase(&[rolling.clone(), failing], &[]),
+        (Phase::Degraded, "b: rolling out; d: its pods cannot be created: x".into())
+    );
     let present = topic("t", true, "");
     let created = topic("m", true, "created by the operator");
     let missing = topic("u", false, "topic 'shop.cart-events.v1' does not exist");

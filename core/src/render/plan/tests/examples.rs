@@ -92,6 +92,12 @@ fn the_cart_router_deployment_runs_the_sidecar_and_the_process() {
     let r = rendered(&v, "router");
     // The whole Deployment as JSON, as the API server receives it.
     let got = serde_json::to_value(&r.deployment).unwrap();
+    let restricted = json!({
+        "allowPrivilegeEscalation": false,
+        "capabilities": { "drop": ["ALL"] },
+        "runAsNonRoot": true,
+        "seccompProfile": { "type": "RuntimeDefault" }
+    });
     let want = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -139,6 +145,8 @@ fn the_cart_router_deployment_runs_the_sidecar_and_the_process() {
                     "serviceAccountName": "flow-cart",
                     "automountServiceAccountToken": false,
                     "terminationGracePeriodSeconds": 30,
+                    // Pod Security `restricted`, on the pod and on each container.
+                    "securityContext": { "runAsNonRoot": true, "seccompProfile": { "type": "RuntimeDefault" } },
                     "containers": [
                         {
                             "name": "sidecar",
@@ -163,13 +171,15 @@ fn the_cart_router_deployment_runs_the_sidecar_and_the_process() {
                                 "initialDelaySeconds": 20,
                                 "periodSeconds": 10
                             },
-                            "lifecycle": { "preStop": { "exec": { "command": ["sleep", "2"] } } }
+                            "lifecycle": { "preStop": { "exec": { "command": ["sleep", "2"] } } },
+                            "securityContext": restricted
                         },
                         {
                             "name": "process",
                             "image": "ghcr.io/example/cart-router:0.3.1",
                             "imagePullPolicy": "IfNotPresent",
-                            "env": [{ "name": "FLOW_PROCESS_PORT", "value": "9010" }]
+                            "env": [{ "name": "FLOW_PROCESS_PORT", "value": "9010" }],
+                            "securityContext": restricted
                         }
                     ],
                     "volumes": [

@@ -21,7 +21,7 @@ fn rolled_out(r: &RenderedStreamlet, replicas: i32) -> ObservedDeployment {
         observed_generation: 5,
         updated_replicas: replicas,
         ready_replicas: replicas,
-        replica_failure: false,
+        replica_failure: None,
     }
 }
 

@@ -227,3 +227,73 @@ fn the_name_check_covers_every_rendered_name() {
         assert!(bad.is_empty(), "{bad:?}");
     }
 }
+
+#[test]
+fn pod_settings_outside_restricted_refuse_and_settings_that_fit_are_rendered() {
+    let mut flow = generated("cart");
+    flow.spec.pod = Some(serde_json::from_value(json!({"securityContext": {"runAsUser": 0}})).unwrap());
+    flow.spec.streamlets[0].pod = Some(
+        serde_json::from_value(json!({"labels": {"flow.ankka.thinkmorestupidless.com/streamlet": "other"}})).unwrap(),
+    );
+    let r = refused(&flow, Some(SIDECAR), &nothing());
+    assert_eq!(
+        texts(&r),
+        [
+            "spec.pod.securityContext.runAsUser: 0 is root, which Pod Security 'restricted' forbids: write a UID other than 0, or leave runAsUser out to run as the image's own user",
+            "streamlet 'router': pod.labels.flow.ankka.thinkmorestupidless.com/streamlet: labels under flow.ankka.thinkmorestupidless.com/ are the operator's own: choose another key",
+        ]
+    );
+    assert_eq!(r.reason, "Refused");
+
+    // Settings that fit: the pipeline's and the streamlet's, on the pod and its containers, beside
+    // what restricted asks, which they cannot take away.
+    flow.spec.pod = Some(
+        serde_json::from_value(json!({
+            "labels": {"team": "shop"},
+            "annotations": {"example.com/owner": "payments"},
+            "imagePullSecrets": [{"name": "regcred"}],
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "priorityClassName": "flow-high",
+            "securityContext": {"runAsUser": 10001, "fsGroup": 10001},
+            "containers": {"sidecar": {"resources": {"limits": {"cpu": "500m", "memory": "128Mi"}}}}
+        }))
+        .unwrap(),
+    );
+    flow.spec.streamlets[0].pod = Some(
+        serde_json::from_value(json!({"containers": {"process": {
+            "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+            "securityContext": {"runAsUser": 10002}
+        }}}))
+        .unwrap(),
+    );
+    assert_eq!(flow.spec.streamlets[0].name, "router");
+    let v = valid(&flow, &nothing());
+    let router = v.streamlets().find(|s| s.name == "router").unwrap();
+    let d = serde_json::to_value(&router.deployment).unwrap();
+    let template = &d["spec"]["template"];
+    assert_eq!(template["metadata"]["labels"]["team"], "shop");
+    assert_eq!(template["metadata"]["labels"]["flow.ankka.thinkmorestupidless.com/streamlet"], "router");
+    assert_eq!(template["metadata"]["annotations"]["example.com/owner"], "payments");
+    assert_eq!(template["metadata"]["annotations"]["prometheus.io/port"], "2050");
+    let pod = &template["spec"];
+    assert_eq!(pod["imagePullSecrets"], json!([{"name": "regcred"}]));
+    assert_eq!(pod["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    assert_eq!(pod["priorityClassName"], "flow-high");
+    assert_eq!(
+        pod["securityContext"],
+        json!({"runAsNonRoot": true, "runAsUser": 10001, "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    let (sidecar, process) = (&pod["containers"][0], &pod["containers"][1]);
+    assert_eq!(sidecar["resources"], json!({"limits": {"cpu": "500m", "memory": "128Mi"}}));
+    assert_eq!(process["resources"], json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}));
+    assert_eq!(process["securityContext"]["runAsUser"], 10002);
+    for c in [sidecar, process] {
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["securityContext"]["capabilities"], json!({"drop": ["ALL"]}));
+        assert_eq!(c["securityContext"]["runAsNonRoot"], true);
+    }
+    // The other streamlet gets the pipeline's settings alone.
+    let sink = v.streamlets().find(|s| s.name == "sink").unwrap();
+    let sink = serde_json::to_value(&sink.deployment).unwrap();
+    assert!(sink["spec"]["template"]["spec"]["containers"][1]["resources"].is_null());
+}
