@@ -471,6 +471,7 @@ mod coordinator;
 mod lag;
 mod log;
 
+pub(crate) use admin::{TopicAnswer, describe_topics};
 pub use lag::{Lag, lags};
 pub(crate) use log::ClientLog;
 pub use log::Requests;

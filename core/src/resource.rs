@@ -378,10 +378,25 @@ pub struct TopicStatus {
     /// Whether the topic exists in Kafka (a managed topic counts as existing once the operator
     /// created it).
     pub exists: bool,
-    /// Empty, `created by the operator`, `topic '<kafka-name>' does not exist`, or
-    /// `Kafka unreachable: <reason>`.
+    /// Empty, `created by the operator`, `adopted read-only: <why>`, `topic '<kafka-name>' does not
+    /// exist`, or `Kafka unreachable: <reason>`.
     #[serde(default)]
     pub detail: String,
+    /// For a managed topic, who owns it: `Created` (the operator created it for this resource, and
+    /// deletes it with it under `onDelete.managedTopics: Delete`) or `Adopted` (it existed before,
+    /// or the operator cannot prove it created it: never altered, never deleted). Absent for an
+    /// unmanaged topic, and while Kafka cannot be asked (docs/rendering.md, "Who owns a topic").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<TopicOwnership>,
+}
+
+/// Who owns a managed topic, as the operator can prove it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TopicOwnership {
+    /// The operator created it for this resource.
+    Created,
+    /// It is used read-only: never altered, never deleted.
+    Adopted,
 }
 
 /// One condition, as the Kubernetes API conventions define it.

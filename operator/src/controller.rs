@@ -137,6 +137,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     }));
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
+    crate::owners::spawn_sweeper(ctx.clone());
     let runs = controllers
         .into_iter()
         .zip(cluster_ticks)
@@ -400,8 +401,14 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
             // Sent, or dropped when the drive ends: either way the apply goes on.
             let _ = reset_quiet.await;
         }
-        let topics = observe::describe_topics(ctx, &valid).await;
+        let topics = observe::describe_topics(ctx, valid.topics()).await;
         let owned = observe::owned(ctx, flow).await?;
+        // Who owns the managed topics: the record the operator keeps in its own namespace.
+        let record = if valid.topics().iter().any(|t| t.managed) {
+            crate::owners::read(ctx, flow).await?
+        } else {
+            crate::owners::Stored::default()
+        };
         let now = Timestamp::now();
         let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
         let plan = valid.build(&Observed {
@@ -409,13 +416,15 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
             deployments: &owned.deployments,
             secrets: &owned.secrets,
             applied: stored,
+            record: &record.record,
             now,
             reapply_after: Duration::from_secs(ctx.settings.resync_seconds),
         });
         if plan.objects.clears_record_first(stored) {
             crate::writes::Object::of(&ctx.client, flow)?.clear_applied().await?;
         }
-        let applied = apply::plan(ctx, flow, &plan, &conns).await;
+        let owners = crate::owners::Writer::new(ctx, flow, record)?;
+        let applied = apply::plan(ctx, flow, &plan, &conns, &owners).await;
         let mut status = plan.status;
         status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, now);
         Ok::<_, Error>((status, applied.map(|_| plan.objects.reapply_in())))

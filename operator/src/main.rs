@@ -15,6 +15,7 @@ mod leader;
 mod ledger;
 mod metrics;
 mod observe;
+mod owners;
 mod probe;
 mod reset;
 mod scope;

@@ -93,7 +93,8 @@ pub struct Settings {
     /// as this one uses the same name.
     #[arg(long, env = "FLOW_LEASE_NAME", default_value = "ankka-flow-operator")]
     pub lease_name: String,
-    /// Namespace of the Lease: the operator's own namespace.
+    /// The operator's own namespace: its Lease, and the records of the topics it created for each
+    /// AnkkaFlow (ConfigMaps `flow-topics-<uid>`).
     #[arg(long, env = "FLOW_OPERATOR_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
     pub lease_namespace: String,
     /// This instance's name in the Lease (default: `--instance`, that is the pod name; with neither
@@ -157,6 +158,12 @@ impl Settings {
     /// The token endpoints of `--oauth-token-endpoints`.
     pub fn token_endpoints(&self) -> TokenEndpoints {
         TokenEndpoints::new(self.oauth_token_endpoints.iter().cloned())
+    }
+
+    /// The operator's own namespace (`--lease-namespace`, else `ankka-flow`): its Lease, and the
+    /// records of the topics it created (`crate::owners`), which no tenant can write.
+    pub fn operator_namespace(&self) -> &str {
+        Some(self.lease_namespace.trim()).filter(|s| !s.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
     }
 
     /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own

@@ -75,7 +75,7 @@ impl Kafka {
         }
     }
 
-    /// Creates the topic of `c` over `conn`.
+    /// Creates the topic of `c` over `conn`, and gives its topic id.
     ///
     /// # Errors
     /// Kafka's refusal, or the deadline.
@@ -108,9 +108,12 @@ fn from_state(s: TopicState) -> KafkaTopic {
     match s {
         TopicState::Missing => KafkaTopic::Missing,
         TopicState::Unreachable(r) => KafkaTopic::Unreachable(r),
-        TopicState::Exists(d) => {
-            KafkaTopic::Exists(LiveTopic { partitions: d.partitions, replication: d.replication, configs: d.configs })
-        }
+        TopicState::Exists(d) => KafkaTopic::Exists(LiveTopic {
+            partitions: d.partitions,
+            replication: d.replication,
+            configs: d.configs,
+            topic_id: d.topic_id,
+        }),
     }
 }
 
@@ -127,6 +130,12 @@ pub mod fake {
         pub topics: Mutex<BTreeMap<(String, String), LiveTopic>>,
         /// Every call, as `describe <servers> <names>`, `create <servers> <name>`, `delete <servers> <names>`.
         pub calls: Mutex<Vec<String>>,
+    }
+
+    /// The topic id the in-memory cluster gives a topic it creates under `name`.
+    pub fn fake_topic_id(name: &str) -> String {
+        let sum: i64 = name.bytes().map(i64::from).sum();
+        flow_core::render::owners::topic_id(sum, i64::try_from(name.len()).unwrap_or(0) + 1).unwrap_or_default()
     }
 
     impl FakeKafka {
@@ -165,11 +174,17 @@ pub mod fake {
             if topics.contains_key(&key) {
                 return Ok(Created::AlreadyExisted);
             }
+            let id = fake_topic_id(&c.name);
             topics.insert(
                 key,
-                LiveTopic { partitions: c.partitions, replication: c.replication, configs: c.config.clone() },
+                LiveTopic {
+                    partitions: c.partitions,
+                    replication: c.replication,
+                    configs: c.config.clone(),
+                    topic_id: Some(id.clone()),
+                },
             );
-            Ok(Created::Created)
+            Ok(Created::Created(Some(id)))
         }
 
         pub(super) fn delete(

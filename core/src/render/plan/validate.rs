@@ -38,14 +38,13 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     let has_finalizer = flow.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
 
     if flow.metadata.deletion_timestamp.is_some() {
-        let mut deletion =
-            Deletion { delete_topics: Vec::new(), unresolved: Vec::new(), remove_finalizer: has_finalizer };
+        let mut deletion = Deletion { candidates: Vec::new(), unresolved: Vec::new(), remove_finalizer: has_finalizer };
         if has_finalizer && policy == ManagedTopicsPolicy::Delete {
             let mut managed: Vec<_> = spec.topics.iter().filter(|t| t.managed).collect();
             managed.sort_by(|a, b| a.id.cmp(&b.id));
             for t in managed {
                 match connection::resolve_topic(t, &owner.namespace, inputs.clusters, inputs.token_endpoints) {
-                    Ok(r) => deletion.delete_topics.push(r),
+                    Ok(r) => deletion.candidates.push(r),
                     Err(problems) => deletion.unresolved.extend(problems.iter().map(ToString::to_string)),
                 }
             }
