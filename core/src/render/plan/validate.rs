@@ -68,6 +68,12 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     }
     let resolution = connection::resolve_pipeline(spec, &owner.namespace, inputs.clusters, inputs.token_endpoints);
     problems.extend(resolution.problems.into_iter().map(Problem::Topic));
+    // The names of managed topics its cluster allows the namespace, decided before Kafka is asked.
+    problems.extend(
+        connection::names_not_allowed(&resolution.topics, &owner.namespace, inputs.clusters)
+            .into_iter()
+            .map(Problem::Topic),
+    );
     let mut resolved: BTreeMap<String, ResolvedTopic> = BTreeMap::new();
     for t in resolution.topics {
         resolved.entry(t.id.clone()).or_insert(t);
