@@ -5,6 +5,9 @@
 //! - `clients`: settings of a topic that would reach the operator's own Kafka clients (signals, an
 //!   in-process mock cluster, unbounded logging), keys padded to slip past the rules, and token
 //!   endpoints that would make the operator an HTTP client at the tenant's command.
+//! - `owners`: another team's topic declared managed and deleted with the tenant's resource, a
+//!   forged claim of ownership, a resource or a topic created again, and topic names outside the
+//!   namespace's prefixes.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -17,6 +20,7 @@ use std::time::Duration;
 use flow_testbed::*;
 
 mod clients;
+mod owners;
 
 /// The namespace of the cluster Secrets.
 const CLUSTERS: &str = "ankka-flow";

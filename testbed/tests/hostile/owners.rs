@@ -1,0 +1,344 @@
+//! Whose topics the operator may delete: only those it created for that very AnkkaFlow
+//! (docs/rendering.md, "Who owns a topic"), and only with names an administrator allows the
+//! namespace.
+//!
+//! - `another_teams_topic_declared_managed_survives_the_tenants_deletion`: a tenant declares another
+//!   team's existing topic managed with `onDelete: Delete`, forges its own status to claim it, and
+//!   deletes its AnkkaFlow: the other team's topic keeps its partitions and records (read back with
+//!   Kafka's own tool); the topic the operator created for the tenant goes with it. Under the shipped
+//!   rights, and a tenant with `edit` cannot write where the operator records what it created.
+//! - `a_recreated_resource_or_topic_inherits_no_ownership`: a resource deleted and created again
+//!   under its name does not own its predecessor's topic, and a topic the operator created that
+//!   someone else deleted and created again is not the operator's either: both survive the deletion.
+//! - `the_prefix_rule_refuses_before_anything_is_applied`: a managed topic outside the prefixes the
+//!   cluster Secret allows the namespace is refused, naming the topic and the prefixes; nothing is
+//!   created in Kafka or Kubernetes.
+
+use super::*;
+
+/// The cluster Secret of this file's tests.
+const CLUSTER: &str = "owners";
+const PREFIXES: &str = "flow.ankka.thinkmorestupidless.com/topic-prefixes";
+const OWNER_NAMESPACE: &str = "flow.ankka.thinkmorestupidless.com/owner-namespace";
+
+/// Applies cluster Secret `kafka-cluster-owners` (the test bed's plain broker, one partition and
+/// one replica by default) allowing `namespaces`, with `annotations` (YAML lines) more; deleted when
+/// the guard drops.
+fn owners_cluster(namespaces: &str, annotations: &[(&str, &str)]) -> ClusterSecrets {
+    let more: String = annotations.iter().map(|(k, v)| format!("    {k}: \"{v}\"\n")).collect();
+    kubectl_apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: kafka-cluster-{CLUSTER}\n  namespace: {CLUSTERS}\n  \
+         annotations:\n    {ALLOWED}: \"{namespaces}\"\n{more}stringData:\n  bootstrap.servers: \"{}\"\n  \
+         partitions: \"1\"\n  replicas: \"1\"\n",
+        env("FLOW_TESTBED_KAFKA")
+    ));
+    ClusterSecrets(vec![format!("kafka-cluster-{CLUSTER}")])
+}
+
+/// A fresh namespace `ns`: the AnkkaFlows a failed earlier run left there lose their finalizer
+/// first, so that the namespace can go without an operator.
+fn fresh(ns: &str) {
+    let names = kubectl(&["-n", ns, "get", "aflow", "-o", "name"]);
+    for name in String::from_utf8_lossy(&names.stdout).lines() {
+        let _ = kubectl(&["-n", ns, "patch", name, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]);
+    }
+    fresh_namespace(ns);
+}
+
+/// Pipeline `pipeline` in `ns` from the real `flow generate` (with `--delete-managed-topics` when
+/// `delete`): streamlet `router` (the cart example's descriptor, 0 replicas) reading `input` and
+/// writing `valid` and `review`, each a managed topic of cluster `owners` with that Kafka name.
+fn apply_pipeline(ns: &str, pipeline: &str, [input, valid, review]: [&str; 3], delete: bool) {
+    let dir = fresh_dir(&format!("owners-{ns}-{pipeline}"));
+    std::fs::create_dir_all(dir.join("flow")).expect("blueprint dir");
+    std::fs::copy(bed().root.join("examples/cart/flow/cart-router.json"), dir.join("flow/cart-router.json"))
+        .expect("descriptor");
+    let topic = |id: &str, name: &str, port: &str| {
+        format!("    {id} {{ topic.name = \"{name}\", cluster = {CLUSTER}, {port} }}\n")
+    };
+    std::fs::write(
+        dir.join("blueprint.conf"),
+        format!(
+            "blueprint {{\n  name = {pipeline}\n  streamlets {{ router = cart-router }}\n  topics {{\n{}{}{}  }}\n}}\n",
+            topic("input", input, "consumers = [router.in]"),
+            topic("valid", valid, "producers = [router.valid]"),
+            topic("review", review, "producers = [router.review]"),
+        ),
+    )
+    .expect("blueprint");
+    std::fs::write(dir.join("stop.conf"), "flow.streamlets.router { replicas = 0 }\n").expect("conf");
+    let mut args = vec!["generate", "blueprint.conf", "--descriptors", "flow", "--conf", "stop.conf"];
+    if delete {
+        args.push("--delete-managed-topics");
+    }
+    args.extend(["--image", "router=registry.example.com/cart-router:1.2", "-n", ns]);
+    let o = Command::new(bin("flow")).args(&args).current_dir(&dir).output().expect("flow runs");
+    assert!(o.status.success(), "flow generate: {}", show(&o));
+    kubectl_apply(&String::from_utf8(o.stdout).expect("UTF-8"));
+}
+
+/// `status.topics[].ownership` of topic id `id` of AnkkaFlow `name` ("" when absent).
+fn ownership(ns: &str, name: &str, id: &str) -> String {
+    let topics = get_json(ns, "aflow", name)["status"]["topics"].clone();
+    let found = topics.as_array().into_iter().flatten().find(|t| t["id"] == id).cloned();
+    found.map(|t| t["ownership"].as_str().unwrap_or_default().to_string()).unwrap_or_default()
+}
+
+/// Waits for an event `reason` about AnkkaFlow `name` whose note is `note`.
+fn wait_note(ns: &str, name: &str, reason: &str, note: &str) {
+    wait_until(&format!("{reason}: {note}"), Duration::from_secs(60), || {
+        notes(ns, name, reason).iter().any(|n| n == note).then_some(())
+    });
+}
+
+/// Deletes AnkkaFlow `name` and waits until it is gone (its finalizer removed by the operator).
+fn delete_flow(ns: &str, name: &str) {
+    kubectl_ok(&["-n", ns, "delete", "aflow", name, "--timeout=60s"]);
+}
+
+/// Whether Kafka has topic `topic` now (a deleted topic may stay listed for a moment).
+fn exists(topic: &str) -> bool {
+    kafka::topics().contains(&topic.to_string())
+}
+
+/// Waits until topic `topic` is gone from Kafka.
+fn wait_gone(topic: &str) {
+    wait_until(&format!("topic {topic} to go"), Duration::from_secs(30), || (!exists(topic)).then_some(()));
+}
+
+/// The names of the records the operator keeps of the topics it created for resources of `ns`.
+fn records(ns: &str) -> Vec<String> {
+    let out =
+        kubectl_ok(&["-n", CLUSTERS, "get", "configmaps", "-l", &format!("{OWNER_NAMESPACE}={ns}"), "-o", "name"]);
+    out.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
+    let _serial = serial();
+    let ns = "hostile-owners";
+    let theirs = "team-b.orders";
+    let (mine, review) = ("hostile-owners.valid", "hostile-owners.review");
+    install_operator_rights();
+    fresh(ns);
+    let _secret = owners_cluster(ns, &[]);
+    for t in [mine, review] {
+        kafka::remove_topic(t);
+    }
+    // Team B's topic: 4 partitions, 5 records in each.
+    kafka::recreate_topic(theirs, 4);
+    kafka::produce(theirs, 4, 5);
+    let before = kafka::watermarks(theirs);
+    assert_eq!(before.values().map(|(_, high)| high).sum::<i64>(), 20);
+
+    // A tenant with `edit` in its namespace cannot write where the operator records what it created.
+    kubectl_apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: tenant-edit, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}}\n\
+         subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: hostile-tenant}}]\n"
+    ));
+    let can = |verb: &str, in_ns: &str| {
+        let o = kubectl(&["auth", "can-i", verb, "configmaps", "-n", in_ns, "--as", "hostile-tenant"]);
+        String::from_utf8_lossy(&o.stdout).trim() == "yes"
+    };
+    assert!(can("patch", ns), "the tenant's `edit` is not what this test means");
+    for verb in ["create", "patch", "update", "delete"] {
+        assert!(!can(verb, CLUSTERS), "a tenant may {verb} the operator's records");
+    }
+
+    let kubeconfig = shipped_rights_kubeconfig();
+    let op = Operator::start(
+        &fresh_dir(ns),
+        &[
+            ("FLOW_WATCH_NAMESPACE", ns),
+            ("FLOW_OPERATOR_RESYNC_SECONDS", "2"),
+            ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),
+        ],
+    );
+    // The tenant declares team B's topic managed, as its inlet's, with onDelete: Delete.
+    apply_pipeline(ns, "grab", [theirs, mine, review], true);
+
+    // It is adopted read-only, reported as such, and its differences as ever.
+    wait_note(
+        ns,
+        "grab",
+        "TopicAdopted",
+        "topic 'team-b.orders' is adopted read-only: it existed before this resource declared it. The operator never \
+         alters or deletes it, whatever onDelete says.",
+    );
+    wait_note(
+        ns,
+        "grab",
+        "TopicDiffers",
+        "topic 'team-b.orders' exists with 4 partitions and replication 1; the resource declares 1 and 1. Left as it is.",
+    );
+    wait_note(ns, "grab", "TopicCreated", "created topic 'hostile-owners.valid' with 1 partitions");
+    wait_until("the status's owners", Duration::from_secs(30), || {
+        (ownership(ns, "grab", "input") == "Adopted" && ownership(ns, "grab", "valid") == "Created").then_some(())
+    });
+    let detail = get_json(ns, "aflow", "grab")["status"]["topics"][0]["detail"].clone();
+    assert_eq!(detail, "adopted read-only: it existed before this resource declared it");
+    // One record, in the operator's namespace: the topic it created, by the id Kafka's own tool
+    // shows (what an administrator copies to record a topic by hand).
+    let record = records(ns);
+    assert_eq!(record.len(), 1, "{record:?}");
+    let data = get_json(CLUSTERS, "configmap", record[0].trim_start_matches("configmap/"))["data"].clone();
+    assert_eq!(data.as_object().map(|d| d.len()), Some(2), "{data}");
+    let id = data[mine].as_str().unwrap_or_default().to_string();
+    let tool = kafka::describe_with_kafka_tool(mine);
+    assert!(tool.contains(&format!("TopicId: {id}\t")), "{tool} vs {data}");
+
+    // The tenant forges its status to claim the topic (a status is nobody's proof).
+    let forged = serde_json::json!({"status": {"topics": [{"id": "input", "exists": true, "ownership": "Created"}]}});
+    kubectl_ok(&[
+        "-n",
+        ns,
+        "patch",
+        "aflow",
+        "grab",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &forged.to_string(),
+    ]);
+
+    // Deleted: the topic the operator created for it goes, team B's stays, whole.
+    delete_flow(ns, "grab");
+    wait_gone(mine);
+    wait_gone(review);
+    assert!(exists(theirs), "team B's topic was deleted");
+    let tool = kafka::describe_with_kafka_tool(theirs);
+    assert!(tool.contains("PartitionCount: 4"), "{tool}");
+    assert_eq!(kafka::watermarks(theirs), before, "team B's records changed");
+    assert_eq!(
+        notes(ns, "grab", "TopicKept"),
+        ["topic 'team-b.orders' is left in Kafka: the operator did not create it for this resource"]
+    );
+    assert_eq!(
+        notes(ns, "grab", "TopicDeleted"),
+        [
+            "deleted topic 'hostile-owners.review', which the operator created for this resource",
+            "deleted topic 'hostile-owners.valid', which the operator created for this resource",
+        ]
+    );
+    assert!(records(ns).is_empty(), "the record goes with the resource: {:?}", records(ns));
+    let log = op.log_text();
+    assert!(!log.to_lowercase().contains("forbidden"), "the shipped rights refused something:\n{log}");
+    op.stop();
+}
+
+#[test]
+fn a_recreated_resource_or_topic_inherits_no_ownership() {
+    let _serial = serial();
+    let ns = "hostile-owners-again";
+    let (input, valid, review) =
+        ("hostile-owners-again.in", "hostile-owners-again.valid", "hostile-owners-again.review");
+    install_crd();
+    ensure_namespace(CLUSTERS);
+    fresh(ns);
+    let _secret = owners_cluster(ns, &[]);
+    for t in [input, valid, review] {
+        kafka::remove_topic(t);
+    }
+    let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_OPERATOR_RESYNC_SECONDS", "2")]);
+
+    // The first resource, onDelete: Keep, gets its three topics created.
+    apply_pipeline(ns, "again", [input, valid, review], false);
+    wait_until("the created topics", Duration::from_secs(60), || {
+        ["input", "valid", "review"].iter().all(|id| ownership(ns, "again", id) == "Created").then_some(())
+    });
+    let first = get_json(ns, "aflow", "again")["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    kafka::produce(input, 1, 7);
+    // Deleted (Keep: its topics stay) and created again under its name, now with onDelete: Delete.
+    delete_flow(ns, "again");
+    apply_pipeline(ns, "again", [input, valid, review], true);
+    let second = get_json(ns, "aflow", "again")["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    assert_ne!(first, second);
+    // Its predecessor's topics are not its own: adopted read-only.
+    wait_until("the topics adopted", Duration::from_secs(60), || {
+        ["input", "valid", "review"].iter().all(|id| ownership(ns, "again", id) == "Adopted").then_some(())
+    });
+
+    // A third resource creates topic `replaced`, which someone then deletes and creates again: the
+    // operator created a topic of that name, not this one.
+    let replaced = "hostile-owners-again.replaced";
+    kafka::remove_topic(replaced);
+    apply_pipeline(ns, "third", [input, valid, replaced], true);
+    wait_until("the third's topic created", Duration::from_secs(60), || {
+        (ownership(ns, "third", "review") == "Created").then_some(())
+    });
+    kafka::recreate_topic(replaced, 2);
+    kafka::produce(replaced, 2, 3);
+    wait_until("the replaced topic adopted", Duration::from_secs(60), || {
+        (ownership(ns, "third", "review") == "Adopted").then_some(())
+    });
+    let adopted = notes(ns, "third", "TopicAdopted");
+    assert!(
+        adopted.iter().any(|n| n.starts_with(
+            "topic 'hostile-owners-again.replaced' is adopted read-only: it was deleted and created again outside the \
+             operator (it has topic id "
+        )),
+        "{adopted:?}"
+    );
+
+    // Both deleted with onDelete: Delete: nothing they did not create goes.
+    delete_flow(ns, "again");
+    delete_flow(ns, "third");
+    for kept in [input, valid, review, replaced] {
+        assert!(exists(kept), "{kept} was deleted");
+    }
+    assert_eq!(kafka::watermarks(input).values().map(|(_, high)| high).sum::<i64>(), 7);
+    assert_eq!(kafka::watermarks(replaced).values().map(|(_, high)| high).sum::<i64>(), 6);
+    // The first resource's record stays until the sweep (hourly) finds its resource gone; the
+    // others went with their resources.
+    assert_eq!(records(ns), [format!("configmap/flow-topics-{first}")]);
+    op.stop();
+    for t in [input, valid, review, replaced] {
+        kafka::remove_topic(t);
+    }
+}
+
+#[test]
+fn the_prefix_rule_refuses_before_anything_is_applied() {
+    let _serial = serial();
+    let ns = "hostile-owners-prefix";
+    install_crd();
+    ensure_namespace(CLUSTERS);
+    fresh(ns);
+    let _secret = owners_cluster(ns, &[(PREFIXES, "{namespace}.")]);
+    let squatted = "team-b.payments";
+    kafka::remove_topic(squatted);
+    let before = kafka::topics();
+    let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_OPERATOR_RESYNC_SECONDS", "2")]);
+
+    // The tenant declares a name of another team's, which does not exist yet.
+    apply_pipeline(ns, "squat", [squatted, "hostile-owners-prefix.valid", "hostile-owners-prefix.review"], true);
+    let why = "managed topic 'input' is Kafka topic 'team-b.payments', which namespace 'hostile-owners-prefix' may not \
+               create on Kafka cluster 'owners': Secret 'kafka-cluster-owners' allows it names starting with \
+               'hostile-owners-prefix.'";
+    wait_until("the refusal", Duration::from_secs(60), || {
+        (phase(ns, "squat") == ("Failed".into(), why.into())).then_some(())
+    });
+    assert_eq!(notes(ns, "squat", "Refused"), [why]);
+    // Nothing applied: no topic (not even the allowed ones), no record, no streamlet object.
+    assert_eq!(kafka::topics(), before, "a topic was created");
+    assert!(records(ns).is_empty());
+    assert!(kubectl(&["-n", ns, "get", "secret", "flow-squat-router"]).status.code() != Some(0), "rendered");
+
+    // Within its prefix, the same pipeline is applied.
+    apply_pipeline(
+        ns,
+        "squat",
+        ["hostile-owners-prefix.in", "hostile-owners-prefix.valid", "hostile-owners-prefix.review"],
+        true,
+    );
+    wait_until("the topics created", Duration::from_secs(60), || {
+        ["input", "valid", "review"].iter().all(|id| ownership(ns, "squat", id) == "Created").then_some(())
+    });
+    delete_flow(ns, "squat");
+    for t in ["hostile-owners-prefix.in", "hostile-owners-prefix.valid", "hostile-owners-prefix.review"] {
+        wait_gone(t);
+    }
+    assert!(!exists(squatted));
+    op.stop();
+}
