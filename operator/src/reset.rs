@@ -82,10 +82,12 @@ pub async fn drive(
     let object = Arc::new(Object::of(&ctx.client, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
     let flow_status = flow.status.as_ref();
+    let written = k::request_written_at(&flow);
     let fresh = Fresh {
         uid: object.uid(),
         request,
         done,
+        written: written.as_deref(),
         reset: flow_status.and_then(|s| s.reset.as_ref()),
         history: flow_status.map_or(&[], |s| &s.reset_history),
     };
