@@ -76,6 +76,8 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
         return Err(Error::TopicDelete(failures.join("; ")));
     }
     if d.remove_finalizer {
+        // Back from Kafka: the API write takes a reconcile slot again (`crate::slots`).
+        let _slot = ctx.slots.resume().await;
         owned::remove_finalizer(&ctx.client, flow, FINALIZER).await?;
     }
     Ok(())
@@ -89,7 +91,8 @@ pub type Applied = BTreeMap<String, AppliedDeployment>;
 /// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
 /// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
 /// Everything is applied server-side with the operator's field manager. The objects are left out
-/// when the plan leaves them as they are ([`Plan::objects`]).
+/// when the plan leaves them as they are ([`Plan::objects`]). `slot` is the reconcile's slot: given
+/// back while a topic is created in Kafka, taken again after (`crate::slots`).
 ///
 /// # Errors
 /// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
@@ -99,11 +102,19 @@ pub async fn plan(
     flow: &AnkkaFlow,
     p: &Plan,
     conns: &Connections,
+    slot: crate::slots::Slot,
 ) -> Result<Applied, (Error, ApplyOutcome)> {
+    let mut held = ctx.slots.held(slot);
     let outcome: Result<Applied, (Action<'_>, String)> = async {
         for action in p.setup_actions() {
+            if matches!(action, Action::CreateTopic(_)) {
+                held.give_back();
+            } else {
+                held.take_back().await;
+            }
             step(ctx, flow, action, conns).await?;
         }
+        held.take_back().await;
         for stage in p.pipeline_object_stages() {
             futures::future::try_join_all(stage.into_iter().map(|a| step(ctx, flow, a, conns))).await?;
         }

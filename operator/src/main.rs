@@ -19,6 +19,7 @@ mod probe;
 mod reset;
 mod scope;
 mod settings;
+mod slots;
 mod tenancy;
 mod writes;
 
