@@ -447,7 +447,12 @@ pub struct ResetStatus {
     /// Per consumer group: its outcome.
     #[serde(default)]
     pub groups: Vec<GroupStatus>,
-    /// When the operator first saw the request (RFC 3339).
+    /// When the request was written, as the API server recorded it: the time of the
+    /// `metadata.managedFields` entry of whoever wrote the request annotation (RFC 3339, to the
+    /// second). Absent when the API server did not say, and in a status written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_at: Option<String>,
+    /// When the operator took the request up: first saw it, from a fresh read (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
     /// When the request finished (RFC 3339).

@@ -89,6 +89,8 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
         return Err(Error::TopicDelete(failures.join("; ")));
     }
     if d.remove_finalizer {
+        // Back from Kafka: the API writes take a reconcile slot again (`crate::slots`).
+        let _slot = ctx.slots.resume().await;
         if let Some(uid) = flow.uid() {
             crate::owners::forget(ctx, &uid).await?;
         }
@@ -105,7 +107,8 @@ pub type Applied = BTreeMap<String, AppliedDeployment>;
 /// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
 /// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
 /// Everything is applied server-side with the operator's field manager. The objects are left out
-/// when the plan leaves them as they are ([`Plan::objects`]).
+/// when the plan leaves them as they are ([`Plan::objects`]). `slot` is the reconcile's slot: given
+/// back while a topic is created in Kafka, taken again after (`crate::slots`).
 ///
 /// # Errors
 /// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
@@ -116,12 +119,20 @@ pub async fn plan(
     p: &Plan,
     conns: &Connections,
     owners: &Writer,
+    slot: crate::slots::Slot,
 ) -> Result<Applied, (Error, ApplyOutcome)> {
     let on = On { ctx, flow, conns, owners };
+    let mut held = ctx.slots.held(slot);
     let outcome: Result<Applied, (Action<'_>, String)> = async {
         for action in p.setup_actions() {
+            if matches!(action, Action::CreateTopic(_)) {
+                held.give_back();
+            } else {
+                held.take_back().await;
+            }
             step(&on, action).await?;
         }
+        held.take_back().await;
         for stage in p.pipeline_object_stages() {
             futures::future::try_join_all(stage.into_iter().map(|a| step(&on, a))).await?;
         }

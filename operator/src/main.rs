@@ -20,6 +20,7 @@ mod probe;
 mod reset;
 mod scope;
 mod settings;
+mod slots;
 mod tenancy;
 mod writes;
 

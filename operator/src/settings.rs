@@ -65,13 +65,19 @@ pub struct Settings {
     /// `--retry-min-backoff-seconds`.
     #[arg(long, env = "FLOW_OPERATOR_RETRY_MAX_BACKOFF_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub retry_max_backoff_seconds: u64,
-    /// Pipelines reconciled in parallel.
+    /// Reconciles that work with the Kubernetes API at once (the shared reconcile slots). A
+    /// reconcile waiting for Kafka holds none.
     #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
     /// Kafka calls of one reset request that run at once (each on its own group; one group's calls
     /// always run one after another). Bounds the load a large pipeline puts on the brokers.
     #[arg(long, env = "FLOW_RESET_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub reset_concurrency: u16,
+    /// Kafka calls the operator runs at once over one connection (the brokers with the client
+    /// settings): its bulkhead. A call waits at most the request deadline for its turn, so a failing
+    /// cluster holds back its own calls only, never another cluster's.
+    #[arg(long, env = "FLOW_KAFKA_CALLS_PER_CLUSTER", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    pub kafka_calls_per_cluster: u16,
     /// Deadline of each Kafka request, in seconds.
     #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub kafka_request_timeout_seconds: u64,
@@ -297,6 +303,7 @@ mod tests {
             ("--lag-interval-seconds", "0"),
             ("--reset-settle-seconds", "3601"),
             ("--reset-concurrency", "0"),
+            ("--kafka-calls-per-cluster", "0"),
             ("--retry-min-backoff-seconds", "0"),
             ("--retry-max-backoff-seconds", "0"),
         ] {

@@ -10,6 +10,9 @@
 //! live group would describe as `Dead` with no member. librdkafka asks ConsumerGroupDescribe (KIP-848)
 //! and DescribeGroups as the group needs, so both protocols report their members.
 //!
+//! It also reads the cluster id librdkafka learned from the cluster's metadata (`rd_kafka_clusterid`):
+//! rdkafka's `fetch_cluster_id` never frees the copy librdkafka hands out for each call.
+//!
 //! This module is the only unsafe code of the project: the workspace denies `unsafe_code`, and only
 //! this file allows it. Every object librdkafka allocates for a call is owned by a guard and freed
 //! whatever path is taken; librdkafka copies the request objects it is given, so they are freed right
@@ -131,6 +134,25 @@ fn call(
 ) -> Result<Call, KafkaFailure> {
     let started = Instant::now();
     finish(h, start(h, op, broker, issue)?, what, started)
+}
+
+/// The id of the cluster `h`'s client is connected to, as the last metadata it received gave it
+/// (KIP-78: every broker of a cluster gives the same), without waiting; `None` while the client has
+/// received no metadata yet.
+pub(super) fn cluster_id(h: &Handle) -> Option<String> {
+    let rk = h.client.client().native_ptr();
+    // SAFETY: `rk` is the live handle of the client, borrowed for this call. librdkafka returns a
+    // NUL-terminated copy (or null) that the caller owns and frees with `rd_kafka_mem_free`, here,
+    // once it was copied.
+    unsafe {
+        let id = rd::rd_kafka_clusterid(rk, 0);
+        if id.is_null() {
+            return None;
+        }
+        let owned = CStr::from_ptr(id).to_string_lossy().into_owned();
+        rd::rd_kafka_mem_free(rk, id.cast());
+        Some(owned)
+    }
 }
 
 fn text(p: *const c_char) -> String {

@@ -37,7 +37,7 @@ fn stopped_both() -> AnkkaFlowSpec {
 }
 
 fn fresh<'a>(request: Option<&'a str>, reset: Option<&'a ResetStatus>, history: &'a [ResetHistoryEntry]) -> Fresh<'a> {
-    Fresh { uid: UID, request, done: None, reset, history }
+    Fresh { uid: UID, request, done: None, written: None, reset, history }
 }
 
 fn admitted(text: &str) -> Admitted {
@@ -117,10 +117,33 @@ fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() 
         requested_at: Some("then".into()),
         ..Default::default()
     };
-    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: Some(&done), history: &[] };
+    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), written: None, reset: Some(&done), history: &[] };
     let Intake::Answered(a) = intake(&f, T0) else { panic!() };
     assert_eq!(a.reset, done);
     assert!(a.events.is_empty());
+}
+
+#[test]
+fn the_time_written_is_the_api_servers_as_first_seen_and_the_time_taken_up_the_operators() {
+    let text = annotation(&["router"]);
+    let written = "2026-11-29T16:21:40Z";
+    let f = Fresh { written: Some(written), ..fresh(Some(&text), None, &[]) };
+    let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), T0) else { panic!() };
+    let status = d.status(T0);
+    assert_eq!((status.written_at.as_deref(), status.requested_at.clone()), (Some(written), Some(T0.rfc3339())));
+    // A later reconcile reads another time (the writer changed another field since): the status
+    // keeps the first, as it keeps the time taken up.
+    let later = Timestamp(T0.0 + 5_000);
+    let f = Fresh { written: Some("2026-11-29T17:00:00Z"), ..fresh(Some(&text), Some(&status), &[]) };
+    let Intake::Admitted(a) = intake(&f, later) else { panic!() };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), later) else { panic!() };
+    let again = d.status(later);
+    assert_eq!((again.written_at.as_deref(), again.requested_at), (Some(written), Some(T0.rfc3339())));
+    // An API server that does not say: none shown.
+    let Intake::Admitted(a) = intake(&fresh(Some(&text), None, &[]), T0) else { panic!() };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), T0) else { panic!() };
+    assert_eq!(d.status(T0).written_at, None);
 }
 
 #[test]
@@ -128,7 +151,7 @@ fn a_request_done_by_its_progress_is_answered_without_kafka() {
     let outcome = GroupOutcome::Failed { topic: "shop.cart-events.v1".into(), reason: "r".into() };
     let progress = vec![LedgerEntry::of(UID, GroupProgress { group: router(), intent: None, outcome: Some(outcome) })];
     let text = annotation(&["router"]);
-    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: None, history: &[] };
+    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), written: None, reset: None, history: &[] };
     let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
     let Started::Answered(a) = a.start(Some(progress), DriveOptions::default(), T0) else { panic!() };
     assert_eq!(a.reset.phase, RequestPhase::Done);
@@ -350,7 +373,7 @@ fn entries_of_this_object_and_entries_from_before_the_uid_are_its_own() {
     for uid in [Some(UID.to_string()), None] {
         let entries = vec![LedgerEntry { uid, progress: reset_router() }];
         let text = annotation(&["router"]);
-        let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: None, history: &[] };
+        let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), written: None, reset: None, history: &[] };
         let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
         let Started::Answered(a) = a.start(Some(entries), DriveOptions::default(), T0) else { panic!() };
         assert_eq!(a.reset.phase, RequestPhase::Done);

@@ -37,6 +37,9 @@ pub struct Fresh<'a> {
     pub request: Option<&'a str>,
     /// The done annotation.
     pub done: Option<&'a str>,
+    /// When the request annotation was written, as the API server recorded it (RFC 3339), if it
+    /// says: shown as the request's `writtenAt`.
+    pub written: Option<&'a str>,
     /// `status.reset` as it stands.
     pub reset: Option<&'a ResetStatus>,
     /// `status.resetHistory` as it stands.
@@ -91,10 +94,12 @@ pub enum Started {
     Drive(Box<Drive>),
 }
 
-/// When the operator first saw a request, and when it finished: kept across reconciles.
+/// When a request was written, when the operator first saw it, and when it finished: kept across
+/// reconciles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Stamps {
     pub uid: String,
+    pub written_at: Option<String>,
     pub requested_at: String,
     pub finished_at: Option<String>,
 }
@@ -103,6 +108,7 @@ impl Stamps {
     /// `r` with the stamps; a finished request is stamped finished at `now` the first time.
     pub fn apply(&mut self, mut r: ResetStatus, now: Timestamp) -> ResetStatus {
         r.uid = Some(self.uid.clone());
+        r.written_at.clone_from(&self.written_at);
         r.requested_at = Some(self.requested_at.clone());
         if r.phase.finished() {
             r.finished_at = Some(self.finished_at.get_or_insert_with(|| now.rfc3339()).clone());
@@ -135,8 +141,11 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     let events: Vec<Event> = superseded_event(previous, &request.id).into_iter().collect();
     let history = history(fresh.history, previous, &request.id);
     let same = previous.filter(|p| p.id == request.id);
+    // The time written as first seen: a later write of another field by the same writer moves its
+    // managed-fields time, not the request's.
     let stamps = |same: Option<&ResetStatus>| Stamps {
         uid: fresh.uid.to_string(),
+        written_at: same.and_then(|p| p.written_at.clone()).or_else(|| fresh.written.map(str::to_string)),
         requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(|| now.rfc3339()),
         finished_at: same.and_then(|p| p.finished_at.clone()),
     };

@@ -58,8 +58,18 @@ impl Kafka {
         }
     }
 
+    /// The bulkhead of `conn` (see [`super::Gate`]); the in-memory cluster has none to wait for, so
+    /// its gate is always open.
+    pub fn gate(&self, conn: &KafkaConnection) -> super::Gate {
+        match self {
+            Kafka::Live(pool) => pool.gate(conn),
+            #[cfg(test)]
+            Kafka::Fake(_) => super::Gate::open(conn),
+        }
+    }
+
     /// What Kafka says of each topic of `wanted` (Kafka name -> configuration keys whose live values
-    /// are wanted), all over connection `conn`.
+    /// are wanted), all over connection `conn`, in its turn of the connection's bulkhead.
     pub async fn describe(
         &self,
         conn: &KafkaConnection,
@@ -68,26 +78,35 @@ impl Kafka {
         match self {
             Kafka::Live(pool) => match pool.topic_admin(conn) {
                 Err(f) => wanted.into_keys().map(|n| (n, KafkaTopic::Unreachable(f.reason.clone()))).collect(),
-                Ok(admin) => admin.describe(wanted).await.into_iter().map(|(n, s)| (n, from_state(s))).collect(),
+                Ok(admin) => match pool.gate(conn).enter().await {
+                    Err(f) => wanted.into_keys().map(|n| (n, KafkaTopic::Unreachable(f.reason.clone()))).collect(),
+                    Ok(_turn) => admin.describe(wanted).await.into_iter().map(|(n, s)| (n, from_state(s))).collect(),
+                },
             },
             #[cfg(test)]
             Kafka::Fake(f) => f.describe(conn, wanted),
         }
     }
 
-    /// Creates the topic of `c` over `conn`, and gives its topic id.
+    /// Creates the topic of `c` over `conn`, in its turn of the connection's bulkhead, and gives its
+    /// topic id.
     ///
     /// # Errors
-    /// Kafka's refusal, or the deadline.
+    /// Kafka's refusal, the deadline, or no turn in time.
     pub async fn create(&self, conn: &KafkaConnection, c: &TopicCreation) -> Result<Created, KafkaFailure> {
         match self {
-            Kafka::Live(pool) => pool.topic_admin(conn)?.create(&c.name, c.partitions, c.replication, &c.config).await,
+            Kafka::Live(pool) => {
+                let admin = pool.topic_admin(conn)?;
+                let _turn = pool.gate(conn).enter().await?;
+                admin.create(&c.name, c.partitions, c.replication, &c.config).await
+            }
             #[cfg(test)]
             Kafka::Fake(f) => f.create(conn, c),
         }
     }
 
-    /// Deletes the topics `names` over `conn`; a missing one is fine.
+    /// Deletes the topics `names` over `conn`, in its turn of the connection's bulkhead; a missing
+    /// one is fine.
     pub async fn delete(
         &self,
         conn: &KafkaConnection,
@@ -96,7 +115,10 @@ impl Kafka {
         match self {
             Kafka::Live(pool) => match pool.topic_admin(conn) {
                 Err(f) => names.iter().map(|n| (n.clone(), Err(f.clone()))).collect(),
-                Ok(admin) => admin.delete(names).await,
+                Ok(admin) => match pool.gate(conn).enter().await {
+                    Err(f) => names.iter().map(|n| (n.clone(), Err(f.clone()))).collect(),
+                    Ok(_turn) => admin.delete(names).await,
+                },
             },
             #[cfg(test)]
             Kafka::Fake(f) => f.delete(conn, names),
