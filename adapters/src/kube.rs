@@ -108,14 +108,61 @@ pub async fn write_request(
     value: &str,
     resource_version: Option<&str>,
     manager: &str,
+    requested_by: Option<&str>,
 ) -> Result<(), kube::Error> {
     let mut patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_RESET: value } } });
+    if let Some(user) = requested_by {
+        patch["metadata"]["annotations"][flow_core::names::ANNOTATION_REQUESTED_BY] =
+            serde_json::Value::String(user.to_string());
+    }
     if let Some(v) = resource_version {
         patch["metadata"]["resourceVersion"] = serde_json::Value::String(v.to_string());
     }
     api.patch(name, &PatchParams { field_manager: Some(manager.into()), ..Default::default() }, &Patch::Merge(&patch))
         .await?;
     Ok(())
+}
+
+/// Writes a decision about a reset request (`approved <id>` or `denied <id>`, see
+/// `flow_core::reset::Decision`), and who decided, `decided_by`, by a merge patch of those two
+/// annotations, on `resource_version` only when given. The admission policies shipped check that
+/// `decided_by` is the user the API server authenticated (docs/governance.md).
+///
+/// # Errors
+/// The API call's error (403 when admission refuses the decision).
+pub async fn write_decision(
+    api: &Api<AnkkaFlow>,
+    name: &str,
+    decision: &str,
+    decided_by: Option<&str>,
+    resource_version: Option<&str>,
+    manager: &str,
+) -> Result<(), kube::Error> {
+    let mut patch = serde_json::json!({ "metadata": { "annotations": {
+        flow_core::names::ANNOTATION_DECISION: decision,
+    } } });
+    if let Some(user) = decided_by {
+        patch["metadata"]["annotations"][flow_core::names::ANNOTATION_DECIDED_BY] =
+            serde_json::Value::String(user.to_string());
+    }
+    if let Some(v) = resource_version {
+        patch["metadata"]["resourceVersion"] = serde_json::Value::String(v.to_string());
+    }
+    api.patch(name, &PatchParams { field_manager: Some(manager.into()), ..Default::default() }, &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// The user the API server authenticates the client as (a `SelfSubjectReview`,
+/// `authentication.k8s.io/v1`), or `None` when the server does not say.
+///
+/// # Errors
+/// The API call's error.
+pub async fn whoami(client: &Client) -> Result<Option<String>, kube::Error> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api.create(&PostParams::default(), &SelfSubjectReview::default()).await?;
+    Ok(review.status.and_then(|s| s.user_info).and_then(|u| u.username).filter(|u| !u.is_empty()))
 }
 
 /// Sets the done annotation by server-side apply of that key alone, with the operator's field manager,
@@ -219,6 +266,10 @@ pub async fn record_event(
         metadata: ObjectMeta {
             name: Some(event.name_for(&flow.name_any())),
             namespace: Some(ns.clone()),
+            // who requested the reset the event is about (docs/governance.md); the note stays as it is
+            annotations: event.requested_by.as_ref().map(|user| {
+                [(flow_core::names::ANNOTATION_REQUESTED_BY.to_string(), user.clone())].into_iter().collect()
+            }),
             ..Default::default()
         },
         action: Some("Reconcile".into()),

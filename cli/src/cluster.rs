@@ -19,6 +19,13 @@ pub struct ClusterArgs {
     /// The kubeconfig context to use. Default: its current context.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// Act as this user, as kubectl's --as does (the kubeconfig's user needs the `impersonate`
+    /// permission): to try what another user may do.
+    #[arg(long = "as", value_name = "USER")]
+    pub impersonate: Option<String>,
+    /// With --as: act as a member of this group too; repeatable.
+    #[arg(long = "as-group", value_name = "GROUP", requires = "impersonate")]
+    pub impersonate_groups: Vec<String>,
 }
 
 /// How long one API call may wait for its answer (and for its connection) before it fails: the CLI
@@ -72,6 +79,11 @@ impl Cluster {
             })?,
         };
         let mut config = config;
+        if let Some(user) = &args.impersonate {
+            config.auth_info.impersonate = Some(user.clone());
+            config.auth_info.impersonate_groups =
+                (!args.impersonate_groups.is_empty()).then(|| args.impersonate_groups.clone());
+        }
         config.connect_timeout = Some(CALL_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         // Counted from when a request is sent, not from when its pooled connection went idle.

@@ -41,12 +41,24 @@ pub struct Event {
     /// What the event is about; equal keys name the same event. For a group outcome it is
     /// `<request id>/<group>`, so one request records one event per group however often it is retried.
     pub key: String,
+    /// For an event of a reset request: who requested it, as the API server authenticated them. The
+    /// event carries it as its annotation [`ANNOTATION_REQUESTED_BY`](crate::names::ANNOTATION_REQUESTED_BY),
+    /// so that the note stays as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
 }
 
 impl Event {
     /// Builds an event, cutting the note to fit [`NOTE_LIMIT`].
     pub fn new(type_: EventType, reason: &str, note: impl Into<String>, key: impl Into<String>) -> Self {
-        Event { type_, reason: reason.into(), note: fit_note(&note.into()), key: key.into() }
+        Event { type_, reason: reason.into(), note: fit_note(&note.into()), key: key.into(), requested_by: None }
+    }
+
+    /// The event, marked as one of a request that `user` requested.
+    #[must_use]
+    pub fn requested_by(mut self, user: Option<&str>) -> Self {
+        self.requested_by = user.map(str::to_string);
+        self
     }
 
     /// The event's object name for the resource named `resource`:

@@ -23,6 +23,18 @@ pub const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const ANNOTATION_RESET: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets";
 /// Annotation written by the operator: the id of the last request carried out.
 pub const ANNOTATION_RESET_DONE: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets-done";
+/// Annotation stamped at admission whenever [`ANNOTATION_RESET`] is set or changed: the user who did
+/// it, as the API server authenticated them (docs/governance.md). Also the annotation of every event
+/// of a request that names its requester.
+pub const ANNOTATION_REQUESTED_BY: &str = "flow.ankka.thinkmorestupidless.com/reset-requested-by";
+/// Annotation written by `flow reset approve` and `flow reset deny`: `approved <id>` or
+/// `denied <id>`.
+pub const ANNOTATION_DECISION: &str = "flow.ankka.thinkmorestupidless.com/reset-decision";
+/// Annotation stamped at admission whenever [`ANNOTATION_DECISION`] is set or changed: who decided.
+pub const ANNOTATION_DECIDED_BY: &str = "flow.ankka.thinkmorestupidless.com/reset-decided-by";
+/// Annotation of an `AnkkaFlow` whose resets need approval (`required`), whatever the operator's
+/// settings say; changing it needs the `approve` permission.
+pub const ANNOTATION_APPROVAL: &str = "flow.ankka.thinkmorestupidless.com/reset-approval";
 
 /// Field manager of every server-side apply and patch the operator sends.
 pub const OPERATOR_FIELD_MANAGER: &str = "ankka-flow-operator";

@@ -77,6 +77,7 @@
 //! the markers as above; when every partition still carries the reset marker it waits the settle
 //! delay and verifies too. A settle of 0 skips the verifying read (and with it both checks).
 
+mod approval;
 mod destination;
 mod drive;
 mod group;
@@ -90,6 +91,9 @@ mod summary;
 mod vocabulary;
 mod wording;
 
+pub use approval::{
+    ApprovalPolicy, Asked, DEFAULT_APPROVAL_TIMEOUT, Decision, Gate, approval_required, gate, plan_records,
+};
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, GATHER, Idle, KafkaCall, Persist, ProgressWrite, Work};
 pub use group::GroupPhase;

@@ -267,6 +267,9 @@ pub enum RequestPhase {
     /// Written; the operator has not checked it against the resource yet.
     #[default]
     Requested,
+    /// Approval is required (docs/governance.md) and nobody has approved it yet; nothing is
+    /// touched until someone does.
+    AwaitingApproval,
     /// A target streamlet still runs; nothing is touched until it stops.
     Waiting,
     /// Its consumer groups are being reset.
@@ -277,23 +280,37 @@ pub enum RequestPhase {
     Refused,
     /// Replaced by a newer request before it finished (history only).
     Superseded,
+    /// Denied by an approver before anything was touched; the done annotation holds its id.
+    Denied,
+    /// Not approved in time; nothing was touched; the done annotation holds its id.
+    Expired,
 }
 
 impl RequestPhase {
     /// Whether nothing more happens for a request in this phase.
     pub fn finished(self) -> bool {
-        matches!(self, RequestPhase::Done | RequestPhase::Refused | RequestPhase::Superseded)
+        matches!(
+            self,
+            RequestPhase::Done
+                | RequestPhase::Refused
+                | RequestPhase::Superseded
+                | RequestPhase::Denied
+                | RequestPhase::Expired
+        )
     }
 
     /// The phase as the status writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             RequestPhase::Requested => "Requested",
+            RequestPhase::AwaitingApproval => "AwaitingApproval",
             RequestPhase::Waiting => "Waiting",
             RequestPhase::Resetting => "Resetting",
             RequestPhase::Done => "Done",
             RequestPhase::Refused => "Refused",
             RequestPhase::Superseded => "Superseded",
+            RequestPhase::Denied => "Denied",
+            RequestPhase::Expired => "Expired",
         }
     }
 }
@@ -455,9 +472,43 @@ pub struct ResetStatus {
     /// When the operator took the request up: first saw it, from a fresh read (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
+    /// Who wrote the request, as the API server authenticated them (the annotation
+    /// `reset-requested-by`, stamped at admission; docs/governance.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// How the request was approved, denied or left to expire, when approval applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
     /// When the request finished (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+}
+
+/// The approval of a reset request (docs/governance.md).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// `Approved`, `Denied` or `Expired`.
+    pub decision: ApprovalDecision,
+    /// The user who approved or denied it, as the API server authenticated them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The administrator's policy that approved it without a person: `dry-run`, or
+    /// `records-at-most-<n>` for a plan that reprocesses at most that many records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// What became of a request that needed approval.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum ApprovalDecision {
+    /// Approved by a person or a policy.
+    #[default]
+    Approved,
+    /// Denied by a person.
+    Denied,
+    /// Nobody decided in time.
+    Expired,
 }
 
 /// Outcome of one consumer group of a reset request.

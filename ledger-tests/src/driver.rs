@@ -148,6 +148,7 @@ impl World {
             written: None,
             reset: reset.as_ref(),
             history: &history,
+            ..Fresh::default()
         };
         let admitted = match intake(&fresh, self.now) {
             Intake::Idle => return Reconciled::NoRequest,

@@ -13,7 +13,7 @@ use flow_adapters::kafka;
 use flow_adapters::kube as k;
 use flow_adapters::ledger::Owner;
 use flow_core::events::{Event, EventType};
-use flow_core::names::GroupId;
+use flow_core::names::{self, GroupId};
 use flow_core::request::To;
 use flow_core::reset::{
     Answer, Drive, DriveOptions, Fresh, GroupOutcome, GroupPhase, Idle, Input, Inspection, Intake, KafkaCall,
@@ -83,6 +83,7 @@ pub async fn drive(
     let (request, done) = k::reset_annotations(&flow);
     let flow_status = flow.status.as_ref();
     let written = k::request_written_at(&flow);
+    let annotation = |key: &str| flow.annotations().get(key).map(String::as_str);
     let fresh = Fresh {
         uid: object.uid(),
         request,
@@ -90,6 +91,9 @@ pub async fn drive(
         written: written.as_deref(),
         reset: flow_status.and_then(|s| s.reset.as_ref()),
         history: flow_status.map_or(&[], |s| &s.reset_history),
+        requested_by: annotation(names::ANNOTATION_REQUESTED_BY),
+        decision: annotation(names::ANNOTATION_DECISION),
+        decided_by: annotation(names::ANNOTATION_DECIDED_BY),
     };
     let admitted = match flow_core::reset::intake(&fresh, now()) {
         Intake::Idle => return Ok(None),
@@ -126,6 +130,7 @@ pub async fn drive(
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),
         concurrency: usize::from(ctx.settings.reset_concurrency),
         retry_for: Duration::from_secs(ctx.settings.reset_retry_seconds),
+        approval: ctx.settings.approval_policy(&ns, annotation(names::ANNOTATION_APPROVAL)),
     };
     let mut drive = match admitted.start(progress, options, now()) {
         Started::Answered(answer) => return answered(ctx, &flow, &object, status, *answer).await,

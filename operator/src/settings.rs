@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use flow_core::connection::TokenEndpoints;
+use flow_core::reset::{ApprovalPolicy, approval_required};
 
 /// The Ankka Flow operator.
 ///
@@ -150,6 +151,38 @@ pub struct Settings {
         value_name = "URL[,URL...]"
     )]
     pub oauth_token_endpoints: Vec<String>,
+    /// Namespaces whose reset requests wait for approval (separated by commas; `*` for every
+    /// namespace): a user with the `approve` permission on the AnkkaFlow, other than the requester,
+    /// runs `flow reset approve <id>` (docs/governance.md). A pipeline's annotation
+    /// `flow.ankka.thinkmorestupidless.com/reset-approval: required` asks for it too.
+    #[arg(
+        long = "reset-approval-namespaces",
+        env = "FLOW_RESET_APPROVAL_NAMESPACES",
+        value_delimiter = ',',
+        value_name = "NS[,NS...]"
+    )]
+    pub reset_approval_namespaces: Vec<String>,
+    /// Seconds a request waits for approval before it expires (phase Expired, nothing touched).
+    #[arg(
+        long,
+        env = "FLOW_RESET_APPROVAL_TIMEOUT_SECONDS",
+        default_value_t = 86_400,
+        value_parser = clap::value_parser!(u64).range(1..=2_592_000)
+    )]
+    pub reset_approval_timeout_seconds: u64,
+    /// Whether dry runs (which change nothing) are approved without a person where approval applies.
+    #[arg(
+        long,
+        env = "FLOW_RESET_AUTO_APPROVE_DRY_RUNS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub reset_auto_approve_dry_runs: bool,
+    /// Where approval applies, a saved plan (`flow reset --plan`) that reprocesses at most this many
+    /// records, counted from the plan, is approved without a person. Unset: none is.
+    #[arg(long, env = "FLOW_RESET_AUTO_APPROVE_MAX_RECORDS")]
+    pub reset_auto_approve_max_records: Option<u64>,
     /// Log format on stderr.
     #[arg(long, env = "FLOW_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
@@ -159,6 +192,17 @@ impl Settings {
     /// The sidecar image, `None` when unset or empty.
     pub fn sidecar_image(&self) -> Option<&str> {
         self.sidecar_image.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// The approval rules for the reset requests of a pipeline in `namespace` whose approval
+    /// annotation is `annotation`.
+    pub fn approval_policy(&self, namespace: &str, annotation: Option<&str>) -> ApprovalPolicy {
+        ApprovalPolicy {
+            required: approval_required(&self.reset_approval_namespaces, namespace, annotation),
+            auto_approve_dry_runs: self.reset_auto_approve_dry_runs,
+            auto_approve_max_records: self.reset_auto_approve_max_records,
+            timeout: std::time::Duration::from_secs(self.reset_approval_timeout_seconds),
+        }
     }
 
     /// The token endpoints of `--oauth-token-endpoints`.

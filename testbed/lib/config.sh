@@ -166,6 +166,20 @@ group.min.session.timeout.ms=1000
 EOF
 }
 
+# The users of the ACL listener (SASL/PLAIN; test credentials on loopback), name:password:
+# the operator's principal, and the principals of the streamlets of two tenant namespaces.
+# What each may do is only what Kafka ACLs allow it: the tests that use them grant and
+# remove their ACLs themselves (testbed/tests/hostile/acls.rs).
+ACL_USERS=(operator:operator-secret shop-streamlets:shop-streamlets-secret tenant-streamlets:tenant-streamlets-secret)
+acl_users() { local u; for u in "${ACL_USERS[@]}"; do printf 'user_%s="%s" ' "${u%%:*}" "${u#*:}"; done; }
+
+# The principals the other listeners present, super users so that they work without ACLs
+# as before: ANONYMOUS (PLAINTEXT, SSL without a client certificate, and the controller
+# listener the broker itself uses), the PLAIN users admin and shop and the SCRAM user shop,
+# the client certificate's CN=shop (mutual TLS), and the OAUTHBEARER token subject
+# flow-operator (tokens.py).
+super_users() { echo "User:ANONYMOUS;User:admin;User:shop;User:CN=shop;User:flow-operator"; }
+
 write_configs() {
   mkdir -p "$CONF"
   # the components read their own copy, so a test that edits $KUBECONFIG
@@ -180,12 +194,12 @@ write_configs() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT,SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT,OAUTH://127.0.0.1:$KAFKA_OAUTH_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT,SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT,OAUTH://127.0.0.1:$KAFKA_OAUTH_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT,SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT,OAUTH://127.0.0.1:$KAFKA_OAUTH_PORT,ACL://127.0.0.1:$KAFKA_ACL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT,SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT,OAUTH://127.0.0.1:$KAFKA_OAUTH_PORT,ACL://127.0.0.1:$KAFKA_ACL_PORT
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,MTLS:SSL,SCRAM:SASL_SSL,OAUTH:SASL_SSL
-# SASL/PLAIN on 19094 with two static test users, admin and shop; no authorizer
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,MTLS:SSL,SCRAM:SASL_SSL,OAUTH:SASL_SSL,ACL:SASL_SSL
+# SASL/PLAIN on 19094 with two static test users, admin and shop (super users, below)
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_shop="shop-secret";
@@ -215,6 +229,15 @@ sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbeare
 sasl.oauthbearer.jwks.endpoint.url=$(jwks_url)
 sasl.oauthbearer.expected.audience=kafka-testbed
 sasl.oauthbearer.expected.issuer=http://127.0.0.1:$TOKENS_PORT
+# SASL_SSL on $KAFKA_ACL_PORT, mechanism PLAIN: the principals that Kafka ACLs govern, the
+# operator's and one per tenant namespace's streamlets (docs/testbed.md)
+listener.name.acl.sasl.enabled.mechanisms=PLAIN
+listener.name.acl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required $(acl_users);
+# The authorizer, denying by default (allow.everyone.if.no.acl.found stays false): every
+# principal that the other listeners present is a super user, so they work as before
+# without ACLs; the ACL listener's principals get only what ACLs allow them
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=$(super_users)
 log.dirs=$DATA/kafka
 $(single_node_properties)
 num.network.threads=2

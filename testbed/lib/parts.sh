@@ -54,7 +54,8 @@ kafka_sasl_ready() { port_open "$KAFKA_SASL_PORT"; }
 
 # Every secured listener accepts connections (a broker started by an older tb has none).
 kafka_secured_ready() {
-  port_open "$KAFKA_SSL_PORT" && port_open "$KAFKA_MTLS_PORT" && port_open "$KAFKA_SCRAM_PORT" && port_open "$KAFKA_OAUTH_PORT"
+  port_open "$KAFKA_SSL_PORT" && port_open "$KAFKA_MTLS_PORT" && port_open "$KAFKA_SCRAM_PORT" &&
+    port_open "$KAFKA_OAUTH_PORT" && port_open "$KAFKA_ACL_PORT"
 }
 
 jwks_url() { echo "http://127.0.0.1:$TOKENS_PORT/jwks"; }

@@ -53,7 +53,8 @@ fn docs(yaml: &str) -> Vec<serde_json::Value> {
 }
 
 fn deploy_docs() -> Vec<serde_json::Value> {
-    docs(&std::fs::read_to_string(bed().root.join("deploy/operator.yaml")).expect("deploy/operator.yaml"))
+    let read = |f: &str| std::fs::read_to_string(bed().root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    docs(&format!("{}\n---\n{}", read("deploy/operator.yaml"), read("deploy/governance.yaml")))
 }
 
 fn of_kind<'a>(docs: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
@@ -246,6 +247,15 @@ fn the_chart_and_deploy_grant_the_same_rights_and_settings() {
     let crd = std::fs::read_to_string(bed().root.join("charts/ankka-flow/files/crd.yaml")).expect("chart CRD");
     let deploy_crd = std::fs::read_to_string(bed().root.join("deploy/crd.yaml")).expect("deploy CRD");
     assert!(crd == deploy_crd, "charts/ankka-flow/files/crd.yaml differs from deploy/crd.yaml: copy it over");
+    for f in ["governance.yaml", "governance-stamps.yaml"] {
+        let chart = std::fs::read_to_string(bed().root.join("charts/ankka-flow/files").join(f)).expect("chart copy");
+        let deploy = std::fs::read_to_string(bed().root.join("deploy").join(f)).expect("deploy file");
+        assert!(chart == deploy, "charts/ankka-flow/files/{f} differs from deploy/{f}: copy it over");
+    }
+    let policies = |docs: &[serde_json::Value]| {
+        of_kind(docs, "ValidatingAdmissionPolicy").iter().map(|p| p["spec"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(policies(&chart), policies(&deploy), "the chart installs the governance policy deploy/ does");
 }
 
 /// The CRD, as the API server holds it.

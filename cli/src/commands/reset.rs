@@ -18,6 +18,7 @@ use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
 
+pub mod decide;
 pub mod plan;
 pub mod report;
 pub mod status;
@@ -131,6 +132,15 @@ enum Sub {
     /// left (a group that consumed since is refused, unless --force); the streamlets must be
     /// stopped, as for any reset.
     Undo(undo::Args),
+    /// Approve a reset request that awaits approval (docs/governance.md).
+    ///
+    /// Needs the `approve` permission on the AnkkaFlow, and may not be run by the user who requested
+    /// the reset: the API server refuses both (the admission policies the chart ships).
+    Approve(decide::Args),
+    /// Deny a reset request that awaits approval: it ends `Denied`, having touched nothing.
+    ///
+    /// Needs the `approve` permission on the AnkkaFlow; the requester may deny (withdraw) their own.
+    Deny(decide::Args),
 }
 
 /// What `flow reset`, `flow rebuild` and `flow reset undo` print with `-o json|yaml`: the request
@@ -167,6 +177,8 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
     match args.command.take() {
         Some(Sub::Status(status_args)) => return status::run(status_args).await,
         Some(Sub::Undo(undo_args)) => return undo::run(undo_args).await,
+        Some(Sub::Approve(a)) => return decide::run(a, decide::Verdict::Approve).await,
+        Some(Sub::Deny(a)) => return decide::run(a, decide::Verdict::Deny).await,
         None => {}
     }
     // Checked before anything is read, so that a typo costs no round trip.
@@ -264,6 +276,9 @@ pub(crate) async fn write_checked(
     mut check: impl AsyncFnMut(&AnkkaFlow) -> Result<ResetRequest, Failure>,
 ) -> Result<ResetRequest, Failure> {
     let api: Api<AnkkaFlow> = Api::namespaced(cluster.client.clone(), ns);
+    // Who writes it: the API server stamps it too (its mutating admission policy), and where it does
+    // not, the validating one checks that it is the user (docs/governance.md).
+    let me = k::whoami(&cluster.client).await.ok().flatten();
     for _ in 0..5 {
         let flow = match api.get_opt(pipeline).await {
             Ok(Some(f)) => f,
@@ -272,7 +287,9 @@ pub(crate) async fn write_checked(
         };
         let request = check(&flow).await?;
         let version = flow.metadata.resource_version.as_deref();
-        match k::write_request(&api, pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER).await {
+        match k::write_request(&api, pipeline, &request.to_annotation(), version, CLI_FIELD_MANAGER, me.as_deref())
+            .await
+        {
             Ok(()) => return Ok(request),
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => return Err(cluster.failure(e)),

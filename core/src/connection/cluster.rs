@@ -119,7 +119,7 @@ impl AllowedNamespaces {
 }
 
 /// A Kubernetes namespace name: a DNS label (RFC 1123).
-fn is_namespace_name(s: &str) -> bool {
+pub(super) fn is_namespace_name(s: &str) -> bool {
     s.len() <= 63
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
@@ -152,6 +152,9 @@ pub struct Cluster {
     pub allow_shared_groups: bool,
     /// Which Kafka names of managed topics each namespace may declare on the cluster.
     pub topic_prefixes: TopicPrefixes,
+    /// The credentials of each namespace's streamlets of their own (`streamlet-credentials.<namespace>`),
+    /// and whether every namespace must have them ([`StreamletCredentials`]).
+    pub streamlet_credentials: StreamletCredentials,
     /// What is wrong with the Secret itself; reported for every topic that uses the cluster (in a
     /// namespace it allows: others learn only that they may not use it).
     pub problems: Vec<ConnectionError>,
@@ -170,6 +173,7 @@ impl fmt::Debug for Cluster {
             .field("allowed_namespaces", &self.allowed_namespaces)
             .field("allow_shared_groups", &self.allow_shared_groups)
             .field("topic_prefixes", &self.topic_prefixes)
+            .field("streamlet_credentials", &self.streamlet_credentials)
             .field("problems", &self.problems)
             .finish()
     }
@@ -181,8 +185,9 @@ const PROPERTIES_KEYS: [&str; 3] = ["connection-config", "producer-config", "con
 impl Cluster {
     /// Reads cluster `name` from the decoded data and the annotations of its Secret
     /// (`kafka-cluster-<name>`). What is wrong with the Secret (a properties block that does not
-    /// parse, read as empty; a refused setting; an allowed-namespaces entry that is not a namespace
-    /// name) is one of the cluster's [`Cluster::problems`].
+    /// parse, read as empty; a refused setting; an allowed-namespaces entry or a streamlet
+    /// credentials key that is not a namespace name) is one of the cluster's [`Cluster::problems`];
+    /// what is wrong with one namespace's streamlet credentials is that namespace's alone.
     pub fn from_secret(name: &str, data: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>) -> Self {
         let secret = format!("{CLUSTER_SECRET_PREFIX}{name}");
         let mut problems = Vec::new();
@@ -233,6 +238,8 @@ impl Cluster {
         for (annotation, entry) in bad {
             problems.push(ConnectionError::PrefixEntry { secret: secret.clone(), annotation, entry });
         }
+        let (streamlet_credentials, bad) = StreamletCredentials::from_secret(&secret, data, annotations);
+        problems.extend(bad);
         let trimmed = |key: &str| data.get(key).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         Cluster {
             name: name.to_string(),
@@ -247,6 +254,7 @@ impl Cluster {
                 .get(ANNOTATION_ALLOW_SHARED_GROUPS)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             topic_prefixes,
+            streamlet_credentials,
             problems,
         }
     }

@@ -20,6 +20,9 @@
 //! keys of [`properties::OPERATOR_CLIENT_KEYS`] kept. A token endpoint the operator's client would
 //! call comes from a cluster Secret, or from the administrator's [`TokenEndpoints`].
 //!
+//! A cluster Secret may give each namespace's streamlets credentials of their own, so that the
+//! operator's never reach a tenant's namespace ([`credentials`]).
+//!
 //! [`resolve_pipeline`] turns a resource's topics and the cluster Secrets it may use into one
 //! [`ResolvedTopic`] per topic, or reports every problem at once, each a [`ConnectionError`] with a
 //! stable [`ConnectionError::kind`]: a pipeline with any problem is refused as a whole, before
@@ -30,6 +33,7 @@
 //! `Debug` of every type here that holds settings shows keys, never values: they hold credentials.
 
 mod cluster;
+mod credentials;
 pub mod java;
 pub mod properties;
 
@@ -43,6 +47,7 @@ pub use cluster::{
     ANNOTATION_TOPIC_PREFIXES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster, Clusters, DEFAULT_CLUSTER,
     NAMESPACE_PLACEHOLDER, TopicPrefixes,
 };
+pub use credentials::{ANNOTATION_REQUIRE_STREAMLET_CREDENTIALS, STREAMLET_CREDENTIALS_PREFIX, StreamletCredentials};
 
 /// Why a topic's connection or settings cannot be resolved. Every variant has a stable
 /// [`ConnectionError::kind`]; no message quotes a setting's value.
@@ -209,6 +214,28 @@ pub enum ConnectionError {
         /// Topic id.
         topic: String,
     },
+    /// A key of a cluster Secret holds what cannot be used (see [`credentials`]).
+    #[error("Secret '{secret}': key '{key}': {reason}")]
+    SecretKey {
+        /// Secret name.
+        secret: String,
+        /// Data key.
+        key: String,
+        /// What is wrong, naming settings, never their values.
+        reason: String,
+    },
+    /// The cluster requires streamlet credentials of each namespace's own, and has none for this one.
+    #[error(
+        "Kafka cluster '{cluster}' requires the streamlets of each namespace to have credentials of their own, and \
+         Secret 'kafka-cluster-{cluster}' has none for namespace '{namespace}': an administrator adds its key \
+         'streamlet-credentials.{namespace}'"
+    )]
+    NoStreamletCredentials {
+        /// Cluster name.
+        cluster: String,
+        /// The resource's namespace.
+        namespace: String,
+    },
     /// The topic's client settings cannot be turned into the operator's client's.
     #[error("topic '{topic}': {reason}")]
     Untranslatable {
@@ -239,6 +266,8 @@ impl ConnectionError {
             ConnectionError::PropertyRefused { .. } => "PropertyRefused",
             ConnectionError::KeyNotAPropertyName { .. } => "KeyNotAPropertyName",
             ConnectionError::TokenEndpointNotAllowed { .. } => "TokenEndpointNotAllowed",
+            ConnectionError::SecretKey { .. } => "ClusterSecretInvalid",
+            ConnectionError::NoStreamletCredentials { .. } => "StreamletCredentialsMissing",
         }
     }
 }
@@ -392,7 +421,9 @@ pub struct ResolvedTopic {
     /// Brokers: the topic's own, or its cluster's.
     pub bootstrap_servers: String,
     /// Properties for every client, in the Java client's form: the cluster's with the topic's laid
-    /// over, key by key.
+    /// over, key by key. These three maps are what the streamlets get: where the cluster gives the
+    /// namespace streamlet credentials of its own, their security settings are the namespace's
+    /// ([`StreamletCredentials`]), while [`ResolvedTopic::kafka_connection`] keeps the cluster's.
     pub connection_config: BTreeMap<String, String>,
     /// Producer properties, in the Java client's form, merged the same way.
     pub producer_config: BTreeMap<String, String>,
@@ -463,8 +494,11 @@ impl Resolution {
 }
 
 /// Resolves every topic of `spec`, a resource of namespace `namespace`, against `clusters` and the
-/// token endpoints an administrator allows. Problems common to several topics (a cluster's own)
-/// are reported once.
+/// token endpoints an administrator allows. Problems common to several topics (a cluster's own) are
+/// reported once. Besides each topic's own problems ([`resolve_topic`]), its streamlets'
+/// credentials: a cluster that requires streamlet credentials of the namespace's own and has none,
+/// or has some that cannot be used, refuses the pipeline. A deletion resolves its topics with
+/// [`resolve_topic`] alone, since it uses the operator's client only.
 pub fn resolve_pipeline(
     spec: &AnkkaFlowSpec,
     namespace: &str,
@@ -473,18 +507,33 @@ pub fn resolve_pipeline(
 ) -> Resolution {
     let mut out = Resolution::default();
     for topic in &spec.topics {
-        match resolve_topic(topic, namespace, clusters, endpoints) {
-            Ok(t) => out.topics.push(t),
-            Err(problems) => {
-                for p in problems {
-                    if !out.problems.contains(&p) {
-                        out.problems.push(p);
-                    }
-                }
+        let mut problems = match resolve_topic(topic, namespace, clusters, endpoints) {
+            Ok(t) => {
+                out.topics.push(t);
+                Vec::new()
+            }
+            Err(problems) => problems,
+        };
+        // A namespace the cluster does not allow learns nothing else of it (`NotAllowed` says it).
+        if let Some(c) = cluster_name(topic).and_then(|n| clusters.get(n)).filter(|c| c.allows(namespace)) {
+            problems.extend(c.streamlet_credentials.problems(&c.name, namespace));
+        }
+        for p in problems {
+            if !out.problems.contains(&p) {
+                out.problems.push(p);
             }
         }
     }
     out
+}
+
+/// The cluster of `topic`: the one it names; `default` when it names no brokers either.
+fn cluster_name(topic: &TopicSpec) -> Option<&str> {
+    match (&topic.cluster, &topic.bootstrap_servers) {
+        (Some(c), _) => Some(c.as_str()),
+        (None, None) => Some(DEFAULT_CLUSTER),
+        (None, Some(_)) => None,
+    }
 }
 
 /// Resolves `topic` of a resource in namespace `namespace` against `clusters` and the token
@@ -500,12 +549,7 @@ pub fn resolve_topic(
 ) -> Result<ResolvedTopic, Vec<ConnectionError>> {
     let id = &topic.id;
     let own_brokers = topic.bootstrap_servers.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    // The cluster: the named one; `default` when the topic names no brokers either.
-    let cluster_name = match (&topic.cluster, &topic.bootstrap_servers) {
-        (Some(c), _) => Some(c.as_str()),
-        (None, None) => Some(DEFAULT_CLUSTER),
-        (None, Some(_)) => None,
-    };
+    let cluster_name = cluster_name(topic);
     // The cluster's own problems first: a missing Secret, a namespace it does not allow (nothing
     // else of the Secret is told to such a namespace), or what is wrong with the Secret.
     let mut problems: Vec<ConnectionError> = Vec::new();
@@ -586,8 +630,8 @@ pub fn resolve_topic(
         m.extend(of_topic.iter().map(|(k, v)| (k.clone(), v.clone())));
         m
     };
-    let connection_config = merged(cluster.map(|c| &c.connection_config), &topic.connection_config);
-    let producer_config = merged(cluster.map(|c| &c.producer_config), &topic.producer_config);
+    let mut connection_config = merged(cluster.map(|c| &c.connection_config), &topic.connection_config);
+    let mut producer_config = merged(cluster.map(|c| &c.producer_config), &topic.producer_config);
     let mut consumer_config = merged(cluster.map(|c| &c.consumer_config), &topic.consumer_config);
     consumer_config.retain(|k, _| !k.starts_with(PLATFORM_KEY_PREFIX));
 
@@ -645,6 +689,12 @@ pub fn resolve_topic(
             None
         }
     };
+
+    // The streamlets' security settings: their namespace's own where the cluster gives it some (the
+    // operator's client, above, keeps the cluster's).
+    if let Some(c) = cluster {
+        c.streamlet_credentials.lay_over(namespace, &mut connection_config, &mut producer_config, &mut consumer_config);
+    }
 
     match (bootstrap_servers, properties) {
         (Some(bootstrap_servers), Some(properties)) if problems.is_empty() => Ok(ResolvedTopic {

@@ -36,6 +36,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::approval::ApprovalPolicy;
 use super::intake::Stamps;
 use super::machine::{DEFAULT_SETTLE, Done, ResetMachine, State};
 use super::retry::DEFAULT_RETRY_FOR;
@@ -59,11 +60,19 @@ pub struct DriveOptions {
     pub concurrency: usize,
     /// How long a group retries transient failures (see [`ResetMachine::with_retry_for`]).
     pub retry_for: Duration,
+    /// Whether the request needs approval before it touches anything, and the administrator's
+    /// policies (see [`super::approval`]); applied by [`super::Admitted::start`].
+    pub approval: ApprovalPolicy,
 }
 
 impl Default for DriveOptions {
     fn default() -> Self {
-        DriveOptions { settle: DEFAULT_SETTLE, concurrency: 16, retry_for: DEFAULT_RETRY_FOR }
+        DriveOptions {
+            settle: DEFAULT_SETTLE,
+            concurrency: 16,
+            retry_for: DEFAULT_RETRY_FOR,
+            approval: ApprovalPolicy::default(),
+        }
     }
 }
 
@@ -404,7 +413,10 @@ impl Drive {
             return Some(Work::Persist(self.hand_out(now)));
         }
         if let Some(work) = self.ready.pop_front() {
-            return Some(work);
+            return Some(match work {
+                Work::Record(e) => Work::Record(e.requested_by(self.stamps.requested_by.as_deref())),
+                other => other,
+            });
         }
         if self.calls < self.limit
             && let Some(call) = self.queue.pop_front()

@@ -37,7 +37,7 @@ fn stopped_both() -> AnkkaFlowSpec {
 }
 
 fn fresh<'a>(request: Option<&'a str>, reset: Option<&'a ResetStatus>, history: &'a [ResetHistoryEntry]) -> Fresh<'a> {
-    Fresh { uid: UID, request, done: None, written: None, reset, history }
+    Fresh { uid: UID, request, done: None, reset, history, ..Default::default() }
 }
 
 fn admitted(text: &str) -> Admitted {
@@ -117,7 +117,14 @@ fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() 
         requested_at: Some("then".into()),
         ..Default::default()
     };
-    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), written: None, reset: Some(&done), history: &[] };
+    let f = Fresh {
+        uid: UID,
+        request: Some(&text),
+        done: Some(ID),
+        reset: Some(&done),
+        history: &[],
+        ..Default::default()
+    };
     let Intake::Answered(a) = intake(&f, T0) else { panic!() };
     assert_eq!(a.reset, done);
     assert!(a.events.is_empty());
@@ -151,7 +158,7 @@ fn a_request_done_by_its_progress_is_answered_without_kafka() {
     let outcome = GroupOutcome::Failed { topic: "shop.cart-events.v1".into(), reason: "r".into() };
     let progress = vec![LedgerEntry::of(UID, GroupProgress { group: router(), intent: None, outcome: Some(outcome) })];
     let text = annotation(&["router"]);
-    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), written: None, reset: None, history: &[] };
+    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: None, history: &[], ..Default::default() };
     let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
     let Started::Answered(a) = a.start(Some(progress), DriveOptions::default(), T0) else { panic!() };
     assert_eq!(a.reset.phase, RequestPhase::Done);
@@ -373,7 +380,8 @@ fn entries_of_this_object_and_entries_from_before_the_uid_are_its_own() {
     for uid in [Some(UID.to_string()), None] {
         let entries = vec![LedgerEntry { uid, progress: reset_router() }];
         let text = annotation(&["router"]);
-        let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), written: None, reset: None, history: &[] };
+        let f =
+            Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: None, history: &[], ..Default::default() };
         let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
         let Started::Answered(a) = a.start(Some(entries), DriveOptions::default(), T0) else { panic!() };
         assert_eq!(a.reset.phase, RequestPhase::Done);
@@ -428,4 +436,103 @@ fn a_refused_request_shows_its_refusal_before_the_done_write() {
     let w = work(&mut d);
     assert!(matches!(&w[..], [Work::WriteDone(id)] if id == ID), "{w:?}");
     assert_eq!(d.idle(), Idle::Done);
+}
+
+/// [`DriveOptions`] whose requests need approval.
+fn needing_approval() -> DriveOptions {
+    DriveOptions { approval: ApprovalPolicy { required: true, ..Default::default() }, ..DriveOptions::default() }
+}
+
+/// Intake and start of request `text` with governance annotations `requested_by`, `decision`,
+/// `decided_by`, and durable progress `progress`.
+fn gated(
+    text: &str,
+    decision: Option<&str>,
+    decided_by: Option<&str>,
+    progress: Vec<LedgerEntry>,
+    now: Timestamp,
+) -> Started {
+    let f = Fresh {
+        uid: UID,
+        request: Some(text),
+        requested_by: Some("alice"),
+        decision,
+        decided_by,
+        ..Default::default()
+    };
+    let Intake::Admitted(a) = intake(&f, now) else { panic!("admitted") };
+    a.start(Some(progress), needing_approval(), now)
+}
+
+#[test]
+fn a_request_awaiting_approval_touches_nothing_and_says_who_asked() {
+    let text = annotation(&["router"]);
+    let Started::Answered(a) = gated(&text, None, None, vec![], T0) else { panic!("an answer") };
+    assert_eq!(a.reset.phase, RequestPhase::AwaitingApproval);
+    assert_eq!(a.reset.requested_by.as_deref(), Some("alice"));
+    assert_eq!(a.done, None, "it stays open");
+    assert_eq!(a.events.len(), 1);
+    assert_eq!(
+        (a.events[0].reason.as_str(), a.events[0].key.as_str()),
+        ("ResetAwaitingApproval", &*format!("{ID}/awaiting"))
+    );
+    assert_eq!(a.events[0].requested_by.as_deref(), Some("alice"));
+}
+
+#[test]
+fn an_approved_request_runs_and_its_events_name_requester_and_approver() {
+    let text = annotation(&["router"]);
+    let approved = format!("approved {ID}");
+    let Started::Drive(mut d) = gated(&text, Some(&approved), Some("bob"), vec![], T0) else { panic!("a drive") };
+    d.observe(stopped_both(), BTreeMap::new(), T0);
+    let w = work(&mut d);
+    let Work::Record(e) = &w[0] else { panic!("{w:?}") };
+    assert_eq!((e.reason.as_str(), e.note.as_str()), ("ResetApproved", &*format!("reset {ID} was approved by bob")));
+    assert_eq!(e.requested_by.as_deref(), Some("alice"));
+    assert!(matches!(&w[1..], [Work::Kafka(KafkaCall::Inspect(_))]), "{w:?}");
+    let status = d.status(T0);
+    assert_eq!(status.requested_by.as_deref(), Some("alice"));
+    assert_eq!(status.approval.and_then(|a| a.by).as_deref(), Some("bob"));
+}
+
+#[test]
+fn a_denied_or_expired_request_is_settled_without_kafka() {
+    let text = annotation(&["router"]);
+    let denied = format!("denied {ID}");
+    let Started::Answered(a) = gated(&text, Some(&denied), Some("bob"), vec![], T0) else { panic!() };
+    assert_eq!((a.reset.phase, a.done.as_deref()), (RequestPhase::Denied, Some(ID)));
+    assert_eq!(a.reset.detail, format!("reset {ID} was denied by bob; nothing was reset"));
+    assert!(a.events.iter().any(|e| e.reason == "ResetDenied"), "{:?}", a.events);
+
+    let later = T0.after(crate::reset::DEFAULT_APPROVAL_TIMEOUT);
+    let f = Fresh { uid: UID, request: Some(&text), requested_by: Some("alice"), ..Default::default() };
+    let first_seen = ResetStatus {
+        id: ID.into(),
+        phase: RequestPhase::AwaitingApproval,
+        requested_at: Some(T0.rfc3339()),
+        ..Default::default()
+    };
+    let f = Fresh { reset: Some(&first_seen), ..f };
+    let Intake::Admitted(a) = intake(&f, later) else { panic!() };
+    let Started::Answered(a) = a.start(Some(vec![]), needing_approval(), later) else { panic!() };
+    assert_eq!((a.reset.phase, a.done.as_deref()), (RequestPhase::Expired, Some(ID)));
+    assert!(a.events.iter().any(|e| e.reason == "ResetExpired"), "{:?}", a.events);
+}
+
+#[test]
+fn a_request_that_started_runs_to_its_end_whatever_is_decided_later() {
+    let text = annotation(&["router"]);
+    let intent = Intent::new(BTreeMap::from([(0, Some(5))]), BTreeMap::from([(0, 0)]), 5);
+    let progress = vec![LedgerEntry::of(UID, GroupProgress { group: router(), intent: Some(intent), outcome: None })];
+    let denied = format!("denied {ID}");
+    assert!(matches!(gated(&text, Some(&denied), Some("bob"), progress, T0), Started::Drive(_)));
+}
+
+#[test]
+fn a_denied_request_stays_denied_once_its_done_annotation_is_written() {
+    let text = annotation(&["router"]);
+    let denied = ResetStatus { id: ID.into(), phase: RequestPhase::Denied, ..Default::default() };
+    let f = Fresh { uid: UID, request: Some(&text), done: Some(ID), reset: Some(&denied), ..Default::default() };
+    let Intake::Answered(a) = intake(&f, T0) else { panic!() };
+    assert_eq!(a.reset, denied);
 }

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use super::approval::{Asked, Gate, gate};
 use super::destination::Destination;
 use super::drive::{Drive, DriveOptions};
 use super::machine::{ResetMachine, State};
@@ -22,14 +23,14 @@ use super::status::{failing_since, merge_progress, progress_from_status};
 use super::vocabulary::{GroupProgress, LedgerEntry, Timestamp};
 use crate::events::{Event, EventType, fit_note};
 use crate::names::GroupId;
-use crate::request::{MalformedRequest, ResetRequest};
-use crate::resource::{RequestPhase, ResetHistoryEntry, ResetStatus};
+use crate::request::{MalformedRequest, ResetRequest, parse_instant};
+use crate::resource::{Approval, ApprovalDecision, RequestPhase, ResetHistoryEntry, ResetStatus};
 
 /// How many earlier requests `status.resetHistory` keeps.
 pub const HISTORY_LEN: usize = 10;
 
 /// What the driver read of one resource, fresh from the API server.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Fresh<'a> {
     /// The object's `metadata.uid`.
     pub uid: &'a str,
@@ -44,6 +45,12 @@ pub struct Fresh<'a> {
     pub reset: Option<&'a ResetStatus>,
     /// `status.resetHistory` as it stands.
     pub history: &'a [ResetHistoryEntry],
+    /// Who requested it (the annotation `reset-requested-by`, stamped at admission).
+    pub requested_by: Option<&'a str>,
+    /// The decision annotation's text (`approved <id>`, `denied <id>`).
+    pub decision: Option<&'a str>,
+    /// Who wrote the decision (the annotation `reset-decided-by`, stamped at admission).
+    pub decided_by: Option<&'a str>,
 }
 
 /// What the request needs, decided from a fresh read alone.
@@ -83,6 +90,8 @@ pub struct Admitted {
     from_status: Vec<GroupProgress>,
     failing_since: BTreeMap<GroupId, Timestamp>,
     destination: Option<Destination>,
+    decision: Option<String>,
+    decided_by: Option<String>,
 }
 
 /// How [`Admitted::start`] went.
@@ -94,13 +103,15 @@ pub enum Started {
     Drive(Box<Drive>),
 }
 
-/// When a request was written, when the operator first saw it, and when it finished: kept across
-/// reconciles.
+/// When a request was written, when the operator first saw it, who requested it, how it was
+/// approved, and when it finished: kept across reconciles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Stamps {
     pub uid: String,
     pub written_at: Option<String>,
     pub requested_at: String,
+    pub requested_by: Option<String>,
+    pub approval: Option<Approval>,
     pub finished_at: Option<String>,
 }
 
@@ -110,6 +121,8 @@ impl Stamps {
         r.uid = Some(self.uid.clone());
         r.written_at.clone_from(&self.written_at);
         r.requested_at = Some(self.requested_at.clone());
+        r.requested_by.clone_from(&self.requested_by);
+        r.approval.clone_from(&self.approval);
         if r.phase.finished() {
             r.finished_at = Some(self.finished_at.get_or_insert_with(|| now.rfc3339()).clone());
         }
@@ -141,12 +154,15 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     let events: Vec<Event> = superseded_event(previous, &request.id).into_iter().collect();
     let history = history(fresh.history, previous, &request.id);
     let same = previous.filter(|p| p.id == request.id);
+    let requested_by = fresh.requested_by.map(str::trim).filter(|u| !u.is_empty()).map(str::to_string);
     // The time written as first seen: a later write of another field by the same writer moves its
     // managed-fields time, not the request's.
     let stamps = |same: Option<&ResetStatus>| Stamps {
         uid: fresh.uid.to_string(),
         written_at: same.and_then(|p| p.written_at.clone()).or_else(|| fresh.written.map(str::to_string)),
         requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(|| now.rfc3339()),
+        requested_by: requested_by.clone(),
+        approval: same.and_then(|p| p.approval.clone()),
         finished_at: same.and_then(|p| p.finished_at.clone()),
     };
     // A status of this request for another object (restored from a backup with its status) with
@@ -160,7 +176,7 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     let same = same.filter(|p| p.uid.as_deref().is_none_or(|u| u == fresh.uid));
     // The fresh read holds the status the finishing reconcile wrote (a cache may not yet).
     if fresh.done == Some(request.id.as_str())
-        && let Some(kept) = same.filter(|p| matches!(p.phase, RequestPhase::Done | RequestPhase::Refused))
+        && let Some(kept) = same.filter(|p| p.phase.finished())
     {
         return Intake::Answered(Answer { reset: kept.clone(), history, events, done: None });
     }
@@ -171,6 +187,8 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
         annotation: raw.to_string(),
         done: fresh.done.map(str::to_string),
         destination: None,
+        decision: fresh.decision.map(str::to_string),
+        decided_by: fresh.decided_by.map(str::to_string),
         request,
         events,
         history,
@@ -210,6 +228,8 @@ impl Admitted {
             from_status,
             failing_since,
             destination,
+            decision,
+            decided_by,
         } = self;
         let (own, other): (Vec<LedgerEntry>, Vec<LedgerEntry>) =
             ledger.unwrap_or_default().into_iter().partition(|e| e.belongs_to(&stamps.uid));
@@ -220,6 +240,76 @@ impl Admitted {
         }
         let own = own.into_iter().map(|e| e.progress).collect();
         let progress = merge_progress(own, from_status);
+        let started = progress.iter().any(|p| p.intent.is_some() || p.outcome.is_some());
+        let requested_by = stamps.requested_by.clone();
+        let mut events = events;
+        // The approval gate, for a request that has touched nothing yet (see `super::approval`).
+        if done.as_deref() != Some(request.id.as_str()) {
+            let asked = Asked {
+                request: &request,
+                requested_by: requested_by.as_deref(),
+                decision: decision.as_deref(),
+                decided_by: decided_by.as_deref(),
+                requested_at: parse_instant(&stamps.requested_at).map_or(now, Timestamp),
+            };
+            match gate(&options.approval, &asked, now) {
+                Gate::Open(approval) => {
+                    if let Some(a) = approval.filter(|_| !started) {
+                        events.push(approved_event(&request.id, &a));
+                        stamps.approval = Some(a);
+                    }
+                }
+                Gate::Awaiting(_) | Gate::Closed(_) if started => {}
+                Gate::Awaiting(why) => {
+                    let event = Event::new(
+                        EventType::Normal,
+                        "ResetAwaitingApproval",
+                        why.clone(),
+                        format!("{}/awaiting", request.id),
+                    );
+                    events.push(event);
+                    let reset = ResetStatus {
+                        id: request.id.clone(),
+                        phase: RequestPhase::AwaitingApproval,
+                        detail: why,
+                        ..Default::default()
+                    };
+                    let events = stamp_events(events, requested_by.as_deref());
+                    let answer = Answer { reset: stamps.apply(reset, now), history, events, done: None };
+                    return Started::Answered(Box::new(answer));
+                }
+                Gate::Closed(approval) => {
+                    let (phase, reason, why) = match approval.decision {
+                        ApprovalDecision::Denied => (
+                            RequestPhase::Denied,
+                            "ResetDenied",
+                            format!(
+                                "reset {} was denied by {}; nothing was reset",
+                                request.id,
+                                approval.by.as_deref().unwrap_or("an approver")
+                            ),
+                        ),
+                        _ => (
+                            RequestPhase::Expired,
+                            "ResetExpired",
+                            format!("reset {} was not approved in time and expired; nothing was reset", request.id),
+                        ),
+                    };
+                    events.push(Event::new(
+                        EventType::Warning,
+                        reason,
+                        why.clone(),
+                        format!("{}/{reason}", request.id),
+                    ));
+                    stamps.approval = Some(approval);
+                    let reset = ResetStatus { id: request.id.clone(), phase, detail: why, ..Default::default() };
+                    let events = stamp_events(events, requested_by.as_deref());
+                    let answer = Answer { reset: stamps.apply(reset, now), history, events, done: Some(request.id) };
+                    return Started::Answered(Box::new(answer));
+                }
+            }
+        }
+        let events = stamp_events(events, requested_by.as_deref());
         let mut machine = ResetMachine::new(request, done.as_deref(), progress)
             .with_settle(options.settle)
             .with_retry_for(options.retry_for)
@@ -235,6 +325,21 @@ impl Admitted {
         }
         Started::Drive(Box::new(Drive::new(machine, annotation, history, stamps, events, options)))
     }
+}
+
+/// `events`, marked as events of a request `requested_by` requested.
+fn stamp_events(events: Vec<Event>, requested_by: Option<&str>) -> Vec<Event> {
+    events.into_iter().map(|e| e.requested_by(requested_by)).collect()
+}
+
+/// `ResetApproved`: who or which policy approved request `id`.
+fn approved_event(id: &str, a: &Approval) -> Event {
+    let how = match (&a.by, &a.policy) {
+        (Some(by), _) => format!("by {by}"),
+        (None, Some(policy)) => format!("by the administrator's policy {policy}"),
+        (None, None) => "by an approver".to_string(),
+    };
+    Event::new(EventType::Normal, "ResetApproved", format!("reset {id} was approved {how}"), format!("{id}/approved"))
 }
 
 /// The answer to request `id` when it was taken up for another object, of uid `other`: refused, with

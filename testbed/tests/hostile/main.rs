@@ -5,6 +5,10 @@
 //! - `clients`: settings of a topic that would reach the operator's own Kafka clients (signals, an
 //!   in-process mock cluster, unbounded logging), keys padded to slip past the rules, and token
 //!   endpoints that would make the operator an HTTP client at the tenant's command.
+//! - `acls`: Kafka enforces tenancy. A tenant who reads its streamlet Secret holds its namespace's
+//!   own credential, not the operator's, and Kafka's own tool gets nothing of another namespace's
+//!   group with it; the operator works with exactly the ACLs docs/secured-kafka.md lists, and a
+//!   missing one fails a reset at once, with nothing committed.
 //! - `owners`: another team's topic declared managed and deleted with the tenant's resource, a
 //!   forged claim of ownership, a resource or a topic created again, and topic names outside the
 //!   namespace's prefixes.
@@ -19,6 +23,7 @@ use std::time::Duration;
 
 use flow_testbed::*;
 
+mod acls;
 mod clients;
 mod owners;
 

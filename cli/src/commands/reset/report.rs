@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use flow_adapters::kube as k;
 use flow_core::request::ResetRequest;
-use flow_core::resource::{AnkkaFlow, GroupStage, GroupStatus, RequestPhase};
+use flow_core::resource::{AnkkaFlow, Approval, GroupStage, GroupStatus, RequestPhase};
 use kube::ResourceExt;
 use serde::Serialize;
 
@@ -35,6 +35,12 @@ pub struct Report {
     /// When the operator first saw it (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
+    /// Who requested it, as the API server authenticated them (docs/governance.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// Who or which policy approved it, or that it was denied or expired, where approval applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
     /// When it finished (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
@@ -78,6 +84,9 @@ impl Report {
             }
             RequestPhase::Superseded => {
                 Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}' was superseded by a newer request")))
+            }
+            RequestPhase::Denied | RequestPhase::Expired => {
+                Some((exit::RESET_REFUSED, format!("reset {id} of '{pipeline}': {}", self.detail)))
             }
             RequestPhase::Done => {
                 let failed: Vec<&str> =
@@ -128,6 +137,8 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
         detail: String::new(),
         to: None,
         requested_at: None,
+        requested_by: None,
+        approval: None,
         finished_at: None,
         groups: vec![],
     };
@@ -137,6 +148,8 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
             detail: r.detail.clone(),
             to: r.to.clone(),
             requested_at: r.requested_at.clone(),
+            requested_by: r.requested_by.clone(),
+            approval: r.approval.clone(),
             finished_at: r.finished_at.clone(),
             // A large request's status keeps a summary of each group: its message is spelled out
             // here from the group's other fields, so that the table and `-o json|yaml` say it whole.
@@ -204,10 +217,21 @@ pub(super) fn table(r: &Report, rates: &Rates) -> String {
     }
     if let Some(t) = &r.requested_at {
         out.push_str(&format!("requested: {t}"));
+        if let Some(by) = &r.requested_by {
+            out.push_str(&format!(" by {by}"));
+        }
         if let Some(f) = &r.finished_at {
             out.push_str(&format!("  finished: {f}"));
         }
         out.push('\n');
+    }
+    if let Some(a) = &r.approval {
+        let how = match (&a.by, &a.policy) {
+            (Some(by), _) => format!(" by {by}"),
+            (None, Some(policy)) => format!(" by policy {policy}"),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!("approval: {:?}{how}\n", a.decision));
     }
     if r.groups.is_empty() {
         return out;
@@ -319,6 +343,8 @@ mod tests {
             detail: String::new(),
             to: None,
             requested_at: None,
+            requested_by: None,
+            approval: None,
             finished_at: None,
             groups: outcomes
                 .iter()

@@ -17,6 +17,7 @@ use crate::render::topics::LiveTopic;
 use crate::render::workload::ANNOTATION_CONFIG_HASH;
 use crate::resource::OnDelete;
 
+mod credentials;
 mod examples;
 mod order;
 mod refusals;
