@@ -109,9 +109,19 @@ impl Cluster {
             kube::Error::Api(s) if s.code == 401 => {
                 format!("{command} failed: {} did not accept the kubeconfig's credentials ({})", self.server, s.message)
             }
-            kube::Error::Api(s) => format!("{command} failed: {}", s.message),
+            kube::Error::Api(s) => format!("{command} failed: {}", admission_message(&s.message)),
             other => format!("cannot reach Kubernetes: {}: {}", self.server, causes(other)),
         }
+    }
+}
+
+/// An admission policy's own message, without the API server's wrapping of it
+/// (`<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<policy>' with binding '<binding>'
+/// denied request: <message>`): the policy's message says the whole refusal (docs/governance.md).
+fn admission_message(message: &str) -> &str {
+    match message.split_once("ValidatingAdmissionPolicy '") {
+        Some((_, policy)) => policy.split_once(" denied request: ").map_or(message, |(_, said)| said),
+        None => message,
     }
 }
 
@@ -178,6 +188,15 @@ pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_admission_policy_says_its_own_refusal() {
+        let wrapped = "ankkaflows.flow.ankka.thinkmorestupidless.com \"cart\" is forbidden: ValidatingAdmissionPolicy \
+                       'ankka-flow-reset-guard' with binding 'ankka-flow-reset-guard' denied request: user carol may \
+                       not request a reset";
+        assert_eq!(super::admission_message(wrapped), "user carol may not request a reset");
+        assert_eq!(super::admission_message("pods \"x\" is forbidden: no"), "pods \"x\" is forbidden: no");
+    }
+
     use super::*;
 
     #[derive(Debug)]

@@ -62,7 +62,7 @@ enum Command {
     /// Nothing changes when a guard refuses.
     ///
     /// Check it with: kubectl -n <ns> get events --field-selector involvedObject.kind=AnkkaFlow,reason=ResetOffsets
-    Reset(commands::reset::Args),
+    Reset(Box<commands::reset::Args>),
     /// Rebuild a pipeline from the start in one request: stop, reset, start, catch up.
     ///
     /// The operator holds the target streamlets at 0 replicas itself (the resource is not edited),
@@ -128,7 +128,7 @@ async fn main() -> ExitCode {
     let result: Result<Output, Failure> = match cli.command {
         Command::Verify(args) => commands::verify::run(&args),
         Command::Generate(args) => commands::generate::run(args),
-        Command::Reset(args) => commands::reset::run(args).await,
+        Command::Reset(args) => commands::reset::run(*args).await,
         Command::Rebuild(args) => commands::rebuild::run(args).await,
         Command::Version(args) => commands::version(&args),
         Command::Completion { shell } => Ok(completion(shell)),

@@ -93,6 +93,7 @@ mod wording;
 
 pub use approval::{
     ApprovalPolicy, Asked, DEFAULT_APPROVAL_TIMEOUT, Decision, Gate, approval_required, gate, plan_records,
+    requester_kind,
 };
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, GATHER, Idle, KafkaCall, Persist, ProgressWrite, Work};

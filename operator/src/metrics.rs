@@ -133,6 +133,20 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// Label of the reset request counter: what kind of identity requested it (never who).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequesterLabels {
+    /// `user`, `serviceaccount` or `unknown` ([`flow_core::reset::requester_kind`]).
+    pub requester: String,
+}
+
+/// Label of the approval decision counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// `approved` (by a person or the administrator's policy), `denied` or `expired`.
+    pub decision: String,
+}
+
 /// The operator's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -140,6 +154,10 @@ pub struct Metrics {
     pub lag: Family<LagLabels, Gauge>,
     /// Groups finished by reset requests.
     pub reset_groups: Family<OutcomeLabels, Counter>,
+    /// Reset requests taken up, by the kind of identity that requested them.
+    pub reset_requests: Family<RequesterLabels, Counter>,
+    /// Decisions about reset requests that needed approval.
+    pub reset_decisions: Family<DecisionLabels, Counter>,
     /// When the catch-up of each reset group not yet caught up started (Unix seconds).
     pub catch_up_started: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     /// Request durations in seconds.
@@ -192,6 +210,24 @@ impl Default for Metrics {
         for outcome in ["reset", "failed"] {
             let _ = reset_groups.get_or_create(&OutcomeLabels { outcome: outcome.into() });
         }
+        let reset_requests = Family::<RequesterLabels, Counter>::default();
+        for requester in ["user", "serviceaccount", "unknown"] {
+            let _ = reset_requests.get_or_create(&RequesterLabels { requester: requester.into() });
+        }
+        registry.register(
+            "ankka_flow_reset_requests",
+            "Reset requests taken up, by the kind of identity the API server stamped as their requester (docs/governance.md)",
+            reset_requests.clone(),
+        );
+        let reset_decisions = Family::<DecisionLabels, Counter>::default();
+        for decision in ["approved", "denied", "expired"] {
+            let _ = reset_decisions.get_or_create(&DecisionLabels { decision: decision.into() });
+        }
+        registry.register(
+            "ankka_flow_reset_decisions",
+            "Decisions about reset requests that needed approval: approved, denied, or expired undecided",
+            reset_decisions.clone(),
+        );
         let reset_duration = Histogram::new(exponential_buckets(0.1, 2.0, 14));
         let pending = Gauge::default();
         let leader = Gauge::default();
@@ -282,6 +318,8 @@ impl Default for Metrics {
             registry,
             lag,
             reset_groups,
+            reset_requests,
+            reset_decisions,
             catch_up_started,
             reset_duration,
             pending,

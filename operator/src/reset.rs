@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use crate::connections::Connections;
 use crate::context::{Context, Error};
 use crate::faults;
+use crate::metrics::{DecisionLabels, Metrics, RequesterLabels};
 use crate::writes::{Object, timed};
 
 fn now() -> Timestamp {
@@ -100,6 +101,11 @@ pub async fn drive(
         Intake::Answered(answer) => return answered(ctx, &flow, &object, status, answer).await,
         Intake::Admitted(admitted) => admitted,
     };
+    // Counted when first taken up: before its first status write, the status names another request.
+    if fresh.reset.is_none_or(|r| r.id != admitted.id()) {
+        let requester = flow_core::reset::requester_kind(fresh.requested_by).to_string();
+        ctx.metrics.reset_requests.get_or_create(&RequesterLabels { requester }).inc();
+    }
     let name = flow.name_any();
     let owner = Owner { namespace: &ns, name: &name, uid: object.uid() };
     // An undo puts back what the ledger recorded of the request it undoes; when the ledger was lost,
@@ -232,7 +238,9 @@ async fn answered(
     if let Some(id) = &answer.done {
         refuse(object, status, id).await?;
     }
-    Ok(None)
+    // A request awaiting approval expires without anything written: looked at again then (a little
+    // after, so that the expiry has passed by the operator's clock too).
+    Ok(answer.recheck_at.map(|at| until(at) + Duration::from_secs(1)))
 }
 
 /// Marks refused request `id` done, its status (`status`, saying why) written first: the done
@@ -276,7 +284,9 @@ impl Events {
     /// Starts recording `event`.
     fn record(&mut self, ctx: &Context, event: Event) {
         let (client, instance, flow) = (ctx.client.clone(), ctx.settings.instance.clone(), Arc::clone(&self.flow));
-        self.recording.push(tokio::spawn(async move { record_with(&client, &instance, &flow, &event).await }));
+        let metrics = Arc::clone(&ctx.metrics);
+        self.recording
+            .push(tokio::spawn(async move { record_with(&client, &instance, &metrics, &flow, &event).await }));
     }
 
     /// Waits until every event started so far is recorded (or its failure logged).
@@ -663,18 +673,35 @@ fn count_finished(ctx: &Context, drive: &mut Drive) {
 
 /// Records an event; a failure (for example no RBAC grant for events) is logged, never fatal.
 async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
-    record_with(&ctx.client, &ctx.settings.instance, flow, event).await;
+    record_with(&ctx.client, &ctx.settings.instance, &ctx.metrics, flow, event).await;
 }
 
 /// [`record`] with the client and the instance name (the event's reporting instance).
-async fn record_with(client: &kube::Client, instance: &str, flow: &AnkkaFlow, event: &Event) {
+///
+/// A decision about a request that needed approval is counted when its event is created: events of
+/// a request are named by their key, so each decision is counted once, by whichever instance
+/// recorded it.
+async fn record_with(client: &kube::Client, instance: &str, metrics: &Metrics, flow: &AnkkaFlow, event: &Event) {
     let ns = flow.namespace().unwrap_or_default();
     let name = flow.name_any();
     match event.type_ {
         EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
         EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
     }
-    if let Err(e) = timed(k::record_event(client, flow, event, instance)).await {
-        tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
+    match timed(k::record_event(client, flow, event, instance)).await {
+        Ok(created) => {
+            let decision = match event.reason.as_str() {
+                "ResetApproved" => "approved",
+                "ResetDenied" => "denied",
+                "ResetExpired" => "expired",
+                _ => return,
+            };
+            if created {
+                metrics.reset_decisions.get_or_create(&DecisionLabels { decision: decision.into() }).inc();
+            }
+        }
+        Err(e) => {
+            tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
+        }
     }
 }

@@ -100,15 +100,26 @@ fn bind(users: &[(&str, &[&str])]) {
 fn who_may_reset_who_asked_and_who_approved() {
     let _serial = serial();
     let mut policies = Policies::install(&["deploy/governance.yaml"]);
-    let mut op = cart_scenario(NS, 0, &[("FLOW_RESET_APPROVAL_NAMESPACES", NS), ("FLOW_LAG_INTERVAL_SECONDS", "1")]);
+    let mut op = cart_scenario(
+        NS,
+        0,
+        &[
+            ("FLOW_RESET_APPROVAL_NAMESPACES", NS),
+            ("FLOW_LAG_INTERVAL_SECONDS", "1"),
+            ("FLOW_METRICS_ADDRESS", "127.0.0.1:0"),
+        ],
+    );
+    let metrics = metrics_address(&op);
     bind(&[("carol", &[]), ("alice", &["ankka-flow-reset", "ankka-flow-approve"]), ("bob", &["ankka-flow-approve"])]);
     let before = kafka::committed(GROUP, TOPIC, 3);
 
     // carol may edit the pipeline, not reset it: refused at admission, by the CLI and by hand.
     let o = flow_as("carol", &["reset", "cart", "-n", NS]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
-    assert!(
-        stderr(&o).contains("user carol may not request a reset of AnkkaFlow gov/cart: that needs the verb reset"),
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "reset failed: user carol may not request a reset of AnkkaFlow gov/cart: that needs the verb reset on \
+         ankkaflows (the ClusterRole ankka-flow-reset grants it)",
         "{}",
         show(&o)
     );
@@ -137,7 +148,11 @@ fn who_may_reset_who_asked_and_who_approved() {
     assert!(s["detail"].as_str().unwrap_or_default().contains("flow reset approve"), "{s}");
     let o = flow_as("alice", &["reset", "approve", &id, "-n", NS]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
-    assert!(stderr(&o).contains("user alice requested this reset and may not approve it too"), "{}", show(&o));
+    assert!(
+        stderr(&o).starts_with("reset approve failed: user alice requested this reset and may not approve it too"),
+        "{}",
+        show(&o)
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), before, "nothing moves before approval");
     assert_eq!(annotation(NS, "cart", DONE), None);
@@ -153,6 +168,8 @@ fn who_may_reset_who_asked_and_who_approved() {
     let record: serde_json::Value = serde_json::from_slice(&record.stdout).expect("JSON");
     assert_eq!((record["phase"].as_str(), record["requestedBy"].as_str()), (Some("Done"), Some("alice")));
     assert_eq!(record["approval"], serde_json::json!({ "decision": "Approved", "by": "bob" }));
+    assert_eq!(record["request"], serde_json::json!({ "id": id, "streamlets": [] }));
+    assert!(record["requestedAt"].is_string() && record["finishedAt"].is_string(), "{record}");
     assert_eq!(record["groups"][0]["offsetsAfter"], serde_json::json!({ "0": 0, "1": 0, "2": 0 }));
     // Every event of the request names its requester.
     let events: serde_json::Value =
@@ -170,6 +187,12 @@ fn who_may_reset_who_asked_and_who_approved() {
         assert_eq!(e["metadata"]["annotations"][REQUESTED_BY], "alice", "{e}");
     }
 
+    // /metrics counts requests by the kind of requester and decisions, never naming anyone.
+    let body = http_get(&metrics, "/metrics").1;
+    assert!(body.contains("ankka_flow_reset_requests_total{requester=\"user\"} 1\n"), "{body}");
+    assert!(body.contains("ankka_flow_reset_decisions_total{decision=\"approved\"} 1\n"), "{body}");
+    assert!(!body.contains("alice") && !body.contains("bob"), "{body}");
+
     // A denied request touches nothing.
     standin::read(GROUP, TOPIC, 60);
     let before = kafka::committed(GROUP, TOPIC, 3);
@@ -181,8 +204,12 @@ fn who_may_reset_who_asked_and_who_approved() {
     assert_eq!(s["approval"], serde_json::json!({ "decision": "Denied", "by": "bob" }));
     wait_done(NS, "cart", &id, Duration::from_secs(30));
     assert_eq!(kafka::committed(GROUP, TOPIC, 3), before, "a denied request moved offsets");
+    let body = http_get(&metrics, "/metrics").1;
+    assert!(body.contains("ankka_flow_reset_requests_total{requester=\"user\"} 2\n"), "{body}");
+    assert!(body.contains("ankka_flow_reset_decisions_total{decision=\"denied\"} 1\n"), "{body}");
 
-    // Nobody decides in time: it expires, touching nothing.
+    // Nobody decides in time: it expires, touching nothing (the operator looks again at its expiry,
+    // without waiting for the resync).
     op.stop();
     op = Operator::start(
         &fresh_dir(NS),
@@ -190,7 +217,6 @@ fn who_may_reset_who_asked_and_who_approved() {
             ("FLOW_WATCH_NAMESPACE", NS),
             ("FLOW_RESET_APPROVAL_NAMESPACES", NS),
             ("FLOW_RESET_APPROVAL_TIMEOUT_SECONDS", "2"),
-            ("FLOW_OPERATOR_RESYNC_SECONDS", "1"),
         ],
     );
     // (--wait ends with exit code 3, as for a refusal)

@@ -108,8 +108,8 @@ pub struct Asked<'a> {
 pub enum Gate {
     /// The request may run; how it was approved, where approval applies.
     Open(Option<Approval>),
-    /// It waits for a decision: why, for the status and its event.
-    Awaiting(String),
+    /// It waits for a decision: why, for the status and its event, and when it expires.
+    Awaiting(String, Timestamp),
     /// Denied or expired: settled for good without touching anything.
     Closed(Approval),
 }
@@ -157,11 +157,12 @@ pub fn gate(policy: &ApprovalPolicy, asked: &Asked<'_>, now: Timestamp) -> Gate 
     }
     let requester = asked.requested_by.map_or_else(String::new, |r| format!(" (requested by {r})"));
     let not_counted = not_counted.map_or_else(String::new, |why| format!("; an approval was written, but {why}"));
-    Gate::Awaiting(format!(
+    let why = format!(
         "reset {id}{requester} awaits approval: a user with the approve permission, other than the requester, runs \
          flow reset approve {id} (or flow reset deny {id}); it expires at {}{not_counted}",
         expires.rfc3339()
-    ))
+    );
+    Gate::Awaiting(why, expires)
 }
 
 /// The administrator's policy that approves `request` without a person, by name, if any.
@@ -187,6 +188,18 @@ pub fn plan_records(plan: &crate::request::PlanOffsets) -> Option<u64> {
         }
     }
     Some(total)
+}
+
+/// What kind of identity requested a reset, as a bounded metric label (never the name itself):
+/// `serviceaccount` for a Kubernetes service account (`system:serviceaccount:<ns>:<name>`, see
+/// <https://kubernetes.io/docs/reference/access-authn-authz/authentication/#service-account-tokens>),
+/// `user` for anyone else the API server authenticated, `unknown` when nothing stamped the request.
+pub fn requester_kind(requested_by: Option<&str>) -> &'static str {
+    match requested_by {
+        None | Some("") => "unknown",
+        Some(user) if user.starts_with("system:serviceaccount:") => "serviceaccount",
+        Some(_) => "user",
+    }
 }
 
 #[cfg(test)]
@@ -217,7 +230,7 @@ mod tests {
     #[test]
     fn a_request_waits_until_someone_else_approves_it() {
         let r = request();
-        let Gate::Awaiting(why) = gate(&required(), &asked(&r, None, None), Timestamp(1000)) else { panic!() };
+        let Gate::Awaiting(why, _) = gate(&required(), &asked(&r, None, None), Timestamp(1000)) else { panic!() };
         assert!(why.starts_with(&format!("reset {ID} (requested by alice) awaits approval: ")), "{why}");
         assert!(why.contains("it expires at 1970-01-02T00:00:00Z"), "{why}");
         let approved = format!("approved {ID}");
@@ -226,14 +239,15 @@ mod tests {
             Gate::Open(Some(Approval { decision: ApprovalDecision::Approved, by: Some("bob".into()), policy: None }))
         );
         // the requester's own approval does not count; nor one without an approver
-        let Gate::Awaiting(why) = gate(&required(), &asked(&r, Some(&approved), Some("alice")), Timestamp(1000)) else {
+        let Gate::Awaiting(why, _) = gate(&required(), &asked(&r, Some(&approved), Some("alice")), Timestamp(1000))
+        else {
             panic!()
         };
         assert!(why.ends_with("an approval was written, but alice requested it, and may not approve it too"), "{why}");
-        assert!(matches!(gate(&required(), &asked(&r, Some(&approved), None), Timestamp(1000)), Gate::Awaiting(_)));
+        assert!(matches!(gate(&required(), &asked(&r, Some(&approved), None), Timestamp(1000)), Gate::Awaiting(..)));
         // a decision about another request does not count either
         let other = "approved 00000000-0000-4000-8000-000000000000";
-        assert!(matches!(gate(&required(), &asked(&r, Some(other), Some("bob")), Timestamp(1000)), Gate::Awaiting(_)));
+        assert!(matches!(gate(&required(), &asked(&r, Some(other), Some("bob")), Timestamp(1000)), Gate::Awaiting(..)));
     }
 
     #[test]
@@ -245,7 +259,7 @@ mod tests {
             Gate::Closed(Approval { decision: ApprovalDecision::Denied, by: Some("alice".into()), policy: None })
         );
         let day = i64::try_from(DEFAULT_APPROVAL_TIMEOUT.as_millis()).unwrap();
-        assert!(matches!(gate(&required(), &asked(&r, None, None), Timestamp(day - 1)), Gate::Awaiting(_)));
+        assert!(matches!(gate(&required(), &asked(&r, None, None), Timestamp(day - 1)), Gate::Awaiting(..)));
         assert_eq!(
             gate(&required(), &asked(&r, None, None), Timestamp(day)),
             Gate::Closed(Approval { decision: ApprovalDecision::Expired, by: None, policy: None })
@@ -265,7 +279,7 @@ mod tests {
             }))
         );
         let no_dry = ApprovalPolicy { auto_approve_dry_runs: false, ..required() };
-        assert!(matches!(gate(&no_dry, &asked(&dry, None, None), Timestamp(0)), Gate::Awaiting(_)));
+        assert!(matches!(gate(&no_dry, &asked(&dry, None, None), Timestamp(0)), Gate::Awaiting(..)));
 
         let plan = |expected: Option<i64>| {
             let mut r = request();
@@ -278,9 +292,9 @@ mod tests {
         assert!(
             matches!(approved(&plan(Some(100))), Gate::Open(Some(a)) if a.policy.as_deref() == Some("records-at-most-90"))
         );
-        assert!(matches!(approved(&plan(Some(101))), Gate::Awaiting(_)), "91 records");
-        assert!(matches!(approved(&plan(None)), Gate::Awaiting(_)), "a partition without an offset is no count");
-        assert!(matches!(approved(&request()), Gate::Awaiting(_)), "a reset to the start is no plan");
+        assert!(matches!(approved(&plan(Some(101))), Gate::Awaiting(..)), "91 records");
+        assert!(matches!(approved(&plan(None)), Gate::Awaiting(..)), "a partition without an offset is no count");
+        assert!(matches!(approved(&request()), Gate::Awaiting(..)), "a reset to the start is no plan");
     }
 
     #[test]
@@ -296,5 +310,15 @@ mod tests {
         assert!(!approval_required(&["shop".into()], "tenant", None));
         assert!(approval_required(&[], "tenant", Some("Required")));
         assert!(!approval_required(&[], "tenant", Some("no")));
+    }
+
+    #[test]
+    fn requester_kinds_are_bounded() {
+        assert_eq!(requester_kind(None), "unknown");
+        assert_eq!(requester_kind(Some("")), "unknown");
+        assert_eq!(requester_kind(Some("system:serviceaccount:ci:deployer")), "serviceaccount");
+        assert_eq!(requester_kind(Some("alice@example.com")), "user");
+        // a user named like a prefix of it is still a user
+        assert_eq!(requester_kind(Some("system:serviceaccounts")), "user");
     }
 }

@@ -471,6 +471,8 @@ fn a_request_awaiting_approval_touches_nothing_and_says_who_asked() {
     assert_eq!(a.reset.phase, RequestPhase::AwaitingApproval);
     assert_eq!(a.reset.requested_by.as_deref(), Some("alice"));
     assert_eq!(a.done, None, "it stays open");
+    // looked at again when it expires, though nothing changes
+    assert_eq!(a.recheck_at, Some(T0.after(needing_approval().approval.timeout)));
     assert_eq!(a.events.len(), 1);
     assert_eq!(
         (a.events[0].reason.as_str(), a.events[0].key.as_str()),

@@ -76,6 +76,9 @@ pub struct Answer {
     /// The request id to write to the done annotation (after the status and the events): the answer
     /// settles the request for good.
     pub done: Option<String>,
+    /// When to look at the request again though nothing about it changed: the moment a request
+    /// awaiting approval expires.
+    pub recheck_at: Option<Timestamp>,
 }
 
 /// A well-formed request that is not known to be done yet.
@@ -148,6 +151,7 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
                 history: history(fresh.history, previous, ""),
                 events: vec![malformed_event(raw, &why)],
                 done: None,
+                recheck_at: None,
             });
         }
     };
@@ -178,7 +182,7 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     if fresh.done == Some(request.id.as_str())
         && let Some(kept) = same.filter(|p| p.phase.finished())
     {
-        return Intake::Answered(Answer { reset: kept.clone(), history, events, done: None });
+        return Intake::Answered(Answer { reset: kept.clone(), history, events, done: None, recheck_at: None });
     }
     Intake::Admitted(Admitted {
         stamps: stamps(same),
@@ -259,8 +263,8 @@ impl Admitted {
                         stamps.approval = Some(a);
                     }
                 }
-                Gate::Awaiting(_) | Gate::Closed(_) if started => {}
-                Gate::Awaiting(why) => {
+                Gate::Awaiting(..) | Gate::Closed(_) if started => {}
+                Gate::Awaiting(why, expires) => {
                     let event = Event::new(
                         EventType::Normal,
                         "ResetAwaitingApproval",
@@ -275,7 +279,13 @@ impl Admitted {
                         ..Default::default()
                     };
                     let events = stamp_events(events, requested_by.as_deref());
-                    let answer = Answer { reset: stamps.apply(reset, now), history, events, done: None };
+                    let answer = Answer {
+                        reset: stamps.apply(reset, now),
+                        history,
+                        events,
+                        done: None,
+                        recheck_at: Some(expires),
+                    };
                     return Started::Answered(Box::new(answer));
                 }
                 Gate::Closed(approval) => {
@@ -304,7 +314,13 @@ impl Admitted {
                     stamps.approval = Some(approval);
                     let reset = ResetStatus { id: request.id.clone(), phase, detail: why, ..Default::default() };
                     let events = stamp_events(events, requested_by.as_deref());
-                    let answer = Answer { reset: stamps.apply(reset, now), history, events, done: Some(request.id) };
+                    let answer = Answer {
+                        reset: stamps.apply(reset, now),
+                        history,
+                        events,
+                        done: Some(request.id),
+                        recheck_at: None,
+                    };
                     return Started::Answered(Box::new(answer));
                 }
             }
@@ -321,7 +337,7 @@ impl Admitted {
             // Done, but the status missed the final write (it failed, or the operator stopped just
             // before): rebuilt from the recorded outcomes, with nothing redone.
             let reset = stamps.apply(machine.status(), now);
-            return Started::Answered(Box::new(Answer { reset, history, events, done: None }));
+            return Started::Answered(Box::new(Answer { reset, history, events, done: None, recheck_at: None }));
         }
         Started::Drive(Box::new(Drive::new(machine, annotation, history, stamps, events, options)))
     }
@@ -361,7 +377,7 @@ fn taken_up_elsewhere(
     let why = fit_note(&why);
     events.push(Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")));
     let reset = ResetStatus { id: id.to_string(), phase: RequestPhase::Refused, detail: why, ..Default::default() };
-    Answer { reset: stamps.apply(reset, now), history, events, done: Some(id.to_string()) }
+    Answer { reset: stamps.apply(reset, now), history, events, done: Some(id.to_string()), recheck_at: None }
 }
 
 /// When the request in the annotation (`current_id`) differs from the one the status last described

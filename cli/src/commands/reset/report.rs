@@ -32,6 +32,10 @@ pub struct Report {
     /// The instant the groups go to (RFC 3339), for a reset to a time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
+    /// The request as its requester wrote it (its streamlets, and where it moves the groups: a
+    /// time, an undo, or a saved plan with every offset), while the AnkkaFlow still holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<ResetRequest>,
     /// When the operator first saw it (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
@@ -129,6 +133,8 @@ pub(super) fn update_rates(rates: &mut Rates, prev: &Report, at: Instant, r: &Re
 
 /// What one resource says about request `id`, if anything.
 pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
+    let (raw, done) = k::reset_annotations(flow);
+    let request = raw.map(ResetRequest::parse).and_then(Result::ok).filter(|r| r.id == id);
     let base = |phase: RequestPhase| Report {
         id: id.to_string(),
         namespace: flow.namespace().unwrap_or_default(),
@@ -136,6 +142,7 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
         phase,
         detail: String::new(),
         to: None,
+        request: request.clone(),
         requested_at: None,
         requested_by: None,
         approval: None,
@@ -166,11 +173,10 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
     }
     // Done, with its status not written yet: the operator writes a refusal's status before its done
     // annotation, and a completed request's after it (see `flow_core::reset::Drive`).
-    let (raw, done) = k::reset_annotations(flow);
-    match raw.map(ResetRequest::parse) {
-        Some(Ok(r)) if r.id == id && done == Some(id) => Some(base(RequestPhase::Done)),
-        Some(Ok(r)) if r.id == id => Some(base(RequestPhase::Requested)),
-        _ => None,
+    match &request {
+        Some(_) if done == Some(id) => Some(base(RequestPhase::Done)),
+        Some(_) => Some(base(RequestPhase::Requested)),
+        None => None,
     }
 }
 
@@ -342,6 +348,7 @@ mod tests {
             phase,
             detail: String::new(),
             to: None,
+            request: None,
             requested_at: None,
             requested_by: None,
             approval: None,
