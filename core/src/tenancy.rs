@@ -207,8 +207,10 @@ fn candidates<'a>(
     if others.is_empty() {
         return Vec::new();
     }
-    let mine: Vec<(GroupId, Place)> =
-        inlet_groups(&me, clusters, endpoints).into_iter().filter(|(g, _)| groups.is_none_or(|gs| gs.contains(g))).collect();
+    let mine: Vec<(GroupId, Place)> = inlet_groups(&me, clusters, endpoints)
+        .into_iter()
+        .filter(|(g, _)| groups.is_none_or(|gs| gs.contains(g)))
+        .collect();
     let mut out = Vec::new();
     for other in others {
         let at = FlowRef { namespace: other.namespace.into(), name: other.name.into() };
@@ -498,7 +500,10 @@ mod tests {
         assert_eq!(undecided(all[0], &all, &clusters, &TokenEndpoints::default(), None).len(), 2);
         assert_eq!(shared_groups(all[0], &all, &clusters, &TokenEndpoints::default(), &ids), Vec::new());
         // Without the other's resource, nothing is asked at all.
-        assert_eq!(undecided(all[0], &all[..1], &clusters, &TokenEndpoints::default(), None), Vec::<KafkaConnection>::new());
+        assert_eq!(
+            undecided(all[0], &all[..1], &clusters, &TokenEndpoints::default(), None),
+            Vec::<KafkaConnection>::new()
+        );
     }
 
     #[test]
@@ -512,8 +517,10 @@ mod tests {
                 Pipeline { namespace: "shop", name: "cart", spec: &shop },
                 Pipeline { namespace: "tenant", name: "cart", spec: &tenant },
             ];
-            let asked: Vec<String> =
-                undecided(all[1], &all, &clusters, &TokenEndpoints::default(), None).into_iter().map(|c| c.bootstrap_servers).collect();
+            let asked: Vec<String> = undecided(all[1], &all, &clusters, &TokenEndpoints::default(), None)
+                .into_iter()
+                .map(|c| c.bootstrap_servers)
+                .collect();
             assert_eq!(asked.len(), 2, "{spelling}: {asked:?}");
             assert!(asked.contains(&"127.0.0.1:9092".to_string()), "{asked:?}");
             let shared = shared_groups(all[1], &all, &clusters, &TokenEndpoints::default(), &ids);
@@ -537,8 +544,14 @@ mod tests {
         ];
         let router = GroupId::from_raw("cart.router.in");
         let cases = [
-            (shared_groups(all[0], &all, &clusters, &TokenEndpoints::default(), &ids), "the other pipeline's Kafka cluster did not give its id"),
-            (shared_groups(all[0], &all, &clusters, &TokenEndpoints::default(), &none), "this pipeline's Kafka cluster id is not known yet"),
+            (
+                shared_groups(all[0], &all, &clusters, &TokenEndpoints::default(), &ids),
+                "the other pipeline's Kafka cluster did not give its id",
+            ),
+            (
+                shared_groups(all[0], &all, &clusters, &TokenEndpoints::default(), &none),
+                "this pipeline's Kafka cluster id is not known yet",
+            ),
         ];
         for (shared, reason) in cases {
             let s = shared.iter().find(|s| s.group == router).unwrap();
@@ -659,8 +672,21 @@ mod tests {
             Pipeline { namespace: "shop", name: "cart", spec: &shop },
             Pipeline { namespace: "tenant", name: "cart", spec: &tenant },
         ];
-        assert_eq!(undecided(all[0], &all, &clusters, &TokenEndpoints::default(), Some(&[GroupId::from_raw("cart.sink.in")])), Vec::new());
-        assert_eq!(undecided(all[0], &all, &clusters, &TokenEndpoints::default(), Some(&[GroupId::from_raw("cart.router.in")])).len(), 2);
+        assert_eq!(
+            undecided(all[0], &all, &clusters, &TokenEndpoints::default(), Some(&[GroupId::from_raw("cart.sink.in")])),
+            Vec::new()
+        );
+        assert_eq!(
+            undecided(
+                all[0],
+                &all,
+                &clusters,
+                &TokenEndpoints::default(),
+                Some(&[GroupId::from_raw("cart.router.in")])
+            )
+            .len(),
+            2
+        );
     }
 
     #[test]

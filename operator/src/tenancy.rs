@@ -118,7 +118,8 @@ async fn shared_groups(
     clusters: &Clusters,
     groups: Option<&[GroupId]>,
 ) -> Vec<SharedGroup> {
-    let needed = with_pipelines(flow, all, |me, others| tenancy::undecided(me, others, clusters, &ctx.token_endpoints, groups));
+    let needed =
+        with_pipelines(flow, all, |me, others| tenancy::undecided(me, others, clusters, &ctx.token_endpoints, groups));
     let home = groups
         .and_then(|g| g.first().cloned())
         .or_else(|| flow_core::targets::select(&flow.spec, &[]).ok()?.first()?.inlets.first().map(|i| i.group.clone()));
