@@ -51,13 +51,12 @@ pub async fn refusal(ctx: &Context, flow: &AnkkaFlow, refusal: &Refusal) {
 
 /// A resource being deleted (needs Kafka and a client): deletes the managed topics that resolve and
 /// that the operator created for it (a topic already gone is fine; see [`Deletion`]), records a
-/// `TopicKept` event for each other one, forgets the record of what it created, then removes the
-/// finalizer. Nothing else: the owner references let Kubernetes delete the rest.
+/// `TopicKept` event for each other one, removes the finalizer, then forgets the record of what it
+/// created. Nothing else: the owner references let Kubernetes delete the rest.
 ///
 /// # Errors
 /// [`Error::TopicDelete`] when a topic the record names could not be described or deleted (the
-/// finalizer stays, and the deletion is tried again); the record's deletion or the finalizer's
-/// removal failing.
+/// finalizer stays, and the deletion is tried again); the finalizer's removal failing.
 pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(), Error> {
     let (ns, name) = (flow.namespace().unwrap_or_default(), flow.name_any());
     for why in &d.unresolved {
@@ -91,10 +90,16 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
     if d.remove_finalizer {
         // Back from Kafka: the API writes take a reconcile slot again (`crate::slots`).
         let _slot = ctx.slots.resume().await;
-        if let Some(uid) = flow.uid() {
-            crate::owners::forget(ctx, &uid).await?;
-        }
         owned::remove_finalizer(&ctx.client, flow, FINALIZER).await?;
+        // The record goes after the finalizer: while the finalizer stays (its removal failed, and
+        // the deletion is tried again), the record must still prove which topics were the
+        // resource's, or a retry would report them as someone else's. A record left behind (the
+        // API server refused its deletion) names a resource that is gone: the sweep forgets it.
+        if let Some(uid) = flow.uid()
+            && let Err(e) = crate::owners::forget(ctx, &uid).await
+        {
+            tracing::warn!(namespace = %ns, name = %name, error = %e, "the record of the topics the operator created for this resource is left for the sweep");
+        }
     }
     Ok(())
 }

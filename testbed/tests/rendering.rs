@@ -394,18 +394,20 @@ fn topics_streamlets_and_deletion_on_the_real_broker() {
         ["topic 'tops.differs' is left in Kafka: the operator did not create it for this resource"],
         "tops.deltas left the resource with mapper, so only tops.differs is a managed topic at deletion"
     );
-    // The record of what the operator created goes with the resource.
-    let records = kubectl_ok(&[
-        "-n",
-        "ankka-flow",
-        "get",
-        "configmaps",
-        "-l",
-        "flow.ankka.thinkmorestupidless.com/owner-namespace=shop-topics",
-        "-o",
-        "name",
-    ]);
-    assert_eq!(records.trim(), "", "{records}");
+    // The record of what the operator created goes with the resource (right after its finalizer).
+    wait_until("the record gone", Duration::from_secs(10), || {
+        let records = kubectl_ok(&[
+            "-n",
+            "ankka-flow",
+            "get",
+            "configmaps",
+            "-l",
+            "flow.ankka.thinkmorestupidless.com/owner-namespace=shop-topics",
+            "-o",
+            "name",
+        ]);
+        records.trim().is_empty().then_some(())
+    });
     let log = op.log_text();
     assert!(!log.to_lowercase().contains("forbidden"), "the shipped rights refused something:\n{log}");
 }
