@@ -13,6 +13,15 @@
 //! - `the_prefix_rule_refuses_before_anything_is_applied`: a managed topic outside the prefixes the
 //!   cluster Secret allows the namespace is refused, naming the topic and the prefixes; nothing is
 //!   created in Kafka or Kubernetes.
+//!
+//! And the shared-group rule, which reads only what a tenant cannot forge (docs/tenancy.md, rule 4):
+//!
+//! - `another_spelling_or_a_forged_resumed_status_cannot_reset_another_namespaces_group`: a tenant
+//!   whose pipeline has another namespace's pipeline id names the same brokers as `localhost`
+//!   rather than `127.0.0.1`: Kafka's cluster id tells them apart from no other cluster, so its
+//!   reset is refused. It then forges its status to say that its next request already began (an
+//!   intent of the shared group in its progress), which once skipped the rule: refused again, and
+//!   the other namespace's offsets never move.
 
 use super::*;
 
@@ -221,7 +230,8 @@ fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
             "deleted topic 'hostile-owners.valid', which the operator created for this resource",
         ]
     );
-    assert!(records(ns).is_empty(), "the record goes with the resource: {:?}", records(ns));
+    // The record goes right after the resource (the finalizer first, docs/rendering.md).
+    wait_until("the record to go with the resource", Duration::from_secs(10), || records(ns).is_empty().then_some(()));
     let log = op.log_text();
     assert!(!log.to_lowercase().contains("forbidden"), "the shipped rights refused something:\n{log}");
     op.stop();
@@ -291,7 +301,9 @@ fn a_recreated_resource_or_topic_inherits_no_ownership() {
     assert_eq!(kafka::watermarks(replaced).values().map(|(_, high)| high).sum::<i64>(), 6);
     // The first resource's record stays until the sweep (hourly) finds its resource gone; the
     // others went with their resources.
-    assert_eq!(records(ns), [format!("configmap/flow-topics-{first}")]);
+    wait_until("the records of the deleted resources to go", Duration::from_secs(10), || {
+        (records(ns) == [format!("configmap/flow-topics-{first}")]).then_some(())
+    });
     op.stop();
     for t in [input, valid, review, replaced] {
         kafka::remove_topic(t);
@@ -341,4 +353,107 @@ fn the_prefix_rule_refuses_before_anything_is_applied() {
     }
     assert!(!exists(squatted));
     op.stop();
+}
+
+#[test]
+fn another_spelling_or_a_forged_resumed_status_cannot_reset_another_namespaces_group() {
+    let _serial = serial();
+    let (victim, tenant) = ("hostile-spelling-victim", "hostile-spelling");
+    let topic = "hostile-spelling.events";
+    let group = "spell.router.in";
+    install_crd();
+    ensure_namespace(CLUSTERS);
+    fresh(victim);
+    fresh(tenant);
+    let plain = env("FLOW_TESTBED_KAFKA");
+    let port = plain.rsplit(':').next().expect("a port").to_string();
+    assert!(plain.starts_with("127.0.0.1:"), "the test bed's broker is not where this test expects: {plain}");
+    // The victim's cluster: the test bed's broker as 127.0.0.1, for the victim's namespace alone.
+    let _secret = cluster_secret("spelling", &plain, "security.protocol=PLAINTEXT", victim);
+    kafka::recreate_topic(topic, 3);
+    kafka::produce(topic, 3, 10);
+    standin::read(group, topic, 30);
+    let before = kafka::committed(group, topic, 3);
+    assert_eq!(before, (0..3).map(|p| (p, Some(10))).collect(), "the victim's group read everything");
+
+    let watched = format!("{victim},{tenant}");
+    let identity = format!("flow-operator-hostile-spelling-{}", std::process::id());
+    let env_of = [
+        ("FLOW_WATCH_NAMESPACE", watched.as_str()),
+        ("FLOW_LEASE_NAME", "ankka-flow-operator-hostile-spelling"),
+        ("HOSTNAME", identity.as_str()),
+        ("FLOW_OPERATOR_RESYNC_SECONDS", "2"),
+    ];
+    let op = Operator::start(&fresh_dir(tenant), &env_of);
+    // Both pipelines are `spell`, so both map inlet router.in to consumer group spell.router.in.
+    apply_router(victim, "spell", topic, "      cluster = spelling");
+    apply_router(tenant, "spell", topic, &format!("      bootstrap.servers = \"localhost:{port}\""));
+    let refused = |id: &str| {
+        format!(
+            "reset {id} refused: consumer group {group} is also the consumer group of AnkkaFlow {victim}/spell on the \
+             same Kafka cluster, and a reset would move its offsets too; give one of the pipelines another name, or \
+             have an administrator annotate Secret 'kafka-cluster-spelling' with \
+             flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups: \"true\""
+        )
+    };
+
+    // Another spelling of the same brokers: the same cluster id, so the same cluster.
+    let o = flow(&["reset", "spell", "-n", tenant, "--wait", "--timeout", "60s"]);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    // Without -o json, the request line and the final status both go to stdout.
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("reset requested for 'spell': "))
+        .unwrap_or_else(|| panic!("no request line: {}", show(&o)))
+        .to_string();
+    let status = reset_status(tenant, "spell");
+    assert_eq!((status["phase"].as_str(), status["detail"].as_str()), (Some("Refused"), Some(refused(&id).as_str())));
+    // The status shows when the request was written beside when it was taken up, and so does the CLI.
+    assert!(status["writtenAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{status}");
+    assert!(stdout.lines().any(|l| l.starts_with("written: ") && l.ends_with(" s later)")), "{stdout}");
+    assert_eq!(kafka::committed(group, topic, 3), before, "the victim's group moved");
+    op.stop();
+
+    // With no operator running, the tenant writes a request and forges a status that says the
+    // operator began it already: an intent to move the victim's group to 0, as a status written by
+    // a reset under way holds it.
+    let forged_id = "6f1d2c3b-0000-4000-8000-00000000f04d";
+    write_request(tenant, "spell", forged_id, &["router"]);
+    let uid = get_json(tenant, "aflow", "spell")["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let forged = serde_json::json!({"status": {"reset": {
+        "id": forged_id,
+        "uid": uid,
+        "phase": "Resetting",
+        "requestedAt": "2026-12-06T00:00:00Z",
+        "groups": [{
+            "group": group,
+            "topic": topic,
+            "outcome": "Committing",
+            "partitions": 3,
+            "recordsToReprocess": 30,
+            "offsetsBefore": {"0": 10, "1": 10, "2": 10},
+            "offsetsAfter": {"0": 0, "1": 0, "2": 0},
+        }],
+    }}});
+    kubectl_ok(&[
+        "-n",
+        tenant,
+        "patch",
+        "aflow",
+        "spell",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &forged.to_string(),
+    ]);
+    let op = Operator::start(&fresh_dir(tenant), &env_of);
+    wait_until("the forged request refused", Duration::from_secs(60), || {
+        (reset_status(tenant, "spell")["phase"] == "Refused").then_some(())
+    });
+    assert_eq!(reset_status(tenant, "spell")["detail"].as_str(), Some(refused(forged_id).as_str()));
+    assert_eq!(kafka::committed(group, topic, 3), before, "the victim's group moved");
+    assert_eq!(notes(tenant, "spell", "ResetOffsets"), Vec::<String>::new());
+    op.stop();
+    kafka::remove_topic(topic);
 }
