@@ -11,7 +11,8 @@
 //!   missing one fails a reset at once, with nothing committed.
 //! - `owners`: another team's topic declared managed and deleted with the tenant's resource, a
 //!   forged claim of ownership, a resource or a topic created again, and topic names outside the
-//!   namespace's prefixes.
+//!   namespace's prefixes; another spelling of the brokers or a forged resumed status against the
+//!   shared-group rule; ten failing clusters beside a healthy reset (bulkheads).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
