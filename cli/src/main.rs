@@ -213,7 +213,42 @@ mod tests {
         ));
         assert!(parse(&["rebuild", "cart", "--timeout", "5m"]).is_err(), "--timeout needs --wait");
         assert!(parse(&["rebuild"]).is_err(), "the pipeline is required");
-        assert!(parse(&["rebuild", "cart", "--dry-run"]).is_err(), "no dry run of a rebuild");
+        assert!(parse(&["rebuild", "cart", "--dry-run"]).is_err(), "no dry run of a whole rebuild");
+        assert!(parse(&["rebuild", "cart", "--to-datetime", "2026-11-29T16:00:00Z"]).is_err(), "nor a time");
+    }
+
+    #[test]
+    fn a_rebuild_from_streamlets_takes_a_time_a_dry_run_or_a_plan() {
+        for args in [
+            &["rebuild", "chain", "--from", "middle", "--from", "other", "--wait", "--timeout", "5m"][..],
+            &["rebuild", "chain", "--from", "middle", "--to-datetime", "2026-11-29T16:00:00Z"],
+            &["rebuild", "chain", "--from", "middle", "--by-duration", "2h"],
+            &[
+                "rebuild",
+                "chain",
+                "--from",
+                "middle",
+                "--dry-run",
+                "--plan-out",
+                "p.json",
+                "--timeout",
+                "1m",
+                "-o",
+                "json",
+            ],
+            &["rebuild", "chain", "--plan", "p.json", "--wait"],
+        ] {
+            parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        for (args, why) in [
+            (&["rebuild", "chain", "--from", "middle", "--streamlet", "sink"][..], "--from or --streamlet"),
+            (&["rebuild", "chain", "--from", "middle", "--dry-run", "--wait"], "a plan is waited for anyway"),
+            (&["rebuild", "chain", "--plan", "p.json", "--from", "middle"], "the plan names what it is from"),
+            (&["rebuild", "chain", "--plan-out", "p.json", "--from", "middle"], "--plan-out needs --dry-run"),
+            (&["rebuild", "chain", "--from", "middle", "--to-datetime", "t", "--by-duration", "2h"], "one instant"),
+        ] {
+            assert!(parse(args).is_err(), "{why}: {args:?}");
+        }
     }
 
     #[test]

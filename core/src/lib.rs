@@ -6,6 +6,7 @@
 //! CI checks with `cargo tree` that no I/O or async crate creeps in.
 
 pub mod blueprint;
+pub mod closure;
 pub mod connection;
 pub mod events;
 pub mod names;

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 
 use crate::events::{Event, EventType};
+use crate::names::GroupId;
 use crate::request::ResetRequest;
 use crate::resource::{AnkkaFlowSpec, Condition, GroupStage, RequestPhase, ResetStatus};
 use crate::targets;
@@ -20,21 +21,45 @@ pub const CONDITION_REBUILDING: &str = "Rebuilding";
 /// Condition type: True once the latest rebuild is done and every group it reset has caught up.
 pub const CONDITION_CAUGHT_UP: &str = "CaughtUp";
 
-/// The rebuild the request annotation holds (`request`), done or not; `None` for any other request
-/// or an annotation that does not parse (the reset driver reports that one).
+/// The rebuild the request annotation holds (`request`), done or not; `None` for any other request,
+/// the plan of a rebuild (`flow rebuild --dry-run`, which stops nothing), or an annotation that
+/// does not parse (the reset driver reports that one).
 pub fn request(request: Option<&str>) -> Option<ResetRequest> {
-    request.and_then(|r| ResetRequest::parse(r).ok()).filter(|r| r.rebuild)
+    request.and_then(|r| ResetRequest::parse(r).ok()).filter(|r| r.rebuild && !r.dry_run)
 }
 
 /// The streamlets a rebuild holds at 0 replicas now: the targets of a rebuild request whose id is
-/// not in the done annotation (`done`). A selection the reset driver refuses holds nothing (the
-/// driver marks such a request done at once).
+/// not in the done annotation (`done`); for a rebuild from streamlets, every streamlet of its
+/// closure (the named ones and those downstream of them, see [`crate::closure`]). A selection the
+/// reset driver refuses holds nothing (the driver marks such a request done at once).
 pub fn held(spec: &AnkkaFlowSpec, annotation: Option<&str>, done: Option<&str>) -> BTreeSet<String> {
     let Some(r) = request(annotation).filter(|r| done != Some(r.id.as_str())) else { return BTreeSet::new() };
+    if !r.from.is_empty() {
+        return crate::closure::of(spec, &r.from).map(|c| c.streamlets()).unwrap_or_default();
+    }
     match targets::select(spec, &r.streamlets) {
         Ok(t) => t.into_iter().map(|t| t.streamlet).collect(),
         Err(_) => BTreeSet::new(),
     }
+}
+
+/// The groups of a done rebuild from streamlets that have not caught up, however low their lag, yet:
+/// those put at the end of their topic while a group upstream of them (one of the streamlets that
+/// write that topic) has not caught up at an earlier measurement (`reset`, as it stood before this
+/// one). A group at the end reads what the replay writes: its lag is 0 right after the reset, and
+/// it has read the whole replay only once its writers have read all of theirs.
+pub fn catching_up_later(spec: &AnkkaFlowSpec, annotation: Option<&str>, reset: &ResetStatus) -> BTreeSet<String> {
+    let Some(r) = request(annotation).filter(|r| r.id == reset.id && !r.from.is_empty()) else {
+        return BTreeSet::new();
+    };
+    let Ok(closure) = crate::closure::of(spec, &r.from) else { return BTreeSet::new() };
+    let caught_up = |g: &GroupId| reset.groups.iter().any(|s| s.group == g.as_str() && s.caught_up_at.is_some());
+    closure
+        .placements()
+        .iter()
+        .filter(|p| closure.upstream(&p.target.group).iter().any(|u| !caught_up(u)))
+        .map(|p| p.target.group.to_string())
+        .collect()
 }
 
 /// How far the rebuild's consumer groups have caught up: `Some((caught up, reset))` once its
@@ -184,6 +209,44 @@ mod tests {
         let unknown = ResetRequest { rebuild: true, ..ResetRequest::new(ID, vec!["nope".into()]) }.to_annotation();
         assert!(held(&cart(1), Some(&unknown), None).is_empty(), "a refused selection holds nothing");
         assert!(held(&cart(1), Some("not json"), None).is_empty());
+    }
+
+    #[test]
+    fn a_rebuild_from_a_streamlet_holds_its_closure_and_its_plan_nothing() {
+        let spec = crate::closure::tests::chain();
+        let from = ResetRequest { rebuild: true, from: vec!["middle".into()], ..ResetRequest::new(ID, vec![]) };
+        let held_now = held(&spec, Some(&from.to_annotation()), None);
+        assert_eq!(held_now, BTreeSet::from(["middle".to_string(), "sink".to_string()]), "source runs on");
+        let plan = ResetRequest { dry_run: true, ..from.clone() }.to_annotation();
+        assert!(held(&spec, Some(&plan), None).is_empty(), "a plan stops nothing");
+        assert!(conditions(Some(&plan), &BTreeSet::new(), None, None).is_empty(), "nor says it does");
+        let refused = ResetRequest { from: vec!["nope".into()], ..from }.to_annotation();
+        assert!(held(&spec, Some(&refused), None).is_empty(), "a refused rebuild holds nothing");
+    }
+
+    #[test]
+    fn a_group_at_the_end_catches_up_only_after_its_writers() {
+        let spec = crate::closure::tests::chain();
+        let from = ResetRequest { rebuild: true, from: vec!["middle".into()], ..ResetRequest::new(ID, vec![]) };
+        let annotation = from.to_annotation();
+        let group = |g: &str, caught: bool| GroupStatus {
+            group: g.into(),
+            outcome: GroupStage::Reset,
+            caught_up_at: caught.then(|| "2026-12-01T09:00:00Z".to_string()),
+            ..Default::default()
+        };
+        let mut status = ResetStatus {
+            id: ID.into(),
+            phase: RequestPhase::Done,
+            groups: vec![group("chain.middle.in", false), group("chain.sink.in", false)],
+            ..Default::default()
+        };
+        let later = catching_up_later(&spec, Some(&annotation), &status);
+        assert_eq!(later, BTreeSet::from(["chain.sink.in".to_string()]), "middle has not read the replay yet");
+        status.groups[0] = group("chain.middle.in", true);
+        assert!(catching_up_later(&spec, Some(&annotation), &status).is_empty());
+        let whole = rebuild();
+        assert!(catching_up_later(&cart(1), Some(&whole), &done(None)).is_empty(), "a rebuild of streamlets: none");
     }
 
     #[test]

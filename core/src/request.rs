@@ -43,6 +43,12 @@ pub struct ResetRequest {
     /// Deployments at 0 replicas itself, and waits only for their pods to go (see docs/rebuild.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rebuild: bool,
+    /// A rebuild from these streamlets (`flow rebuild --from`): they and every streamlet downstream
+    /// of them are stopped, the named ones read their input again from the start (or `to`), and
+    /// each downstream group goes to the end of the topic it reads, to read only what the replay
+    /// writes (see [`crate::closure`]). Empty: a rebuild of `streamlets`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from: Vec<String>,
 }
 
 /// Where a request moves the consumer groups, when not to the log start offsets.
@@ -126,11 +132,17 @@ impl ResetRequest {
             Ok(u) if u.hyphenated().to_string() == request.id => {}
             _ => return Err(MalformedRequest::IdNotUuid(clip(&request.id, 64))),
         }
-        if request.streamlets.len() > MAX_NAMED_STREAMLETS {
-            return Err(MalformedRequest::TooManyNames(request.streamlets.len()));
+        let named = request.streamlets.len() + request.from.len();
+        if named > MAX_NAMED_STREAMLETS {
+            return Err(MalformedRequest::TooManyNames(named));
         }
-        let bad: Vec<String> =
-            request.streamlets.iter().filter(|n| !is_dns_label(n)).map(|n| format!("'{}'", clip(n, 64))).collect();
+        let bad: Vec<String> = request
+            .streamlets
+            .iter()
+            .chain(&request.from)
+            .filter(|n| !is_dns_label(n))
+            .map(|n| format!("'{}'", clip(n, 64)))
+            .collect();
         if !bad.is_empty() {
             return Err(MalformedRequest::BadNames(bad));
         }
@@ -147,6 +159,20 @@ impl ResetRequest {
         }
         if request.force && !matches!(request.to, Some(To::Undo(_))) {
             return Err(MalformedRequest::ForceWithoutUndo);
+        }
+        if !request.from.is_empty() {
+            // A rebuild from streamlets may be planned, and its named streamlets go to the start, a
+            // time or a plan's offsets.
+            if !request.rebuild {
+                return Err(MalformedRequest::BadRebuild("from streamlets is marked 'rebuild'"));
+            }
+            if !request.streamlets.is_empty() {
+                return Err(MalformedRequest::BadRebuild("names its streamlets in 'from' or 'streamlets', not both"));
+            }
+            if matches!(request.to, Some(To::Undo(_))) {
+                return Err(MalformedRequest::BadRebuild("from streamlets is not undone with 'to.undo'"));
+            }
+            return Ok(request);
         }
         if request.rebuild && request.dry_run {
             return Err(MalformedRequest::BadRebuild("is carried out, not planned"));
@@ -369,6 +395,33 @@ mod tests {
         ] {
             assert!(matches!(ResetRequest::parse(&bad), Err(MalformedRequest::BadRebuild(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_rebuild_from_streamlets_may_go_to_a_time_or_a_plan_and_be_planned() {
+        let r = ResetRequest { rebuild: true, from: vec!["middle".into()], ..ResetRequest::new(ID, vec![]) };
+        assert_eq!(r.to_annotation(), format!(r#"{{"id":"{ID}","streamlets":[],"rebuild":true,"from":["middle"]}}"#));
+        assert_eq!(ResetRequest::parse(&r.to_annotation()).unwrap(), r);
+        for good in [
+            format!(r#"{{"id":"{ID}","rebuild":true,"from":["middle"],"dryRun":true}}"#),
+            format!(r#"{{"id":"{ID}","rebuild":true,"from":["middle"],"to":{{"datetime":"2026-11-29T16:00:00Z"}}}}"#),
+            format!(
+                r#"{{"id":"{ID}","rebuild":true,"from":["middle"],"to":{{"plan":{{"id":"{ID}","groups":{{"g":{{"0":[1,0]}}}}}}}}}}"#
+            ),
+        ] {
+            assert!(ResetRequest::parse(&good).is_ok(), "{good}");
+        }
+        for bad in [
+            format!(r#"{{"id":"{ID}","from":["middle"]}}"#),
+            format!(r#"{{"id":"{ID}","rebuild":true,"from":["middle"],"streamlets":["sink"]}}"#),
+            format!(r#"{{"id":"{ID}","rebuild":true,"from":["middle"],"to":{{"undo":"{ID}"}}}}"#),
+        ] {
+            assert!(matches!(ResetRequest::parse(&bad), Err(MalformedRequest::BadRebuild(_))), "{bad}");
+        }
+        assert!(matches!(
+            ResetRequest::parse(&format!(r#"{{"id":"{ID}","rebuild":true,"from":["Middle"]}}"#)),
+            Err(MalformedRequest::BadNames(_))
+        ));
     }
 
     #[test]

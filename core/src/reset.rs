@@ -88,6 +88,7 @@ mod recovery;
 mod retry;
 mod status;
 mod summary;
+mod survey;
 mod vocabulary;
 mod wording;
 
@@ -119,5 +120,7 @@ mod bounded_tests;
 mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
+#[cfg(test)]
+mod survey_tests;
 #[cfg(test)]
 mod tests;

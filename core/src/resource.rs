@@ -565,6 +565,14 @@ pub struct GroupStatus {
     /// compacted topic, a moving log start, a running streamlet).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Where this group goes when not where the request's `to` says: in a rebuild from streamlets,
+    /// a group downstream of them goes to `the end (it reads only what <writers> write again)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// For a group a rebuild from streamlets puts at the end of its topic: the records of the topic
+    /// before the replay that it does not read (from its committed offsets to the end).
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub records_to_skip: i64,
 }
 
 fn is_zero_u32(n: &u32) -> bool {

@@ -231,6 +231,9 @@ pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut Ankka
     // The status's groups to measure, by index, and the inlet each reads.
     let wanted: Vec<(usize, InletTarget)> =
         behind.into_iter().filter_map(|i| inlets.get(&reset.groups[i].group).map(|inlet| (i, inlet.clone()))).collect();
+    // In a rebuild from streamlets, a group at the end of its topic catches up after its writers.
+    let (annotation, _) = flow_adapters::kube::reset_annotations(flow);
+    let later = flow_core::rebuild::catching_up_later(spec, annotation, &*reset);
     let mut connections = Connections::new(ctx);
     let measured = measure(&mut connections, wanted.iter().map(|(_, inlet)| (flow, inlet.clone())).collect()).await;
     let mut still_behind = false;
@@ -240,7 +243,7 @@ pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut Ankka
             Ok(parts) => {
                 let total: i64 = parts.values().sum();
                 g.lag = Some(total);
-                if total == 0 {
+                if total == 0 && !later.contains(&g.group) {
                     g.caught_up_at = Some(k8s_openapi::jiff::Timestamp::now().to_string());
                 } else {
                     still_behind = true;

@@ -106,7 +106,7 @@ pub struct RequestArgs {
     pub replace: bool,
     /// With --wait: give up waiting after this long (30s, 5m, 1h30m); the request stays and the
     /// operator carries it on.
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", requires = "waits", value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
     /// Output format: text (the request line), json or yaml (the request; with --wait, the final
     /// status as `flow reset status` prints it).
@@ -160,6 +160,9 @@ pub(crate) struct Requested<'a> {
     /// A rebuild.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rebuild: bool,
+    /// The streamlets a rebuild is from (`flow rebuild --from`).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub from: &'a [String],
     /// The reset an undo undoes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undoes: Option<&'a str>,
@@ -182,12 +185,27 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
         None => {}
     }
     // Checked before anything is read, so that a typo costs no round trip.
-    let to = destination(&args)?;
+    let to = destination(args.to_datetime.as_deref(), args.by_duration.as_deref())?;
     let cluster = Cluster::connect(&args.cluster, "reset").await?;
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
     // clap requires the pipeline when no subcommand is given.
     let pipeline = args.pipeline_name().unwrap_or_default().to_string();
-    let planned = args.plan.as_deref().map(|path| plan::read(path, &ns, &pipeline)).transpose()?;
+    let planned = match args.plan.as_deref() {
+        None => None,
+        Some(path) => {
+            let (offsets, from) = plan::read(path, &ns, &pipeline)?;
+            if !from.is_empty() {
+                return Err(Failure::refused(format!(
+                    "{} is a plan of a rebuild from {}: carry it out with flow rebuild {pipeline} --plan {}, which stops \
+                     what it moves; nothing was requested",
+                    path.display(),
+                    from.join(", "),
+                    path.display()
+                )));
+            }
+            Some(offsets)
+        }
+    };
     let request = write_checked(&cluster, &ns, &pipeline, "flow reset", async |flow: &AnkkaFlow| {
         let mut request = checked_request(&cluster, &ns, &pipeline, &args, flow, planned.as_ref()).await?;
         request.to = match &planned {
@@ -301,17 +319,17 @@ pub(crate) async fn write_checked(
 }
 
 /// Where `--to-datetime` or `--by-duration` send the groups; `None`: to the earliest offsets.
-fn destination(args: &Args) -> Result<Option<To>, Failure> {
-    if let Some(t) = &args.to_datetime {
+pub(crate) fn destination(to_datetime: Option<&str>, by_duration: Option<&str>) -> Result<Option<To>, Failure> {
+    if let Some(t) = to_datetime {
         if parse_instant(t).is_none() {
             return Err(Failure::refused(format!(
                 "--to-datetime '{}' is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z); nothing was requested",
                 clip(t, 64)
             )));
         }
-        return Ok(Some(To::Datetime(t.clone())));
+        return Ok(Some(To::Datetime(t.to_string())));
     }
-    if let Some(d) = &args.by_duration {
+    if let Some(d) = by_duration {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));

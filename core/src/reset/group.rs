@@ -26,6 +26,13 @@ pub enum GroupPhase {
         /// Failures so far.
         retry: Retry,
     },
+    /// A rebuild from streamlets, before anything of it moves: the group was looked at (`seen`; why
+    /// it could not be, for good, as `Err`), and waits until every group of the request has been
+    /// and the ends of the topics the rebuild writes again have held still (see [`super::survey`]).
+    Surveyed {
+        /// What the inspection saw.
+        seen: Result<Inspection, String>,
+    },
     /// Fence under way; the intent is not durable yet.
     Fencing {
         /// Failures so far.
@@ -110,6 +117,13 @@ pub(super) struct Rules {
     pub destination: Destination,
     /// A dry run: groups are planned, never fenced or committed.
     pub dry_run: bool,
+    /// A rebuild from streamlets: where each of its groups goes (see [`crate::closure`]).
+    pub closure: Option<crate::closure::Closure>,
+    /// A rebuild from streamlets before anything of it moves: the survey under way, while it is.
+    pub survey: Option<super::survey::Survey>,
+    /// In the plan of a rebuild from streamlets: the streamlets of it that run (their topics' ends
+    /// move until the rebuild stops them).
+    pub running: std::collections::BTreeSet<String>,
 }
 
 /// What a transition needs besides the group: the request, the instant, the request's rules, and
@@ -231,9 +245,17 @@ fn inspected(
         let reason = format!("topic '{}' has no partitions", target.topic);
         return failed(target, retry, KafkaFailure::unknown_topic(reason), cx);
     }
+    if cx.rules.survey.is_some() {
+        return GroupPhase::Surveyed { seen: Ok(seen) };
+    }
+    proceed(target, retry, &seen, cx)
+}
+
+/// A group that may move, from what its inspection saw: its intent, and the fence.
+pub(super) fn proceed(target: &InletTarget, retry: Retry, seen: &Inspection, cx: &mut Cx<'_>) -> GroupPhase {
     // Where the group goes; a group whose offsets moved since an undone request is refused, once
     // and for all.
-    let intent = match cx.rules.destination.intent(target, &seen) {
+    let intent = match cx.rules.intent(target, seen) {
         Ok(intent) => intent,
         Err(reason) => return finish(target, failure(target, reason), cx),
     };
@@ -249,11 +271,12 @@ fn plan(target: &InletTarget, seen: Inspection, cx: &mut Cx<'_>) -> GroupPhase {
         let reason = format!("topic '{}' has no partitions", target.topic);
         return finish(target, failure(target, reason), cx);
     }
-    let intent = match cx.rules.destination.intent(target, &seen) {
+    let intent = match cx.rules.intent(target, &seen) {
         Ok(intent) => intent,
         Err(reason) => return finish(target, failure(target, reason), cx),
     };
-    let warnings = super::plan::warnings(&target.topic, &seen);
+    let mut warnings = super::plan::warnings(&target.topic, &seen);
+    warnings.extend(cx.rules.closure_warning(target));
     let outcome = GroupOutcome::Planned {
         topic: target.topic.clone(),
         high_watermark: seen.high_watermark,
@@ -354,6 +377,9 @@ pub(super) fn landed(target: &InletTarget, intent: Intent, added: Vec<i32>, cx: 
 fn failed(target: &InletTarget, retry: Retry, failure: KafkaFailure, cx: &mut Cx<'_>) -> GroupPhase {
     match retry.fail(failure, cx.now, cx.rules.retry_for) {
         Ok(retry) => GroupPhase::Pending { retry },
+        // Before anything of a rebuild from streamlets moves, a group that cannot be looked at
+        // refuses the whole request (see [`super::survey`]).
+        Err(reason) if cx.rules.survey.is_some() => GroupPhase::Surveyed { seen: Err(reason) },
         Err(reason) => finish(target, self::failure(target, reason), cx),
     }
 }
@@ -365,7 +391,7 @@ pub(super) fn failure(target: &InletTarget, reason: String) -> GroupOutcome {
 /// The group ends with `outcome`: made durable, then reported.
 pub(super) fn finish(target: &InletTarget, mut outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
     if let GroupOutcome::Reset { to: to @ None, .. } | GroupOutcome::Planned { to: to @ None, .. } = &mut outcome {
-        *to = cx.rules.destination.describe();
+        *to = cx.rules.describe(&target.group);
     }
     // The outcome is persisted before its event is recorded, so that an outcome with an event is
     // never decided again: a driver that stops between the two rebuilds the machine from the

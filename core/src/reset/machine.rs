@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::destination::Destination;
 use super::group::{self, Cx, GroupInput, GroupPhase, Rules};
 use super::retry::DEFAULT_RETRY_FOR;
+use super::survey;
 use super::vocabulary::{Effect, GroupOutcome, GroupProgress, Input, Timestamp};
 use crate::events::{Event, EventType};
 use crate::names::GroupId;
@@ -143,7 +144,15 @@ impl ResetMachine {
             progress: progress.into_iter().map(|r| (r.group.clone(), r)).collect(),
             topics: BTreeMap::new(),
             effects: VecDeque::new(),
-            rules: Rules { settle: DEFAULT_SETTLE, retry_for: DEFAULT_RETRY_FOR, destination, dry_run },
+            rules: Rules {
+                settle: DEFAULT_SETTLE,
+                retry_for: DEFAULT_RETRY_FOR,
+                destination,
+                dry_run,
+                closure: None,
+                survey: None,
+                running: Default::default(),
+            },
             failing_since: BTreeMap::new(),
         }
     }
@@ -229,7 +238,10 @@ impl ResetMachine {
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         match &self.state {
             State::Waiting(w) => Some(w.next_look),
-            State::Resetting(r) => r.groups.values().filter_map(|g| g.phase.next()).min(),
+            State::Resetting(r) => {
+                let survey = self.rules.survey.as_ref().and_then(super::survey::Survey::next);
+                r.groups.values().filter_map(|g| g.phase.next()).chain(survey).min()
+            }
             State::Requested(_) | State::Done(_) => None,
         }
     }
@@ -243,7 +255,12 @@ impl ResetMachine {
     #[must_use]
     pub fn waits_for_members(&self) -> bool {
         let State::Resetting(r) = &self.state else { return false };
-        let mut waiting = r.groups.values().filter(|g| !matches!(g.phase, GroupPhase::Finished(_))).peekable();
+        // A group of a survey that was looked at waits for the others, not for members.
+        let mut waiting = r
+            .groups
+            .values()
+            .filter(|g| !matches!(g.phase, GroupPhase::Finished(_) | GroupPhase::Surveyed { .. }))
+            .peekable();
         waiting.peek().is_some()
             && waiting.all(|g| {
                 matches!(&g.phase, GroupPhase::Pending { retry } if retry.members && retry.failures >= MEMBERS_IN_DRIVE)
@@ -273,7 +290,13 @@ impl ResetMachine {
             }
         };
         let id = request.id.clone();
-        let selected = match targets::select(spec, &request.streamlets) {
+        let chosen = if request.from.is_empty() {
+            targets::select(spec, &request.streamlets).map_err(|err| targets::operator_selection_note(&id, &err))
+        } else {
+            // A rebuild from streamlets: they and every streamlet downstream of them.
+            survey::select(spec, &request, &mut self.rules)
+        };
+        let selected = match chosen {
             Ok(_) if let Destination::Unavailable(why) = &self.rules.destination => {
                 Err(format!("reset {id} refused: {why}"))
             }
@@ -291,17 +314,11 @@ impl ResetMachine {
                     Ok(t)
                 }
             }
-            Err(err) => Err(targets::operator_selection_note(&id, &err)),
+            Err(why) => Err(why),
         };
         let selected = match selected {
             Ok(t) => t,
-            Err(why) => {
-                let key = format!("{id}/refused");
-                self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", why.clone(), key)));
-                self.emit(Effect::WriteDone { id: id.clone() });
-                self.state = State::Done(Done::Refused { id, why });
-                return;
-            }
+            Err(why) => return self.refuse(id, why),
         };
         self.topics = selected.iter().flat_map(|t| &t.inlets).map(|i| (i.group.clone(), i.topic.clone())).collect();
         // Every group already finished (its done write failed, and the user started the streamlets
@@ -318,12 +335,22 @@ impl ResetMachine {
         if request.rebuild {
             reasons.retain(|r| matches!(r, RunningProblem::HasPods(..)));
         }
+        // The plan of a rebuild from streamlets warns of those that still write what it reads.
+        if self.rules.dry_run && self.rules.closure.is_some() {
+            let running = targets::running(spec, &selected, pods);
+            self.rules.running = running.iter().map(|r| r.streamlet().to_string()).collect();
+        }
         if !reasons.is_empty() {
             let texts: Vec<String> = reasons.iter().map(RunningProblem::operator_text).collect();
             let note = format!("reset {id} waits: {}", texts.join("; "));
             self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", note.clone(), note)));
             self.state = State::Waiting(Waiting { request, reasons, next_look: now.after(WAIT_RECHECK) });
             return;
+        }
+        // Nothing of a rebuild from streamlets moves before its survey, unless something already
+        // moved (see [`super::survey`]).
+        if self.rules.closure.is_some() && !self.rules.dry_run && !self.resumed() {
+            self.rules.survey = Some(super::survey::Survey::default());
         }
         let mut groups = BTreeMap::new();
         let mut cx = Cx::new(&id, now, &self.rules, &mut self.effects);
@@ -338,6 +365,39 @@ impl ResetMachine {
         self.maybe_done();
     }
 
+    /// Refuses the request as a whole with `why`: an event, and the done write.
+    fn refuse(&mut self, id: String, why: String) {
+        let key = format!("{id}/refused");
+        self.emit(Effect::Record(Event::new(EventType::Warning, "ResetRefused", why.clone(), key)));
+        self.emit(Effect::WriteDone { id: id.clone() });
+        self.state = State::Done(Done::Refused { id, why });
+    }
+
+    /// The survey of a rebuild from streamlets, once a group's inspection came in: the groups move
+    /// once it passed, and nothing does if it refused the request.
+    fn survey_step(&mut self, now: Timestamp) {
+        let State::Resetting(r) = &self.state else { return };
+        if self.rules.survey.is_none() {
+            return;
+        }
+        let id = r.request.id.clone();
+        match survey::verdict(&r.groups, &mut self.rules, &id, now) {
+            survey::Verdict::Waits => {}
+            survey::Verdict::Refused(why) => self.refuse(id, why),
+            survey::Verdict::Passed => {
+                self.rules.survey = None;
+                self.with_groups(now, |groups, cx| {
+                    for g in groups.values_mut() {
+                        if let GroupPhase::Surveyed { seen: Ok(seen) } = &g.phase {
+                            let seen = seen.clone();
+                            g.phase = group::proceed(&g.target, super::retry::Retry::default(), &seen, cx);
+                        }
+                    }
+                });
+            }
+        }
+    }
+
     /// Feeds a Kafka result to its group.
     fn step(&mut self, group: &GroupId, input: GroupInput, now: Timestamp) {
         self.with_groups(now, |groups, cx| {
@@ -346,6 +406,7 @@ impl ResetMachine {
                 g.phase = group::advance(&g.target, phase, input, cx);
             }
         });
+        self.survey_step(now);
         self.maybe_done();
     }
 
@@ -356,6 +417,9 @@ impl ResetMachine {
                 g.phase = group::tick(&g.target, phase, cx);
             }
         });
+        if let State::Resetting(r) = &mut self.state {
+            survey::tick(&mut r.groups, &mut self.rules, now, &mut self.effects);
+        }
     }
 
     /// Runs `f` on the groups of a resetting request, with what their transitions need at `now`.

@@ -27,10 +27,24 @@ impl ResetMachine {
 
     /// The status of each group that `listed` names, in detail or summed up by their number.
     fn groups(&self, listed: Vec<(&GroupId, String, GroupPhase)>) -> Vec<GroupStatus> {
-        let (n, to) = (listed.len(), self.rules.destination.describe());
+        let (n, request_to) = (listed.len(), self.rules.destination.describe());
         listed
             .into_iter()
-            .map(|(group, topic, phase)| group_status(group, &topic, &phase, n, self.rules.dry_run, to.as_deref()))
+            .map(|(group, topic, phase)| {
+                // Each group says where it goes when that is not where the request says (in a
+                // rebuild from streamlets, a group downstream of them goes to the end).
+                let to = match &phase {
+                    GroupPhase::Finished(GroupOutcome::Reset { to, .. } | GroupOutcome::Planned { to, .. }) => {
+                        to.clone()
+                    }
+                    _ => self.rules.describe(group),
+                };
+                let mut g = group_status(group, &topic, &phase, n, self.rules.dry_run, to.as_deref());
+                if to != request_to {
+                    g.to = to;
+                }
+                g
+            })
             .collect()
     }
 
@@ -114,18 +128,22 @@ pub fn progress_from_status(status: &ResetStatus) -> Vec<GroupProgress> {
                 Intent::summary(g.partitions, records_to_reprocess)
             } else {
                 Intent::new(before, target, records_to_reprocess)
-            };
+            }
+            .with_skip(g.records_to_skip);
             match g.outcome {
                 // A group recovering, or verifying after its settle, has an intent and no outcome yet,
                 // as one committing.
                 GroupStage::Committing | GroupStage::Recovering | GroupStage::Verifying => {
                     Some(GroupProgress { group, intent: Some(intent), outcome: None })
                 }
-                GroupStage::Reset => Some(GroupProgress {
-                    group,
-                    intent: None,
-                    outcome: Some(intent.into_reset(&g.topic, g.added_partitions.clone())),
-                }),
+                GroupStage::Reset => {
+                    let mut outcome = intent.into_reset(&g.topic, g.added_partitions.clone());
+                    // Where it went, when the status says so of it alone.
+                    if let GroupOutcome::Reset { to, .. } = &mut outcome {
+                        to.clone_from(&g.to);
+                    }
+                    Some(GroupProgress { group, intent: None, outcome: Some(outcome) })
+                }
                 GroupStage::Failed => Some(GroupProgress {
                     group,
                     intent: None,

@@ -41,17 +41,21 @@ pub fn group_message(reset: &ResetStatus, g: &GroupStatus) -> String {
     if detailed(reset.groups.len(), g.partitions, reset.dry_run) {
         return g.message.clone();
     }
-    let to = reset.to.as_deref();
+    let to = g.to.as_deref().or(reset.to.as_deref());
     let spelled = match g.outcome {
         GroupStage::Reset => {
             // A status of an operator before summaries held the whole text.
             if g.message.starts_with(&went(g.partitions, &g.topic, to, "")) {
                 return g.message.clone();
             }
-            went(g.partitions, &g.topic, to, &g.message) + &added(&g.added_partitions)
+            let skipped = wording::skipped(g.records_to_skip);
+            let notes: Vec<&str> =
+                [skipped.trim_start_matches("; "), g.message.as_str()].into_iter().filter(|n| !n.is_empty()).collect();
+            went(g.partitions, &g.topic, to, &notes.join("; ")) + &added(&g.added_partitions)
         }
         GroupStage::Planned => {
-            let planned = planned(g.partitions, &g.topic, to, g.records_to_reprocess, g.warnings.len());
+            let planned =
+                planned(g.partitions, &g.topic, to, g.records_to_reprocess, g.warnings.len(), g.records_to_skip);
             if g.message.starts_with(&planned) {
                 return g.message.clone();
             }
@@ -106,11 +110,12 @@ fn added(partitions: &[i32]) -> String {
     format!("; partition(s) {} were added during the reset and were not reset", join(partitions))
 }
 
-fn planned(n: u32, topic: &str, to: Option<&str>, records: i64, warnings: usize) -> String {
+fn planned(n: u32, topic: &str, to: Option<&str>, records: i64, warnings: usize, skip: i64) -> String {
     let mut text = format!(
         "would move {n} partition(s) of '{topic}' to {}, {records} record(s) to reprocess",
         to.unwrap_or("earliest")
     );
+    text.push_str(&wording::to_skip(skip));
     if warnings > 0 {
         text += &format!("; {warnings} warning(s)");
     }
@@ -138,6 +143,15 @@ pub(super) fn group_status(
         g.partitions = n;
         g.records_to_reprocess = records;
     };
+    match phase {
+        GroupPhase::Committing { intent, .. }
+        | GroupPhase::Recovering { intent, .. }
+        | GroupPhase::Verifying { intent, .. }
+        | GroupPhase::Reporting { intent, .. }
+        | GroupPhase::Finished(GroupOutcome::Planned { intent, .. }) => g.records_to_skip = intent.records_to_skip,
+        GroupPhase::Finished(GroupOutcome::Reset { records_to_skip, .. }) => g.records_to_skip = *records_to_skip,
+        _ => {}
+    }
     if let GroupPhase::Pending { retry }
     | GroupPhase::Inspecting { retry }
     | GroupPhase::Fencing { retry, .. }
@@ -150,6 +164,12 @@ pub(super) fn group_status(
     }
     match phase {
         GroupPhase::Pending { .. } | GroupPhase::Inspecting { .. } | GroupPhase::Fencing { .. } => {}
+        GroupPhase::Surveyed { seen: Ok(_) } => {
+            g.message = "looked at; nothing of the rebuild moves before every group of it has been, and the end of \
+                         each topic it writes again has held still"
+                .into();
+        }
+        GroupPhase::Surveyed { seen: Err(reason) } => g.message.clone_from(reason),
         GroupPhase::Committing { intent, .. } => {
             g.outcome = GroupStage::Committing;
             // Kafka's reason for a commit that failed is kept by the recovery that follows.

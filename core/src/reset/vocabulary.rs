@@ -80,13 +80,29 @@ pub struct Intent {
     /// time went to the log end, an offset of a plan outside the log now), from its destination.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// For a group a rebuild from streamlets puts at the end of its topic: the records between where
+    /// it was (its committed offsets, else the log start) and the end, which it will not read: what
+    /// the topic held before the replay (see [`crate::closure`]). 0 for every other group.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_to_skip: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl Intent {
     /// An intent to commit `target`, from the offsets `before`.
     pub fn new(before: Committed, target: BTreeMap<i32, i64>, records_to_reprocess: i64) -> Intent {
         let partitions = u32::try_from(target.len()).unwrap_or(u32::MAX);
-        Intent { before, target, records_to_reprocess, partitions, notes: vec![] }
+        Intent { before, target, records_to_reprocess, partitions, notes: vec![], records_to_skip: 0 }
+    }
+
+    /// The same intent, skipping `records` (see [`Intent::records_to_skip`]).
+    #[must_use]
+    pub fn with_skip(mut self, records: i64) -> Intent {
+        self.records_to_skip = records;
+        self
     }
 
     /// The same intent with `notes`.
@@ -100,7 +116,14 @@ impl Intent {
     /// offsets per partition are not known here (the status keeps them only for small groups, and
     /// the ledger, which keeps them all, was lost). Its commit is recovered by the markers alone.
     pub fn summary(partitions: u32, records_to_reprocess: i64) -> Intent {
-        Intent { before: Committed::new(), target: BTreeMap::new(), records_to_reprocess, partitions, notes: vec![] }
+        Intent {
+            before: Committed::new(),
+            target: BTreeMap::new(),
+            records_to_reprocess,
+            partitions,
+            notes: vec![],
+            records_to_skip: 0,
+        }
     }
 
     /// Whether its offsets per partition are not known ([`Intent::summary`]).
@@ -126,6 +149,7 @@ impl Intent {
             partitions,
             to: None,
             notes: self.notes,
+            records_to_skip: self.records_to_skip,
         }
     }
 }
@@ -159,6 +183,9 @@ pub enum GroupOutcome {
         /// The intent's notes (see [`Intent::notes`]).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         notes: Vec<String>,
+        /// Records of the topic it does not read (see [`Intent::records_to_skip`]).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        records_to_skip: i64,
     },
     /// A dry run's plan of the group: where it would go; nothing was committed.
     Planned {

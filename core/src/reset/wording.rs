@@ -37,9 +37,10 @@ pub fn outcome_event(id: &str, target: &InletTarget, outcome: &GroupOutcome) -> 
 /// earliest` (exact, as the platform always wrote it), or to the instant, the plan or the offsets
 /// before an undone request, followed by the intent's notes. Empty for a failed group.
 pub fn went(outcome: &GroupOutcome) -> String {
-    let GroupOutcome::Reset { topic, to, notes, .. } = outcome else { return String::new() };
+    let GroupOutcome::Reset { topic, to, notes, records_to_skip, .. } = outcome else { return String::new() };
     let n = outcome.partitions();
     let mut text = format!("{n} partition(s) of '{topic}' to {}", to.as_deref().unwrap_or("earliest"));
+    text.push_str(&skipped(*records_to_skip));
     for note in notes {
         text.push_str("; ");
         text.push_str(note);
@@ -58,6 +59,7 @@ pub fn planned(outcome: &GroupOutcome) -> String {
         to.as_deref().unwrap_or("earliest"),
         intent.records_to_reprocess
     );
+    text.push_str(&to_skip(intent.records_to_skip));
     if !warnings.is_empty() {
         text += &format!("; {} warning(s)", warnings.len());
     }
@@ -98,6 +100,17 @@ pub fn outcome_events(id: &str, target: &InletTarget, outcome: &GroupOutcome) ->
         ));
     }
     events
+}
+
+/// How many records of its topic a group put at the end of it skips, as a reset says it (nothing
+/// for none): `; 30 record(s) written before the rebuild are skipped`.
+pub(super) fn skipped(records: i64) -> String {
+    if records == 0 { String::new() } else { format!("; {records} record(s) written before the rebuild are skipped") }
+}
+
+/// The same, as a plan says it: `, 30 to skip`.
+pub(super) fn to_skip(records: i64) -> String {
+    if records == 0 { String::new() } else { format!(", {records} to skip") }
 }
 
 /// Partition numbers joined with `, `: the first [`NAMED_PARTITIONS`], and how many more there are.

@@ -18,6 +18,13 @@
 //! not arrive within `--timeout`); `--hold` stays in the group, reading and committing, until it is
 //! sent SIGTERM or SIGINT, then commits what it read and leaves (a live member).
 //!
+//! Playing a streamlet that writes, `--forward` also writes each record it read to the streamlet's
+//! outlet (`--outlet`, default its only outlet), whose topic, client id, bootstrap servers and
+//! producer settings it takes from the same `streamlet.conf`, and flushes what it wrote before it
+//! commits what it read, as a streamlet that processes each record at least once does. `--tag T`
+//! puts `T` before each value it writes, so that a test can tell one run's records from another's;
+//! `--values` adds `"values":{"<value>":<times read>}` to the summary.
+//!
 //! Playing a pod's container: `--close-delay-seconds N` keeps reading for N seconds after the
 //! signal (a pod with a long termination grace period), and `--commit-on-close` then commits the
 //! consumer's position on every assigned partition, synchronously, before it leaves the group (and
@@ -90,12 +97,33 @@ struct Args {
     /// Extra client properties, key=value; repeatable.
     #[arg(long = "property", value_name = "KEY=VALUE")]
     properties: Vec<String>,
+    /// Write each record read to the streamlet's outlet, as its streamlet.conf says (playing a
+    /// streamlet only), flushed before what was read is committed.
+    #[arg(long, requires = "namespace")]
+    forward: bool,
+    /// With --forward: which outlet (default: the streamlet's only outlet).
+    #[arg(long, requires = "forward")]
+    outlet: Option<String>,
+    /// With --forward: put this text before each value written.
+    #[arg(long, requires = "forward", default_value = "")]
+    tag: String,
+    /// Count each value read in the summary (`"values":{"<value>":<n>}`).
+    #[arg(long)]
+    values: bool,
 }
 
 /// One progress line on stderr. Tests wait for these; their wording is part of the tool's interface
 /// (docs/testbed.md lists them).
 fn say(line: &str) {
     eprintln!("flow-standin: {line}");
+}
+
+/// What the producer of `--forward` needs: its topic, client id and client properties.
+struct Outlet {
+    topic: String,
+    client_id: String,
+    /// Client properties in librdkafka's names, brokers included.
+    properties: BTreeMap<String, String>,
 }
 
 /// What the consumer needs: its topic, group, client id and client properties.
@@ -109,11 +137,17 @@ struct Inlet {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let mut outlet = None;
     let inlet = match (&args.namespace, &args.pipeline, &args.streamlet) {
         (Some(ns), Some(pipeline), Some(streamlet)) => {
-            let inlet = rendered::inlet(ns, pipeline, streamlet, args.inlet.as_deref(), args.timeout)?;
+            let conf = rendered::conf(ns, pipeline, streamlet, args.timeout)?;
+            let inlet = rendered::from_conf(&conf, args.inlet.as_deref())?;
+            if args.forward {
+                outlet = Some(rendered::outlet_from_conf(&conf, args.outlet.as_deref())?);
+            }
             say(&format!(
-                "playing {ns}/{pipeline}/{streamlet}: inlet settings from Secret '{}'",
+                "playing {ns}/{pipeline}/{streamlet}: {} settings from Secret '{}'",
+                if args.forward { "inlet and outlet" } else { "inlet" },
                 rendered::secret_name(pipeline, streamlet)
             ));
             inlet
@@ -152,6 +186,19 @@ fn main() -> anyhow::Result<()> {
         cfg.set(k, v);
     }
     let consumer: BaseConsumer = cfg.create().context("creating the consumer")?;
+    let producer = outlet.as_ref().map(forwarding::producer).transpose()?;
+    if let Some(o) = &outlet {
+        say(&format!("writing to '{}' with client id '{}'", o.topic, o.client_id));
+    }
+    // What was read is committed only once what it was forwarded as is written.
+    let commit = |consumer: &BaseConsumer| -> anyhow::Result<()> {
+        if let Some(p) = &producer {
+            forwarding::flush(p)?;
+        }
+        consumer.commit_consumer_state(CommitMode::Sync).map_err(anyhow::Error::from)
+    };
+    let mut values: BTreeMap<String, u64> = BTreeMap::new();
+    let mut forwarded = 0u64;
     consumer.subscribe(&[&inlet.topic]).context("subscribing")?;
     say(&format!(
         "reading '{}' as group '{}' with client id '{}' (pid {})",
@@ -204,25 +251,38 @@ fn main() -> anyhow::Result<()> {
                 records += 1;
                 first.entry(m.partition()).or_insert(m.offset());
                 next.insert(m.partition(), m.offset() + 1);
+                let value = m.payload().map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+                if let (Some(p), Some(o)) = (&producer, &outlet) {
+                    forwarding::send(p, &o.topic, m.key(), &format!("{}{value}", args.tag))?;
+                    forwarded += 1;
+                }
+                if args.values {
+                    *values.entry(value).or_default() += 1;
+                }
                 if args.rate > 0 {
                     let due = started + Duration::from_secs_f64(records as f64 / args.rate as f64);
                     std::thread::sleep(due.saturating_duration_since(Instant::now()));
                     if records.is_multiple_of(args.rate.max(1)) {
-                        consumer.commit_consumer_state(CommitMode::Sync).ok();
+                        commit(&consumer).ok();
                     }
                 }
                 if args.hold && records.is_multiple_of(100) {
-                    consumer.commit_consumer_state(CommitMode::Sync).ok();
+                    commit(&consumer).ok();
                 }
             }
         }
     }
     if close_at.is_some() && args.commit_on_close {
+        if let Some(p) = &producer {
+            forwarding::flush(p)?;
+        }
         commit_position(&consumer)?;
     } else if records > 0 {
-        match consumer.commit_consumer_state(CommitMode::Sync) {
+        match commit(&consumer) {
             // Everything read was committed already (throttled reads commit as they go).
-            Err(e) if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::NoOffset) => {}
+            Err(e)
+                if e.downcast_ref::<rdkafka::error::KafkaError>().and_then(|k| k.rdkafka_error_code())
+                    == Some(rdkafka::types::RDKafkaErrorCode::NoOffset) => {}
             other => other.context("committing")?,
         }
     }
@@ -232,7 +292,13 @@ fn main() -> anyhow::Result<()> {
     if close_at.is_some() {
         say("left the group");
     }
-    let summary = serde_json::json!({ "records": records, "first": first, "next": next });
+    let mut summary = serde_json::json!({ "records": records, "first": first, "next": next });
+    if producer.is_some() {
+        summary["forwarded"] = forwarded.into();
+    }
+    if args.values {
+        summary["values"] = serde_json::json!(values);
+    }
     println!("{summary}");
     Ok(())
 }
@@ -259,6 +325,49 @@ fn commit_position(consumer: &BaseConsumer) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writing what was read to the outlet (`--forward`).
+mod forwarding {
+    use std::time::Duration;
+
+    use anyhow::Context;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    use super::Outlet;
+
+    /// The outlet's producer, with its rendered settings.
+    pub fn producer(o: &Outlet) -> anyhow::Result<BaseProducer> {
+        let mut cfg = ClientConfig::new();
+        for (k, v) in &o.properties {
+            cfg.set(k, v);
+        }
+        cfg.set("client.id", &o.client_id);
+        cfg.create().context("creating the producer")
+    }
+
+    /// Queues one record; waits for room when the queue is full.
+    pub fn send(p: &BaseProducer, topic: &str, key: Option<&[u8]>, value: &str) -> anyhow::Result<()> {
+        loop {
+            let mut record = BaseRecord::<[u8], str>::to(topic).payload(value);
+            if let Some(k) = key {
+                record = record.key(k);
+            }
+            match p.send(record) {
+                Ok(()) => return Ok(()),
+                Err((e, _)) if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) => {
+                    p.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => return Err(e).context("writing to the outlet"),
+            }
+        }
+    }
+
+    /// Waits until everything queued is written.
+    pub fn flush(p: &BaseProducer) -> anyhow::Result<()> {
+        p.flush(Duration::from_secs(30)).context("flushing what was written to the outlet")
+    }
+}
+
 /// The streamlet's rendered settings, read as the sidecar reads them.
 mod rendered {
     use std::collections::{BTreeMap, HashMap};
@@ -268,7 +377,7 @@ mod rendered {
     use flow_core::blueprint::tree::{self, Node, Object};
     use k8s_openapi::api::core::v1::Secret;
 
-    use super::Inlet;
+    use super::{Inlet, Outlet};
 
     /// The file of the Secret the sidecar reads its settings from.
     const CONF_KEY: &str = "streamlet.conf";
@@ -278,17 +387,10 @@ mod rendered {
         flow_core::names::streamlet_object_name(pipeline, streamlet)
     }
 
-    /// The settings of inlet `wanted` (or the only inlet) of the streamlet, from `streamlet.conf` of
-    /// its rendered Secret, waiting up to `timeout_s` seconds for the Secret to appear.
-    pub fn inlet(
-        ns: &str,
-        pipeline: &str,
-        streamlet: &str,
-        wanted: Option<&str>,
-        timeout_s: u64,
-    ) -> anyhow::Result<Inlet> {
-        let text = read_conf(ns, &secret_name(pipeline, streamlet), Duration::from_secs(timeout_s))?;
-        from_conf(&text, wanted)
+    /// The text of `streamlet.conf` of the streamlet's rendered Secret, waiting up to `timeout_s`
+    /// seconds for the Secret to appear.
+    pub fn conf(ns: &str, pipeline: &str, streamlet: &str, timeout_s: u64) -> anyhow::Result<String> {
+        read_conf(ns, &secret_name(pipeline, streamlet), Duration::from_secs(timeout_s))
     }
 
     /// `streamlet.conf` of Secret `ns`/`name`, from the API server (KUBECONFIG).
@@ -361,6 +463,33 @@ mod rendered {
         })
     }
 
+    /// The settings of outlet `wanted` (or the only outlet) from the text of `streamlet.conf`.
+    pub fn outlet_from_conf(conf: &str, wanted: Option<&str>) -> anyhow::Result<Outlet> {
+        let root = tree::parse(conf, &HashMap::new()).map_err(|e| anyhow!("{CONF_KEY} does not parse: {e}"))?;
+        let outlets = object(object(&root, "flow", "")?, "outlets", "flow.")?;
+        let name = match wanted {
+            Some(n) => n.to_string(),
+            None => match outlets.keys().collect::<Vec<_>>().as_slice() {
+                [only] => (*only).clone(),
+                names => bail!("the streamlet has {} outlets ({names:?}): name one with --outlet", names.len()),
+            },
+        };
+        let at = format!("flow.outlets.{name}.");
+        let outlet = object(outlets, &name, "flow.outlets.")?;
+        let bootstrap =
+            object(outlet, "bootstrap", &at).and_then(|b| text(b, "servers", &format!("{at}bootstrap.")))?;
+        // The sidecar's producers take connection-config, with the producer settings laid over it.
+        let mut java = properties(outlet, "connection-config", &at)?;
+        java.extend(properties(outlet, "producer-config", &at)?);
+        let mut props = flow_core::connection::java::for_librdkafka(java).map_err(|e| anyhow!("{}", e.join("; ")))?;
+        props.insert("bootstrap.servers".into(), bootstrap.to_string());
+        Ok(Outlet {
+            topic: text(outlet, "topic", &at)?.to_string(),
+            client_id: text(outlet, "client-id", &at)?.to_string(),
+            properties: props,
+        })
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -382,6 +511,13 @@ flow {
     }
   }
   outlets {
+    "valid" {
+      topic = "cart.valid-carts"
+      client-id = "cart.router.valid"
+      bootstrap.servers = "kafka.kafka.svc:9092"
+      connection-config { "security.protocol" = "PLAINTEXT" }
+      producer-config { "linger.ms" = "5" }
+    }
   }
 }
 "#;
@@ -397,6 +533,15 @@ flow {
             assert_eq!(i.properties["security.protocol"], "PLAINTEXT");
             assert_eq!(i.properties["auto.offset.reset"], "latest");
             assert!(from_conf(CONF, Some("other")).is_err());
+        }
+
+        #[test]
+        fn the_outlet_settings_come_from_the_file() {
+            let o = outlet_from_conf(CONF, None).unwrap();
+            assert_eq!((o.topic.as_str(), o.client_id.as_str()), ("cart.valid-carts", "cart.router.valid"));
+            assert_eq!(o.properties["bootstrap.servers"], "kafka.kafka.svc:9092");
+            assert_eq!(o.properties["linger.ms"], "5");
+            assert!(outlet_from_conf(CONF, Some("review")).is_err());
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::exit::{Failure, Output};
 
 /// Arguments of `flow reset undo`.
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("waits").args(["wait"])))]
 pub struct Args {
     /// The id of the reset to undo, as `flow reset` printed it.
     id: String,
