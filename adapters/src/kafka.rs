@@ -511,6 +511,25 @@ pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Re
     .await
 }
 
+/// The id of the Kafka cluster `client` is connected to (KIP-78): the same over every connection to
+/// the same cluster, whatever spelling of its brokers, listener or credentials a connection uses.
+/// Read from the metadata the client keeps; a client that has none yet asks for it first.
+///
+/// # Errors
+/// A classified [`KafkaFailure`]: the cluster did not answer within the request deadline (transient),
+/// or refused the client's TLS or credentials (final); or, from a broker too old to tell its id, a
+/// final failure that says so.
+pub async fn cluster_id(client: Arc<KafkaClient>) -> Result<String, KafkaFailure> {
+    blocking(client, move |h| {
+        if let Some(id) = admin::cluster_id(h) {
+            return Ok(id);
+        }
+        h.metadata()?;
+        admin::cluster_id(h).ok_or_else(|| KafkaFailure::refused("the Kafka cluster's metadata gives no cluster id"))
+    })
+    .await
+}
+
 /// What Kafka describes of a consumer group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupDescription {
@@ -563,6 +582,7 @@ mod coordinator;
 mod lag;
 mod log;
 
+pub(crate) use admin::{TopicAnswer, describe_topics};
 pub use lag::{Lag, lags};
 pub(crate) use log::ClientLog;
 pub use log::Requests;

@@ -226,6 +226,27 @@ pub fn reset_annotations(flow: &AnkkaFlow) -> (Option<&str>, Option<&str>) {
     (a.get(ANNOTATION_RESET).map(String::as_str), a.get(ANNOTATION_RESET_DONE).map(String::as_str))
 }
 
+/// When the reset request annotation was last written, as the API server recorded it: the `time` of
+/// the `metadata.managedFields` entry that owns the annotation (the field manager that wrote it, such
+/// as `flow-cli` or `kubectl-annotate`), in RFC 3339 to the second; the latest one when several own
+/// it. `None` when no entry says (a read without managed fields, as the watch caches hold them).
+///
+/// The API server stamps an entry with the time of each write that changes a field the entry owns
+/// (the Kubernetes API concepts, "Server-Side Apply", managed fields): a new request is a new value,
+/// so it is the time the request was written.
+pub fn request_written_at(flow: &AnkkaFlow) -> Option<String> {
+    let key = format!("f:{ANNOTATION_RESET}");
+    flow.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| e.subresource.as_deref().is_none_or(str::is_empty))
+        .filter(|e| e.fields_v1.as_ref().is_some_and(|f| f.0["f:metadata"]["f:annotations"].get(&key).is_some()))
+        .filter_map(|e| e.time.as_ref().map(|t| t.0))
+        .max()
+        .map(|t| t.to_string())
+}
+
 /// Records `event` about `flow` as an `events.k8s.io/v1` Event named by [`FlowEvent::name_for`].
 ///
 /// Returns `Ok(false)` when an event of that name exists already: the same fact was recorded before,
@@ -272,5 +293,61 @@ pub async fn record_event(
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `AnkkaFlow` with these `metadata.managedFields`.
+    fn with_managed_fields(entries: serde_json::Value) -> AnkkaFlow {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "flow.ankka.thinkmorestupidless.com/v1alpha1",
+            "kind": "AnkkaFlow",
+            "metadata": { "name": "cart", "namespace": "shop", "managedFields": entries },
+            "spec": { "pipeline": "cart", "streamlets": [], "topics": [] }
+        }))
+        .expect("an AnkkaFlow")
+    }
+
+    fn owning(manager: &str, time: &str, annotations: &[&str], subresource: Option<&str>) -> serde_json::Value {
+        let owned: serde_json::Map<String, serde_json::Value> =
+            annotations.iter().map(|a| (format!("f:{a}"), serde_json::json!({}))).collect();
+        let mut e = serde_json::json!({
+            "manager": manager, "operation": "Update", "apiVersion": "flow.ankka.thinkmorestupidless.com/v1alpha1",
+            "time": time, "fieldsType": "FieldsV1",
+            "fieldsV1": { "f:metadata": { "f:annotations": owned } }
+        });
+        if let Some(s) = subresource {
+            e["subresource"] = serde_json::json!(s);
+        }
+        e
+    }
+
+    #[test]
+    fn the_request_was_written_when_the_entry_that_owns_it_says() {
+        let flow = with_managed_fields(serde_json::json!([
+            owning(
+                "kubectl-client-side-apply",
+                "2026-11-29T16:00:00Z",
+                &["kubectl.kubernetes.io/last-applied-configuration"],
+                None
+            ),
+            owning("flow-cli", "2026-11-29T16:21:40Z", &[ANNOTATION_RESET], None),
+            owning("ankka-flow-operator", "2026-11-29T16:21:42Z", &[ANNOTATION_RESET_DONE], None),
+            owning("ankka-flow-operator", "2026-11-29T16:21:43Z", &[], Some("status")),
+        ]));
+        assert_eq!(request_written_at(&flow).as_deref(), Some("2026-11-29T16:21:40Z"));
+        // Written by hand later, with kubectl annotate: the latest writer's time.
+        let flow = with_managed_fields(serde_json::json!([
+            owning("flow-cli", "2026-11-29T16:21:40Z", &[ANNOTATION_RESET], None),
+            owning("kubectl-annotate", "2026-11-29T17:00:05Z", &[ANNOTATION_RESET, "x"], None),
+        ]));
+        assert_eq!(request_written_at(&flow).as_deref(), Some("2026-11-29T17:00:05Z"));
+        // Nobody owns it (a read from a cache, which drops the managed fields).
+        assert_eq!(request_written_at(&with_managed_fields(serde_json::json!([]))), None);
+        let flow = with_managed_fields(serde_json::json!([owning("x", "2026-11-29T16:00:00Z", &["y"], None)]));
+        assert_eq!(request_written_at(&flow), None);
     }
 }

@@ -1,11 +1,13 @@
 //! Kafka topic administration over a topic's own connection: describe, create and delete, with
 //! rdkafka's safe `AdminClient`.
 //!
-//! Nothing here ever makes a topic appear by accident: existence is read from the metadata of every
-//! topic (a Metadata request that names no topic never creates one, even on a broker with
-//! `auto.create.topics.enable=true`), and a topic's configuration is only asked for once the
-//! metadata showed that the topic exists. A topic is created only by [`TopicAdmin::create`], which
-//! the operator calls for a managed topic it found missing.
+//! Nothing here ever makes a topic appear by accident: existence is read with DescribeTopics, whose
+//! Metadata request does not allow topic creation, so a broker with
+//! `auto.create.topics.enable=true` never creates a missing topic for it; a topic's configuration is
+//! only asked for once that showed the topic exists. A topic is created only by
+//! [`TopicAdmin::create`], which the operator calls for a managed topic it found missing.
+//! DescribeTopics also gives each topic's id (KIP-516), which tells the topic the operator created
+//! from one of the same name created by someone else (`flow_core::render::owners`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use crate::kafka::{CLIENT_ID, ClientLog, Deadlines, classify, config_rejected};
+use crate::kafka::{CLIENT_ID, ClientLog, Deadlines, TopicAnswer, classify, config_rejected, describe_topics};
 
 /// What the describe of one topic found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,13 +43,16 @@ pub struct Described {
     /// Live values of the configuration keys that were asked for; a key Kafka does not know (or
     /// gives no value for) is absent.
     pub configs: BTreeMap<String, String>,
+    /// Its topic id (KIP-516) as Kafka's tools show it; `None` when the brokers give none.
+    pub topic_id: Option<String>,
 }
 
 /// What [`TopicAdmin::create`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Created {
-    /// The topic was created by this call.
-    Created,
+    /// The topic was created by this call; its topic id, once the brokers show the topic (`None`
+    /// when they give topics no id, or did not show it within the request deadline).
+    Created(Option<String>),
     /// Someone created it between the describe and the create (an already-exists race): nothing
     /// was done.
     AlreadyExisted,
@@ -107,10 +112,11 @@ impl TopicAdmin {
     }
 
     /// Describes each topic of `wanted` (Kafka name -> the configuration keys whose live values
-    /// are wanted): partitions, replication factor of the first partition, and those values.
+    /// are wanted): partitions, replication factor of the first partition, topic id, and those
+    /// values.
     ///
-    /// One Metadata request for every topic of the cluster, then one DescribeConfigs request for
-    /// the existing topics that want configuration values. When the cluster cannot be asked, every
+    /// One DescribeTopics request for the topics, then one DescribeConfigs request for the existing
+    /// topics that want configuration values. When the cluster cannot be asked, every
     /// topic is [`TopicState::Unreachable`] with the reason.
     pub async fn describe(
         self: &Arc<Self>,
@@ -119,26 +125,25 @@ impl TopicAdmin {
         let this = Arc::clone(self);
         let names: Vec<String> = wanted.keys().cloned().collect();
         let metadata = tokio::task::spawn_blocking(move || {
-            let md = this.admin.inner().fetch_metadata(None, this.deadlines.request).map_err(|e| classify(&e));
-            md.map(|md| {
-                names
-                    .iter()
-                    .map(|name| {
-                        let found = md.topics().iter().find(|t| t.name() == name).map(|t| {
-                            if let Some(err) = t.error() {
-                                return Err(format!("topic '{name}': {}", RDKafkaErrorCode::from(err)));
-                            }
-                            let first = t.partitions().iter().min_by_key(|p| p.id());
-                            let replication =
-                                first.map_or(0, |p| i32::try_from(p.replicas().len()).unwrap_or(i32::MAX));
-                            let partitions = i32::try_from(t.partitions().len()).unwrap_or(i32::MAX);
-                            Ok((partitions, replication))
-                        });
-                        (name.clone(), found)
-                    })
-                    .collect::<BTreeMap<_, _>>()
-            })
-            .map_err(|f| this.explain(f))
+            let answers = describe_topics(this.admin.inner(), &names, this.deadlines.request);
+            answers
+                .map(|mut answers| {
+                    names
+                        .iter()
+                        .map(|name| {
+                            let found = match answers.remove(name) {
+                                Some(TopicAnswer::Exists { partitions, replication, topic_id: (msb, lsb) }) => {
+                                    Some(Ok((partitions, replication, flow_core::render::owners::topic_id(msb, lsb))))
+                                }
+                                Some(TopicAnswer::Failed(RDKafkaErrorCode::UnknownTopicOrPartition, _)) => None,
+                                Some(TopicAnswer::Failed(code, _)) => Some(Err(format!("topic '{name}': {code}"))),
+                                None => Some(Err(format!("topic '{name}': Kafka gave no answer for it"))),
+                            };
+                            (name.clone(), found)
+                        })
+                        .collect::<BTreeMap<_, _>>()
+                })
+                .map_err(|f| this.explain(f))
         })
         .await
         .unwrap_or_else(|e| Err(KafkaFailure::unavailable(format!("Kafka worker stopped: {e}"))));
@@ -158,13 +163,14 @@ impl TopicAdmin {
                 Some(Err(reason)) => {
                     out.insert(name.clone(), TopicState::Unreachable(reason.clone()));
                 }
-                Some(Ok((partitions, replication))) => {
+                Some(Ok((partitions, replication, topic_id))) => {
                     out.insert(
                         name.clone(),
                         TopicState::Exists(Described {
                             partitions: *partitions,
                             replication: *replication,
                             configs: BTreeMap::new(),
+                            topic_id: topic_id.clone(),
                         }),
                     );
                     if wanted.get(name).is_some_and(|keys| !keys.is_empty()) {
@@ -222,13 +228,14 @@ impl TopicAdmin {
     }
 
     /// Creates topic `name` with `partitions`, replication factor `replication` and topic-level
-    /// `config`. A topic that appeared meanwhile is no error ([`Created::AlreadyExisted`]).
+    /// `config`, and gives its topic id. A topic that appeared meanwhile is no error
+    /// ([`Created::AlreadyExisted`]).
     ///
     /// # Errors
     /// Kafka's refusal (an invalid setting, too few brokers for the replication factor, no right to
     /// create topics), or the deadline.
     pub async fn create(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         partitions: i32,
         replication: i32,
@@ -241,10 +248,27 @@ impl TopicAdmin {
         let opts = self.options();
         let results = self.bounded(self.admin.create_topics([&topic], &opts)).await.map_err(|f| self.explain(f))?;
         match results.into_iter().next() {
-            Some(Ok(_)) => Ok(Created::Created),
+            Some(Ok(_)) => Ok(Created::Created(self.created_id(name).await)),
             Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(Created::AlreadyExisted),
             Some(Err((_, code))) => Err(self.explain(classify(&KafkaError::AdminOp(code)))),
             None => Err(KafkaFailure::unavailable("Kafka gave no answer for the topic")),
+        }
+    }
+
+    /// The topic id of topic `name`, which this client just created: asked until the brokers show
+    /// the topic (a broker learns of a new topic a moment after the controller created it), up to
+    /// the request deadline. `None` when they give topics no id, or did not show it in time.
+    async fn created_id(self: &Arc<Self>, name: &str) -> Option<String> {
+        let end = std::time::Instant::now() + self.deadlines.request;
+        loop {
+            let wanted = BTreeMap::from([(name.to_string(), BTreeSet::new())]);
+            match self.describe(wanted).await.remove(name) {
+                Some(TopicState::Exists(d)) => return d.topic_id,
+                Some(TopicState::Missing) if std::time::Instant::now() < end => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => return None,
+            }
         }
     }
 

@@ -405,10 +405,25 @@ pub struct TopicStatus {
     /// Whether the topic exists in Kafka (a managed topic counts as existing once the operator
     /// created it).
     pub exists: bool,
-    /// Empty, `created by the operator`, `topic '<kafka-name>' does not exist`, or
-    /// `Kafka unreachable: <reason>`.
+    /// Empty, `created by the operator`, `adopted read-only: <why>`, `topic '<kafka-name>' does not
+    /// exist`, or `Kafka unreachable: <reason>`.
     #[serde(default)]
     pub detail: String,
+    /// For a managed topic, who owns it: `Created` (the operator created it for this resource, and
+    /// deletes it with it under `onDelete.managedTopics: Delete`) or `Adopted` (it existed before,
+    /// or the operator cannot prove it created it: never altered, never deleted). Absent for an
+    /// unmanaged topic, and while Kafka cannot be asked (docs/rendering.md, "Who owns a topic").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<TopicOwnership>,
+}
+
+/// Who owns a managed topic, as the operator can prove it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TopicOwnership {
+    /// The operator created it for this resource.
+    Created,
+    /// It is used read-only: never altered, never deleted.
+    Adopted,
 }
 
 /// One condition, as the Kubernetes API conventions define it.
@@ -459,7 +474,12 @@ pub struct ResetStatus {
     /// Per consumer group: its outcome.
     #[serde(default)]
     pub groups: Vec<GroupStatus>,
-    /// When the operator first saw the request (RFC 3339).
+    /// When the request was written, as the API server recorded it: the time of the
+    /// `metadata.managedFields` entry of whoever wrote the request annotation (RFC 3339, to the
+    /// second). Absent when the API server did not say, and in a status written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_at: Option<String>,
+    /// When the operator took the request up: first saw it, from a fresh read (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
     /// Who wrote the request, as the API server authenticated them (the annotation

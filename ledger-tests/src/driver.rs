@@ -149,6 +149,8 @@ impl World {
             uid: &uid,
             request: request.as_deref(),
             done: done.as_deref(),
+            // The model's API server keeps no managed fields: the time written is display only.
+            written: None,
             reset: reset.as_ref(),
             history: &history,
             ..Fresh::default()

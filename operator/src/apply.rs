@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use crate::context::{Context, Error};
+use crate::owners::Writer;
 
 /// The Kafka connection of each topic of the pipeline, by topic id.
 pub type Connections = BTreeMap<String, KafkaConnection>;
@@ -48,23 +49,34 @@ pub async fn refusal(ctx: &Context, flow: &AnkkaFlow, refusal: &Refusal) {
     }
 }
 
-/// A resource being deleted (needs Kafka and a client): deletes its managed topics that resolve (a
-/// topic already gone is fine), then removes the finalizer. Nothing else: the owner references let
-/// Kubernetes delete the rest.
+/// A resource being deleted (needs Kafka and a client): deletes the managed topics that resolve and
+/// that the operator created for it (a topic already gone is fine; see [`Deletion`]), records a
+/// `TopicKept` event for each other one, removes the finalizer, then forgets the record of what it
+/// created. Nothing else: the owner references let Kubernetes delete the rest.
 ///
 /// # Errors
-/// [`Error::TopicDelete`] when a topic could not be deleted (the finalizer stays, and the deletion
-/// is tried again); the finalizer's removal failing.
+/// [`Error::TopicDelete`] when a topic the record names could not be described or deleted (the
+/// finalizer stays, and the deletion is tried again); the finalizer's removal failing.
 pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(), Error> {
     let (ns, name) = (flow.namespace().unwrap_or_default(), flow.name_any());
     for why in &d.unresolved {
         tracing::warn!(namespace = %ns, name = %name, reason = %why, "managed topic left in Kafka: it does not resolve");
     }
+    let stored =
+        if d.candidates.is_empty() { crate::owners::Stored::default() } else { crate::owners::read(ctx, flow).await? };
+    let described = crate::observe::describe_topics(ctx, d.to_describe(&stored.record)).await;
+    let topics = d.topics(&stored.record, &described);
+    for event in &topics.kept {
+        record(ctx, flow, event).await;
+    }
+    if !topics.unreachable.is_empty() {
+        return Err(Error::TopicDelete(topics.unreachable.join("; ")));
+    }
     let mut failures = Vec::new();
-    for t in &d.delete_topics {
+    for (t, event) in &topics.delete {
         for (topic, result) in ctx.kafka.delete(t.kafka_connection(), std::slice::from_ref(&t.name)).await {
             match result {
-                Ok(Deleted::Deleted) => tracing::info!(namespace = %ns, name = %name, %topic, "deleted managed topic"),
+                Ok(Deleted::Deleted) => record(ctx, flow, event).await,
                 Ok(Deleted::Missing) => {
                     tracing::info!(namespace = %ns, name = %name, %topic, "managed topic already gone")
                 }
@@ -76,7 +88,18 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
         return Err(Error::TopicDelete(failures.join("; ")));
     }
     if d.remove_finalizer {
+        // Back from Kafka: the API writes take a reconcile slot again (`crate::slots`).
+        let _slot = ctx.slots.resume().await;
         owned::remove_finalizer(&ctx.client, flow, FINALIZER).await?;
+        // The record goes after the finalizer: while the finalizer stays (its removal failed, and
+        // the deletion is tried again), the record must still prove which topics were the
+        // resource's, or a retry would report them as someone else's. A record left behind (the
+        // API server refused its deletion) names a resource that is gone: the sweep forgets it.
+        if let Some(uid) = flow.uid()
+            && let Err(e) = crate::owners::forget(ctx, &uid).await
+        {
+            tracing::warn!(namespace = %ns, name = %name, error = %e, "the record of the topics the operator created for this resource is left for the sweep");
+        }
     }
     Ok(())
 }
@@ -89,7 +112,8 @@ pub type Applied = BTreeMap<String, AppliedDeployment>;
 /// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
 /// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
 /// Everything is applied server-side with the operator's field manager. The objects are left out
-/// when the plan leaves them as they are ([`Plan::objects`]).
+/// when the plan leaves them as they are ([`Plan::objects`]). `slot` is the reconcile's slot: given
+/// back while a topic is created in Kafka, taken again after (`crate::slots`).
 ///
 /// # Errors
 /// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
@@ -99,17 +123,27 @@ pub async fn plan(
     flow: &AnkkaFlow,
     p: &Plan,
     conns: &Connections,
+    owners: &Writer,
+    slot: crate::slots::Slot,
 ) -> Result<Applied, (Error, ApplyOutcome)> {
+    let on = On { ctx, flow, conns, owners };
+    let mut held = ctx.slots.held(slot);
     let outcome: Result<Applied, (Action<'_>, String)> = async {
         for action in p.setup_actions() {
-            step(ctx, flow, action, conns).await?;
+            if matches!(action, Action::CreateTopic(_)) {
+                held.give_back();
+            } else {
+                held.take_back().await;
+            }
+            step(&on, action).await?;
         }
+        held.take_back().await;
         for stage in p.pipeline_object_stages() {
-            futures::future::try_join_all(stage.into_iter().map(|a| step(ctx, flow, a, conns))).await?;
+            futures::future::try_join_all(stage.into_iter().map(|a| step(&on, a))).await?;
         }
         // Collected first: a stream over a lazy map of borrowing futures trips the compiler's
         // higher-ranked lifetime check.
-        let each: Vec<_> = p.streamlet_steps().iter().map(|s| streamlet(ctx, flow, s, conns)).collect();
+        let each: Vec<_> = p.streamlet_steps().iter().map(|s| streamlet(&on, s)).collect();
         let deployments: Applied = futures::stream::iter(each)
             .buffer_unordered(STREAMLET_CONCURRENCY)
             .try_collect::<Vec<_>>()
@@ -118,7 +152,7 @@ pub async fn plan(
             .flatten()
             .collect();
         for action in p.removal_actions() {
-            step(ctx, flow, action, conns).await?;
+            step(&on, action).await?;
         }
         Ok(deployments)
     }
@@ -138,40 +172,37 @@ pub async fn plan(
     }
 }
 
+/// What every step of one plan works on.
+struct On<'a> {
+    ctx: &'a Context,
+    flow: &'a AnkkaFlow,
+    conns: &'a Connections,
+    owners: &'a Writer,
+}
+
 /// One streamlet's steps, in order: its Secret, its Deployment, and `StreamletRolled`. Returns the
 /// streamlet with its Deployment as the apply left it.
 async fn streamlet<'p>(
-    ctx: &Context,
-    flow: &AnkkaFlow,
+    on: &On<'_>,
     s: &'p StreamletStep,
-    conns: &Connections,
 ) -> Result<Option<(String, AppliedDeployment)>, (Action<'p>, String)> {
     let mut deployment = None;
     for action in s.actions() {
-        deployment = deployment.or(step(ctx, flow, action, conns).await?);
+        deployment = deployment.or(step(on, action).await?);
     }
     Ok(deployment.map(|d| (s.rendered.name.clone(), d)))
 }
 
 /// One step of a plan, which comes back with the error when it fails; a Deployment's apply gives
 /// the Deployment as it left it.
-async fn step<'p>(
-    ctx: &Context,
-    flow: &AnkkaFlow,
-    action: Action<'p>,
-    conns: &Connections,
-) -> Result<Option<AppliedDeployment>, (Action<'p>, String)> {
-    carry_out(ctx, flow, &action, conns).await.map_err(|message| (action, message))
+async fn step<'p>(on: &On<'_>, action: Action<'p>) -> Result<Option<AppliedDeployment>, (Action<'p>, String)> {
+    carry_out(on, &action).await.map_err(|message| (action, message))
 }
 
 /// One step of a plan, with the Deployment it applied as it left it, if it applied one; the
 /// error is the API server's or Kafka's words (never a Secret's content).
-async fn carry_out(
-    ctx: &Context,
-    flow: &AnkkaFlow,
-    action: &Action<'_>,
-    conns: &Connections,
-) -> Result<Option<AppliedDeployment>, String> {
+async fn carry_out(on: &On<'_>, action: &Action<'_>) -> Result<Option<AppliedDeployment>, String> {
+    let On { ctx, flow, conns, owners } = *on;
     let ns = flow.namespace().unwrap_or_default();
     let c = &ctx.client;
     let api = |e: kube::Error| match e {
@@ -181,15 +212,24 @@ async fn carry_out(
     match action {
         Action::AddFinalizer => owned::add_finalizer(c, flow, FINALIZER).await.map(|()| None).map_err(api),
         Action::RemoveFinalizer => owned::remove_finalizer(c, flow, FINALIZER).await.map(|()| None).map_err(api),
+        Action::WriteRecord(r) => owners.write(r).await.map(|()| None).map_err(|e| e.to_string()),
         Action::CreateTopic(t) => {
             let Some(conn) = conns.get(&t.id) else {
                 return Err("the topic has no connection".into());
             };
+            let name = flow.name_any();
             match ctx.kafka.create(conn, t).await {
-                Ok(Created::Created) => Ok(None),
-                Ok(Created::AlreadyExisted) => {
-                    tracing::info!(namespace = %ns, name = %flow.name_any(), topic = %t.name, "topic appeared before the operator created it");
+                // Recorded at once: until then, the operator could not prove it created the topic.
+                Ok(Created::Created(Some(id))) => {
+                    owners.created(&t.name, &id).await.map(|()| None).map_err(|e| e.to_string())
+                }
+                Ok(Created::Created(None)) => {
+                    tracing::warn!(namespace = %ns, %name, topic = %t.name, "created the topic, but Kafka gave no topic id for it: it is adopted read-only");
                     Ok(None)
+                }
+                Ok(Created::AlreadyExisted) => {
+                    tracing::info!(namespace = %ns, %name, topic = %t.name, "topic appeared before the operator created it: it is adopted read-only");
+                    owners.drop_intent(&t.name).await.map(|()| None).map_err(|e| e.to_string())
                 }
                 Err(f) => Err(f.reason),
             }

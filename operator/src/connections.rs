@@ -1,12 +1,14 @@
 //! The operator's Kafka connections, all in one place: the one [`Pool`] of librdkafka clients, kept
 //! connected between reconciles (the group clients of the reset driver and the lag measurement, in
-//! lanes, and one topic admin client per connection); topic administration over it ([`Kafka`]); and
-//! the resolution of a resource's topics to their connections, from the cluster Secrets read at
-//! most once per use ([`Connections`]).
+//! lanes, and one topic admin client per connection), with each connection's bulkhead ([`Gate`]);
+//! topic administration over it ([`Kafka`]); and the resolution of a resource's topics to their
+//! connections, from the cluster Secrets read at most once per use ([`Connections`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use flow_adapters::kafka::{Deadlines, KafkaClient, Requests};
 use flow_adapters::topics::TopicAdmin;
@@ -47,6 +49,61 @@ pub struct Pool {
     pooled: Mutex<Vec<Pooled>>,
     /// What the group clients closed so far sent (see [`Pool::requests_sent`]).
     retired: Mutex<Requests>,
+    /// How many Kafka calls each connection runs at once, and how long a call waits for its turn.
+    bulkhead: Bulkhead,
+    /// Each connection's bulkhead, with its last use.
+    gates: Mutex<Vec<(KafkaConnection, Arc<Semaphore>, Instant)>>,
+}
+
+/// The bounds of every connection's bulkhead (see [`Gate`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Bulkhead {
+    /// Kafka calls one connection runs at once (`FLOW_KAFKA_CALLS_PER_CLUSTER`).
+    pub calls: usize,
+    /// How long a call waits for its turn before it fails as transient: the Kafka request deadline.
+    pub wait: Duration,
+}
+
+/// One connection's bulkhead: at most [`Bulkhead::calls`] of the operator's Kafka calls over the
+/// connection run at once, whoever makes them (a reset, the lag, a topic's describe), and a call
+/// waits at most [`Bulkhead::wait`] for its turn. A connection is the brokers with the client
+/// settings (credentials included), so a connection that fails (a wrong CA, a wrong password,
+/// nothing listening) fills only its own: calls over every other connection never wait for it, and
+/// neither does any reconcile, which holds no slot while it waits for Kafka (`crate::slots`).
+#[derive(Clone)]
+pub struct Gate {
+    calls: Arc<Semaphore>,
+    bulkhead: Bulkhead,
+    brokers: String,
+}
+
+impl Gate {
+    /// A gate that never makes a call wait, for the in-memory Kafka of the mocked-API tests.
+    #[cfg(test)]
+    pub fn open(conn: &KafkaConnection) -> Gate {
+        let bulkhead = Bulkhead { calls: Semaphore::MAX_PERMITS, wait: Duration::from_secs(1) };
+        Gate { calls: Arc::new(Semaphore::new(bulkhead.calls)), bulkhead, brokers: conn.bootstrap_servers.clone() }
+    }
+
+    /// Waits for a turn; the turn ends when the returned permit drops, which the caller holds until
+    /// its call truly ended (a blocking call runs on after its future is dropped).
+    ///
+    /// # Errors
+    /// A transient [`KafkaFailure`] when no turn came within the wait: the connection's calls are
+    /// all under way (its cluster is slow or does not answer).
+    pub async fn enter(self) -> Result<OwnedSemaphorePermit, KafkaFailure> {
+        let Gate { calls, bulkhead, brokers } = self;
+        match tokio::time::timeout(bulkhead.wait, calls.acquire_owned()).await {
+            Ok(Ok(turn)) => Ok(turn),
+            // The semaphore is never closed.
+            Ok(Err(_)) | Err(_) => Err(KafkaFailure::unavailable(format!(
+                "the operator's {} Kafka calls over this connection to {brokers} at once were all under way for {} s \
+                 (its cluster answers slowly or not at all; FLOW_KAFKA_CALLS_PER_CLUSTER)",
+                bulkhead.calls,
+                bulkhead.wait.as_secs()
+            ))),
+        }
+    }
 }
 
 /// One pooled client: its connection, which one of that connection's clients it is, and its last use.
@@ -91,9 +148,37 @@ impl Client {
 }
 
 impl Pool {
-    /// An empty pool whose clients' requests have deadlines `d`.
-    pub fn new(d: Deadlines) -> Self {
-        Pool { deadlines: d, pooled: Mutex::new(Vec::new()), retired: Mutex::new(Requests::new()) }
+    /// An empty pool whose clients' requests have deadlines `d`, and whose connections' calls are
+    /// bounded by `bulkhead`.
+    pub fn new(d: Deadlines, bulkhead: Bulkhead) -> Self {
+        Pool {
+            deadlines: d,
+            pooled: Mutex::new(Vec::new()),
+            retired: Mutex::new(Requests::new()),
+            bulkhead,
+            gates: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The bulkhead of `conn` (see [`Gate`]); those of connections unused for [`IDLE`], with no call
+    /// under way, are forgotten first.
+    pub fn gate(&self, conn: &KafkaConnection) -> Gate {
+        let now = Instant::now();
+        let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
+        let calls = self.bulkhead.calls.max(1);
+        gates.retain(|(_, s, used)| now.duration_since(*used) <= IDLE || s.available_permits() < calls);
+        let semaphore = match gates.iter_mut().find(|(c, _, _)| c == conn) {
+            Some((_, s, used)) => {
+                *used = now;
+                Arc::clone(s)
+            }
+            None => {
+                let s = Arc::new(Semaphore::new(calls));
+                gates.push((conn.clone(), Arc::clone(&s), now));
+                s
+            }
+        };
+        Gate { calls: semaphore, bulkhead: self.bulkhead, brokers: conn.bootstrap_servers.clone() }
     }
 
     /// The requests the group clients (the reset driver's and the lag measurement's) sent to the
@@ -255,6 +340,15 @@ impl<'a> Connections<'a> {
     ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let conn = self.get(flow, topic_id).await?;
         self.parts.kafka.group_client(&conn, lane, || home_group(flow, topic_id))
+    }
+
+    /// The bulkhead of topic `topic_id`'s connection in `flow` (see [`Gate`]).
+    ///
+    /// # Errors
+    /// As [`Connections::get`].
+    pub async fn gate(&mut self, flow: &AnkkaFlow, topic_id: &str) -> Result<Gate, KafkaFailure> {
+        let conn = self.get(flow, topic_id).await?;
+        Ok(self.parts.kafka.gate(&conn))
     }
 
     /// The operator's connection of topic `topic_id` of `flow`, resolved by the same rules as the

@@ -105,9 +105,19 @@ pub struct Context {
     /// When each resource's catch-up lag was last measured: status writes trigger reconciles, and
     /// the lag is measured at most once per lag interval whatever triggers them.
     pub lag_measured: Mutex<HashMap<ObjectRef<AnkkaFlow>, std::time::Instant>>,
+    /// The shared reconcile slots (`FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES`): held while a
+    /// reconcile works with the API server, never while it waits for Kafka (see `crate::slots`).
+    pub slots: crate::slots::Slots,
+    /// The Kafka cluster ids learned so far, per connection (see `crate::tenancy`).
+    pub cluster_ids: crate::tenancy::ClusterIds,
 }
 
 impl Context {
+    /// The deadline of each Kafka request (`FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS`).
+    pub fn kafka_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.settings.kafka_request_timeout_seconds)
+    }
+
     /// Whether each of the controllers' caches of `AnkkaFlow`s has listed its namespaces once.
     pub fn flows_listed(&self) -> bool {
         !self.flows.is_empty() && self.flows.iter().all(listed)

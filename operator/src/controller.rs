@@ -78,8 +78,6 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // namespace or all of them, and the operator's rights may be bound in the watched ones alone.
     let scope = crate::scope::Scope::of(&settings);
     let (flows, deployments) = (scope.apis::<AnkkaFlow>(&watches), scope.apis::<Deployment>(&watches));
-    // The reconciles in parallel, shared out between the controllers.
-    let concurrency = (settings.max_concurrent_reconciles / u16::try_from(flows.len()).unwrap_or(u16::MAX)).max(1);
     let mut deployment_stores = Vec::new();
     let controllers: Vec<Controller<AnkkaFlow>> = flows
         .into_iter()
@@ -101,9 +99,12 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
                 watcher(deployments, managed).default_backoff().modify(observe::slim_deployment),
             )
             .touched_objects();
+            // kube's own limit is off (0: every reconcile that is due starts; never two of one
+            // resource): the shared reconcile slots bound them instead, held while a reconcile works
+            // with the API server, not while it waits for Kafka (see `crate::slots`).
             Controller::for_stream(changes, store)
                 .owns_stream(owned_changes)
-                .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+                .with_config(kube::runtime::controller::Config::default().concurrency(0))
         })
         .collect();
     // The controllers' caches: every AnkkaFlow the operator watches, for the lag sampler and the
@@ -119,9 +120,13 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         ),
         client,
         ledger,
-        kafka: crate::connections::Kafka::new(crate::connections::Pool::new(Deadlines {
-            request: Duration::from_secs(settings.kafka_request_timeout_seconds),
-        })),
+        kafka: crate::connections::Kafka::new(crate::connections::Pool::new(
+            Deadlines { request: Duration::from_secs(settings.kafka_request_timeout_seconds) },
+            crate::connections::Bulkhead {
+                calls: usize::from(settings.kafka_calls_per_cluster),
+                wait: Duration::from_secs(settings.kafka_request_timeout_seconds),
+            },
+        )),
         token_endpoints: settings.token_endpoints(),
         settings: settings.clone(),
         failures: Mutex::new(HashMap::new()),
@@ -130,6 +135,8 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         deployments: deployment_stores,
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
+        slots: crate::slots::Slots::new(usize::from(settings.max_concurrent_reconciles)),
+        cluster_ids: Default::default(),
     });
     let counted = Arc::downgrade(&ctx);
     ctx.metrics.count_kafka_requests(Box::new(move || {
@@ -137,6 +144,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     }));
     ctx.metrics.leader.set(1);
     crate::lag::spawn_sampler(ctx.clone());
+    crate::owners::spawn_sweeper(ctx.clone());
     let runs = controllers
         .into_iter()
         .zip(cluster_ticks)
@@ -293,8 +301,14 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
 /// reason is the error's category. A failure also shows in the `Applied` condition: the status
 /// written is the computed one when the steps got that far (a failed step of the plan), else the
 /// stored one with the failure. It is returned for a retry with backoff.
+///
+/// Its API work runs in a reconcile slot, its Kafka waits in none (see `crate::slots`): the slot is
+/// taken for the read and the decision, given back for the Kafka work (the reset request's, the
+/// topics' describe and creation, the catch-up's lag), taken again for the apply, and for the status
+/// write.
 pub async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let Ending { status, result } = steps(&flow, &ctx).await;
+    let _slot = ctx.slots.resume().await;
     let result = match status {
         Some(status) => {
             let written = write_status(&ctx, &flow, status.status, &status.outcome).await;
@@ -349,6 +363,9 @@ macro_rules! step {
 async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
     let resync = Action::requeue(Duration::from_secs(ctx.settings.resync_seconds));
 
+    // In a reconcile slot until its Kafka work (see [`reconcile`]).
+    let slot = ctx.slots.start().await;
+
     // 1. Fetch (needs a client): the Kafka cluster Secrets, the Secrets the built-ins name.
     let fetched = step!(flow, observe::fetch(ctx, flow).await);
 
@@ -364,6 +381,8 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
         // 2a. Deletion (needs Kafka and a client): managed topics, then the finalizer. Nothing else,
         // and no status.
         Decision::Delete(deletion) => {
+            // Its topics are deleted in Kafka: without the slot, which the finalizer's removal takes again.
+            drop(slot);
             let result = apply::deletion(ctx, flow, &deletion).await.map(|()| Action::await_change());
             return Ending { status: None, result };
         }
@@ -377,8 +396,8 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
         }
         Decision::Apply(valid) => valid,
     };
-    // 2c. Consumer groups this pipeline shares with another (needs a client): a warning only.
-    crate::tenancy::warn_shared_groups(ctx, flow, &fetched.clusters).await;
+    // From here, Kafka work: the slot is given back, and the apply takes one again.
+    drop(slot);
 
     // 3. Fetch (needs Kafka and a client): each topic described in Kafka, the pipeline's objects.
     // 4. Build (pure, cannot fail): the ordered plan and the status it leads to.
@@ -400,8 +419,18 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
             // Sent, or dropped when the drive ends: either way the apply goes on.
             let _ = reset_quiet.await;
         }
-        let topics = observe::describe_topics(ctx, &valid).await;
+        // 2c. Consumer groups this pipeline shares with another on the same Kafka cluster (needs
+        // Kafka, for the cluster ids, and a client): a warning only.
+        crate::tenancy::warn_shared_groups(ctx, flow, &fetched.clusters).await;
+        let topics = observe::describe_topics(ctx, valid.topics()).await;
+        let slot = ctx.slots.resume().await;
         let owned = observe::owned(ctx, flow).await?;
+        // Who owns the managed topics: the record the operator keeps in its own namespace.
+        let record = if valid.topics().iter().any(|t| t.managed) {
+            crate::owners::read(ctx, flow).await?
+        } else {
+            crate::owners::Stored::default()
+        };
         let now = Timestamp::now();
         let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
         let plan = valid.build(&Observed {
@@ -409,13 +438,15 @@ async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
             deployments: &owned.deployments,
             secrets: &owned.secrets,
             applied: stored,
+            record: &record.record,
             now,
             reapply_after: Duration::from_secs(ctx.settings.resync_seconds),
         });
         if plan.objects.clears_record_first(stored) {
             crate::writes::Object::of(&ctx.client, flow)?.clear_applied().await?;
         }
-        let applied = apply::plan(ctx, flow, &plan, &conns).await;
+        let owners = crate::owners::Writer::new(ctx, flow, record)?;
+        let applied = apply::plan(ctx, flow, &plan, &conns, &owners, slot).await;
         let mut status = plan.status;
         status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, now);
         Ok::<_, Error>((status, applied.map(|_| plan.objects.reapply_in())))

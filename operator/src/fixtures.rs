@@ -67,6 +67,7 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         dir.to_str().expect("UTF-8 path"),
     ])
     .settings;
+    let settings_slots = settings.max_concurrent_reconciles;
     let ctx = Context {
         clusters: crate::clusters::ClusterSecrets::new(client.clone(), settings.clusters_namespace(), None),
         client,
@@ -80,6 +81,8 @@ pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
         deployments: Vec::new(),
         recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
+        slots: crate::slots::Slots::new(usize::from(settings_slots)),
+        cluster_ids: Default::default(),
     };
     (Arc::new(ctx), handle)
 }

@@ -17,7 +17,7 @@ use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use flow_core::targets::{self, InletTarget};
 use kube::ResourceExt;
 
-use crate::connections::Connections;
+use crate::connections::{Connections, Gate};
 use crate::context::Context;
 use crate::metrics::{ClusterLabels, GroupLabels, LagLabels, PartitionLagLabels};
 
@@ -27,27 +27,40 @@ type Histories = BTreeMap<String, BTreeMap<String, BTreeMap<i32, LogEndHistory>>
 
 /// The lag of each inlet of `wanted` (an inlet with the resource that declares its topic), in the
 /// order given. Inlets are grouped by their connection's client, so that each connection is asked once: one
-/// metadata request and one ListOffsets per topic, one OffsetFetch per group.
+/// metadata request and one ListOffsets per topic, one OffsetFetch per group. The connections are
+/// asked side by side, each in its turn of its bulkhead, so that one that does not answer delays no
+/// other.
 async fn measure(
     connections: &mut Connections<'_>,
     wanted: Vec<(&AnkkaFlow, InletTarget)>,
 ) -> Vec<(InletTarget, Result<Lag, KafkaFailure>)> {
     let mut results: Vec<Option<Result<Lag, KafkaFailure>>> = vec![None; wanted.len()];
-    // Per client: the indices into `wanted` it serves.
-    let mut by_client: Vec<(Arc<KafkaClient>, Vec<usize>)> = Vec::new();
+    // Per client: its connection's bulkhead, and the indices into `wanted` it serves.
+    let mut by_client: Vec<(Arc<KafkaClient>, Gate, Vec<usize>)> = Vec::new();
     for (i, (flow, inlet)) in wanted.iter().enumerate() {
-        match connections.client(flow, &inlet.topic_id).await {
-            Ok(client) => match by_client.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &client)) {
-                Some((_, served)) => served.push(i),
-                None => by_client.push((client, vec![i])),
+        let client = connections.client(flow, &inlet.topic_id).await;
+        let gate = connections.gate(flow, &inlet.topic_id).await;
+        match (client, gate) {
+            (Ok(client), Ok(gate)) => match by_client.iter_mut().find(|(c, _, _)| Arc::ptr_eq(c, &client)) {
+                Some((_, _, served)) => served.push(i),
+                None => by_client.push((client, gate, vec![i])),
             },
-            Err(e) => results[i] = Some(Err(e)),
+            (Err(e), _) | (_, Err(e)) => results[i] = Some(Err(e)),
         }
     }
-    for (client, served) in by_client {
+    let asked = by_client.into_iter().map(|(client, gate, served)| {
         let asked: Vec<(String, String)> =
             served.iter().map(|i| (wanted[*i].1.group.to_string(), wanted[*i].1.topic.clone())).collect();
-        match kafka::lags(client, asked).await {
+        async move {
+            let lags = match gate.enter().await {
+                Ok(_turn) => kafka::lags(client, asked).await,
+                Err(e) => Err(e),
+            };
+            (served, lags)
+        }
+    });
+    for (served, lags) in futures::future::join_all(asked).await {
+        match lags {
             Ok(each) => {
                 for (i, lag) in served.into_iter().zip(each) {
                     results[i] = Some(lag);

@@ -15,10 +15,12 @@ mod leader;
 mod ledger;
 mod metrics;
 mod observe;
+mod owners;
 mod probe;
 mod reset;
 mod scope;
 mod settings;
+mod slots;
 mod tenancy;
 mod writes;
 

@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flow_adapters::owned;
+use flow_core::connection::ResolvedTopic;
 use flow_core::connection::{Clusters, KafkaConnection};
 use flow_core::names::{LABEL_PIPELINE, LABEL_STREAMLET, streamlet_object_name};
-use flow_core::render::plan::{StageSecret, ValidPipeline, stage_secrets_to_read};
+use flow_core::render::plan::{StageSecret, stage_secrets_to_read};
 use flow_core::render::status::ObservedDeployment;
 use flow_core::render::topics::KafkaTopic;
 use flow_core::render::workload::{ANNOTATION_CONFIG_HASH, PROCESS_CONTAINER};
@@ -50,14 +51,17 @@ pub async fn fetch(ctx: &Context, flow: &AnkkaFlow) -> Result<Fetched, Error> {
 /// name) of its topics.
 type PerConnection = (KafkaConnection, BTreeMap<String, BTreeSet<String>>, Vec<(String, String)>);
 
-/// Describes every topic of `valid` in Kafka over its own connection (needs Kafka): one request per
-/// connection for all its topics, the connections asked concurrently. Returns what Kafka said of
-/// each, by topic id.
-pub async fn describe_topics(ctx: &Context, valid: &ValidPipeline) -> BTreeMap<String, KafkaTopic> {
+/// Describes every topic of `topics` (a valid pipeline's, or those of a resource being deleted that
+/// the record names) in Kafka over its own connection (needs Kafka): one request per connection for
+/// all its topics, the connections asked concurrently. Returns what Kafka said of each, by topic id.
+pub async fn describe_topics<'a>(
+    ctx: &Context,
+    topics: impl IntoIterator<Item = &'a ResolvedTopic>,
+) -> BTreeMap<String, KafkaTopic> {
     let mut out = BTreeMap::new();
     // Per connection: Kafka name -> the configuration keys to read, and the ids of its topics.
     let mut per_conn: Vec<PerConnection> = Vec::new();
-    for t in valid.topics() {
+    for t in topics {
         let conn = t.kafka_connection();
         let keys: BTreeSet<String> = if t.managed { t.topic_config.keys().cloned().collect() } else { BTreeSet::new() };
         let slot = match per_conn.iter().position(|(c, _, _)| c == conn) {

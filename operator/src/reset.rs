@@ -16,10 +16,11 @@ use flow_core::events::{Event, EventType};
 use flow_core::names::{self, GroupId};
 use flow_core::request::To;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupOutcome, Idle, Input, Inspection, Intake, KafkaCall, KafkaFailure, Pins,
-    Started, State, Timestamp, WAIT_RECHECK, Work,
+    Answer, Drive, DriveOptions, Fresh, GroupOutcome, GroupPhase, Idle, Input, Inspection, Intake, KafkaCall,
+    KafkaFailure, Pins, Started, State, Timestamp, WAIT_RECHECK, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
+use flow_core::tenancy::Verdict;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kube::{Api, ResourceExt};
@@ -29,7 +30,6 @@ use tokio::task::JoinHandle;
 use crate::connections::Connections;
 use crate::context::{Context, Error};
 use crate::faults;
-use crate::leader::API_TIMEOUT;
 use crate::metrics::{DecisionLabels, Metrics, RequesterLabels};
 use crate::writes::{Object, timed};
 
@@ -83,11 +83,13 @@ pub async fn drive(
     let object = Arc::new(Object::of(&ctx.client, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
     let flow_status = flow.status.as_ref();
+    let written = k::request_written_at(&flow);
     let annotation = |key: &str| flow.annotations().get(key).map(String::as_str);
     let fresh = Fresh {
         uid: object.uid(),
         request,
         done,
+        written: written.as_deref(),
         reset: flow_status.and_then(|s| s.reset.as_ref()),
         history: flow_status.map_or(&[], |s| &s.reset_history),
         requested_by: annotation(names::ANNOTATION_REQUESTED_BY),
@@ -146,32 +148,59 @@ pub async fn drive(
         _ => timed(k::running_pods(&ctx.client, &ns, &flow.spec.pipeline)).await?,
     };
     drive.observe(flow.spec.clone(), pods, now());
-    // About to touch Kafka for the first time: refused if another resource maps to one of its
-    // groups on the same cluster (the drive is dropped before it hands out anything).
-    if !drive.machine().resumed()
-        && let State::Resetting(r) = drive.machine().state()
-    {
-        let groups: Vec<GroupId> = r.groups.keys().cloned().collect();
-        // Its API calls answer within the client's timeout; this bounds the whole check.
-        let refusal =
-            tokio::time::timeout(API_TIMEOUT, crate::tenancy::shared_reset_refusal(ctx, &flow, drive.id(), &groups))
-                .await
-                .map_err(|_| kube::Error::Service("the API server did not answer in time".into()))??;
-        if let Some(why) = refusal {
-            if !crate::leader::may_act() {
-                return Err(Error::LeaseLost);
-            }
-            let id = drive.id().to_string();
-            record(ctx, &flow, &Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")))
+    // About to touch Kafka: refused if another resource maps to one of the groups it has still to
+    // move on the same cluster, held back while that cannot be told (the drive is dropped before it
+    // hands out anything). Checked at every drive, a resumed request's too: whether it ran before is
+    // read from its progress, which its status holds, and no status decides a security rule.
+    if let State::Resetting(r) = drive.machine().state() {
+        let groups: Vec<GroupId> = r
+            .groups
+            .iter()
+            .filter(|(_, g)| !matches!(g.phase, GroupPhase::Finished(_)))
+            .map(|(group, _)| group.clone())
+            .collect();
+        let resumed = drive.machine().resumed();
+        match crate::tenancy::shared_reset_verdict(ctx, &flow, drive.id(), &groups).await? {
+            None => {}
+            Some(Verdict::Refused(why)) => {
+                if !crate::leader::may_act() {
+                    return Err(Error::LeaseLost);
+                }
+                let id = drive.id().to_string();
+                if let Some(e) = flow_core::reset::superseded_event(fresh.reset, &id) {
+                    record(ctx, &flow, &e).await;
+                }
+                record(
+                    ctx,
+                    &flow,
+                    &Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")),
+                )
                 .await;
-            let mut refused = drive.status(now());
-            refused.phase = RequestPhase::Refused;
-            refused.detail = why;
-            refused.groups.clear();
-            refused.finished_at = Some(now().rfc3339());
-            status.reset = Some(refused);
-            refuse(&object, status, &id).await?;
-            return Ok(None);
+                let mut refused = drive.status(now());
+                refused.phase = RequestPhase::Refused;
+                refused.detail = why;
+                // A resumed request keeps what it did before (a group reset stays listed, for an undo).
+                if !resumed {
+                    refused.groups.clear();
+                }
+                refused.finished_at = Some(now().rfc3339());
+                status.reset = Some(refused);
+                refuse(&object, status, &id).await?;
+                return Ok(None);
+            }
+            Some(Verdict::Waits(why)) => {
+                if let Some(e) = flow_core::reset::superseded_event(fresh.reset, drive.id()) {
+                    record(ctx, &flow, &e).await;
+                }
+                // Once per distinct reason, as the waits for running streamlets.
+                let event = Event::new(EventType::Warning, "ResetRefused", why.clone(), why.clone());
+                crate::tenancy::record(ctx, &flow, &event).await;
+                let mut waiting = drive.status(now());
+                waiting.phase = RequestPhase::Waiting;
+                waiting.detail = why;
+                status.reset = Some(waiting);
+                return Ok(Some(WAIT_RECHECK));
+            }
         }
     }
     let events = Events::new(&flow);
@@ -550,9 +579,10 @@ async fn claim(group: &GroupId) -> Claim {
     }
 }
 
-/// Starts one Kafka call: resolves its connection's client now (reading the cluster Secrets the
-/// first time), and returns the call as a future that yields the machine's input. The future holds
-/// the group's [`Claim`] while the call runs. `at`: the instant a reset to a time looks offsets up
+/// Starts one Kafka call: resolves its connection's client and bulkhead now (reading the cluster
+/// Secrets the first time), and returns the call as a future that yields the machine's input. The
+/// future holds the group's [`Claim`] and its turn of the bulkhead while the call runs; a call that
+/// gets no turn in time fails as transient, and the group retries it. `at`: the instant a reset to a time looks offsets up
 /// for, in milliseconds since the Unix epoch.
 async fn run_kafka(
     connections: &mut Connections<'_>,
@@ -565,6 +595,7 @@ async fn run_kafka(
     let group = call.group().clone();
     let client = connections.client_in(flow, &call.target().topic_id, lane).await;
     let cluster = connections.get(flow, &call.target().topic_id).await.map(|c| c.bootstrap_servers).ok();
+    let gate = connections.gate(flow, &call.target().topic_id).await;
     let (name, writes) = (call.name(), call.writes());
     async move {
         let _claim = claim(&group).await;
@@ -576,6 +607,14 @@ async fn run_kafka(
                 Ok(pinned)
             }
             None => client,
+        };
+        // Its turn of the connection's bulkhead, held until the call ended (see `crate::connections::Gate`).
+        let (client, _turn) = match (client, gate) {
+            (Ok(client), Ok(gate)) => match gate.enter().await {
+                Ok(turn) => (Ok(client), Some(turn)),
+                Err(f) => (Err(f), None),
+            },
+            (Err(f), _) | (_, Err(f)) => (Err(f), None),
         };
         let used = client.as_ref().ok().map(Arc::clone);
         let started = std::time::Instant::now();

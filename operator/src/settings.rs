@@ -66,13 +66,19 @@ pub struct Settings {
     /// `--retry-min-backoff-seconds`.
     #[arg(long, env = "FLOW_OPERATOR_RETRY_MAX_BACKOFF_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub retry_max_backoff_seconds: u64,
-    /// Pipelines reconciled in parallel.
+    /// Reconciles that work with the Kubernetes API at once (the shared reconcile slots). A
+    /// reconcile waiting for Kafka holds none.
     #[arg(long, env = "FLOW_OPERATOR_MAX_CONCURRENT_RECONCILES", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
     /// Kafka calls of one reset request that run at once (each on its own group; one group's calls
     /// always run one after another). Bounds the load a large pipeline puts on the brokers.
     #[arg(long, env = "FLOW_RESET_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub reset_concurrency: u16,
+    /// Kafka calls the operator runs at once over one connection (the brokers with the client
+    /// settings): its bulkhead. A call waits at most the request deadline for its turn, so a failing
+    /// cluster holds back its own calls only, never another cluster's.
+    #[arg(long, env = "FLOW_KAFKA_CALLS_PER_CLUSTER", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    pub kafka_calls_per_cluster: u16,
     /// Deadline of each Kafka request, in seconds.
     #[arg(long, env = "FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub kafka_request_timeout_seconds: u64,
@@ -94,7 +100,8 @@ pub struct Settings {
     /// as this one uses the same name.
     #[arg(long, env = "FLOW_LEASE_NAME", default_value = "ankka-flow-operator")]
     pub lease_name: String,
-    /// Namespace of the Lease: the operator's own namespace.
+    /// The operator's own namespace: its Lease, and the records of the topics it created for each
+    /// AnkkaFlow (ConfigMaps `flow-topics-<uid>`).
     #[arg(long, env = "FLOW_OPERATOR_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
     pub lease_namespace: String,
     /// This instance's name in the Lease (default: `--instance`, that is the pod name; with neither
@@ -214,6 +221,12 @@ impl Settings {
     /// The token endpoints of `--oauth-token-endpoints`.
     pub fn token_endpoints(&self) -> TokenEndpoints {
         TokenEndpoints::new(self.oauth_token_endpoints.iter().cloned())
+    }
+
+    /// The operator's own namespace (`--lease-namespace`, else `ankka-flow`): its Lease, and the
+    /// records of the topics it created (`crate::owners`), which no tenant can write.
+    pub fn operator_namespace(&self) -> &str {
+        Some(self.lease_namespace.trim()).filter(|s| !s.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
     }
 
     /// Where the Kafka cluster Secrets are: `--kafka-clusters-namespace`, else the operator's own
@@ -347,6 +360,7 @@ mod tests {
             ("--lag-interval-seconds", "0"),
             ("--reset-settle-seconds", "3601"),
             ("--reset-concurrency", "0"),
+            ("--kafka-calls-per-cluster", "0"),
             ("--retry-min-backoff-seconds", "0"),
             ("--retry-max-backoff-seconds", "0"),
         ] {

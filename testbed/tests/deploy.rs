@@ -142,6 +142,12 @@ fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
         ("list", "secrets", Some("ankka-flow")),
         ("watch", "secrets", Some("ankka-flow")),
         ("patch", "leases.coordination.k8s.io", Some("ankka-flow")),
+        // The records of the topics the operator created, in its own namespace.
+        ("get", "configmaps", Some("ankka-flow")),
+        ("list", "configmaps", Some("ankka-flow")),
+        ("create", "configmaps", Some("ankka-flow")),
+        ("patch", "configmaps", Some("ankka-flow")),
+        ("delete", "configmaps", Some("ankka-flow")),
         // The per-streamlet Secret, the per-pipeline ServiceAccount, Role and RoleBinding.
         ("create", "secrets", Some(ns)),
         ("patch", "secrets", Some(ns)),
@@ -174,6 +180,10 @@ fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
         ("bind", "clusterroles.rbac.authorization.k8s.io", None),
         ("create", "clusterrolebindings.rbac.authorization.k8s.io", None),
         ("list", "configmaps", Some(ns)),
+        ("get", "configmaps", Some(ns)),
+        ("create", "configmaps", Some(ns)),
+        ("patch", "configmaps", Some(ns)),
+        ("update", "configmaps", Some("ankka-flow")),
         ("update", "pods", Some(ns)),
         ("create", "pods", Some(ns)),
         ("delete", "pods", Some(ns)),

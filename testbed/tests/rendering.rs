@@ -313,6 +313,23 @@ fn topics_streamlets_and_deletion_on_the_real_broker() {
         "TopicMissing",
         "topic 'tops.checkouts.v1' is not managed by the pipeline and does not exist; its consumers will not become ready",
     );
+    // The managed topics that existed before are adopted read-only, and the status says so.
+    wait_event(
+        ns,
+        "TopicAdopted",
+        "topic 'tops.differs' is adopted read-only: it existed before this resource declared it. The operator never \
+         alters or deletes it, whatever onDelete says.",
+    );
+    let ownership = |id: &str| {
+        let topics = get_json(ns, "aflow", "tops")["status"]["topics"].clone();
+        let found = topics.as_array().into_iter().flatten().find(|t| t["id"] == id).cloned();
+        found.map(|t| t["ownership"].as_str().unwrap_or_default().to_string()).unwrap_or_default()
+    };
+    wait_until("the status's owners", Duration::from_secs(30), || {
+        (ownership("fresh") == "Created" && ownership("differs") == "Adopted" && ownership("deltas") == "Adopted")
+            .then_some(())
+    });
+    assert_eq!(ownership("input"), "", "an unmanaged topic has no owner here");
     // Created with the resource's partitions, replication and topicConfig, as Kafka's own tool
     // describes it; the existing topics were left as they are.
     let fresh = kafka::describe_with_kafka_tool("tops.fresh");
@@ -355,16 +372,42 @@ fn topics_streamlets_and_deletion_on_the_real_broker() {
     });
     assert!(!get_json(ns, "secret", "flow-tops-router").is_null());
 
-    // Deleted with `onDelete.managedTopics: Delete`: its managed topics go, nothing else.
+    // Deleted with `onDelete.managedTopics: Delete`: the managed topic it created goes, nothing
+    // else; the managed topics that existed before stay, each with a TopicKept event.
     kubectl_ok(&["-n", ns, "delete", "aflow", "tops", "--timeout=60s"]);
     // Kafka deletes a topic asynchronously: its metadata may name it for a moment after the answer.
-    let topics = wait_until("the managed topics gone", Duration::from_secs(30), || {
+    let topics = wait_until("the created topic gone", Duration::from_secs(30), || {
         let topics = kafka::topics();
-        (!["tops.fresh", "tops.differs"].iter().any(|t| topics.contains(&t.to_string()))).then_some(topics)
+        (!topics.contains(&"tops.fresh".to_string())).then_some(topics)
     });
-    for kept in ["tops.input.v1", "tops.checkouts.v1", "tops.deltas"] {
+    for kept in ["tops.input.v1", "tops.checkouts.v1", "tops.deltas", "tops.differs"] {
         assert!(topics.contains(&kept.to_string()), "{kept} must stay: {topics:?}");
     }
+    assert_eq!(
+        event_notes(ns, "TopicDeleted"),
+        ["deleted topic 'tops.fresh', which the operator created for this resource"]
+    );
+    let mut kept = event_notes(ns, "TopicKept");
+    kept.sort();
+    assert_eq!(
+        kept,
+        ["topic 'tops.differs' is left in Kafka: the operator did not create it for this resource"],
+        "tops.deltas left the resource with mapper, so only tops.differs is a managed topic at deletion"
+    );
+    // The record of what the operator created goes with the resource (right after its finalizer).
+    wait_until("the record gone", Duration::from_secs(10), || {
+        let records = kubectl_ok(&[
+            "-n",
+            "ankka-flow",
+            "get",
+            "configmaps",
+            "-l",
+            "flow.ankka.thinkmorestupidless.com/owner-namespace=shop-topics",
+            "-o",
+            "name",
+        ]);
+        records.trim().is_empty().then_some(())
+    });
     let log = op.log_text();
     assert!(!log.to_lowercase().contains("forbidden"), "the shipped rights refused something:\n{log}");
 }

@@ -1,5 +1,6 @@
-//! Consumer-group calls of librdkafka's admin API that the safe rdkafka API lacks:
-//! DescribeConsumerGroups, ListConsumerGroupOffsets and AlterConsumerGroupOffsets. Each names its
+//! Calls of librdkafka's admin API that the safe rdkafka API lacks: the consumer-group calls
+//! DescribeConsumerGroups, ListConsumerGroupOffsets and AlterConsumerGroupOffsets, and DescribeTopics
+//! ([`describe_topics`]), the one call that gives a topic's id (KIP-516). Each group call names its
 //! group per call, so one client serves every group of a connection, and each goes to the broker it
 //! names, the group's coordinator as [`super::coordinator`] found it: never through librdkafka's own
 //! coordinator lookup (see that module for why).
@@ -8,6 +9,9 @@
 //! DescribeGroups, which does not list the members of a KIP-848 `consumer` protocol group, so such a
 //! live group would describe as `Dead` with no member. librdkafka asks ConsumerGroupDescribe (KIP-848)
 //! and DescribeGroups as the group needs, so both protocols report their members.
+//!
+//! It also reads the cluster id librdkafka learned from the cluster's metadata (`rd_kafka_clusterid`):
+//! rdkafka's `fetch_cluster_id` never frees the copy librdkafka hands out for each call.
 //!
 //! This module is the only unsafe code of the project: the workspace denies `unsafe_code`, and only
 //! this file allows it. Every object librdkafka allocates for a call is owned by a guard and freed
@@ -27,7 +31,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Described, GroupDescription, Handle, KafkaFailure};
+use super::{ClientLog, Described, GroupDescription, Handle, KafkaFailure};
 
 /// How long one wait for an admin result lasts before the client's context is asked for a final cause.
 const SLICE_MS: i32 = 100;
@@ -130,6 +134,25 @@ fn call(
 ) -> Result<Call, KafkaFailure> {
     let started = Instant::now();
     finish(h, start(h, op, broker, issue)?, what, started)
+}
+
+/// The id of the cluster `h`'s client is connected to, as the last metadata it received gave it
+/// (KIP-78: every broker of a cluster gives the same), without waiting; `None` while the client has
+/// received no metadata yet.
+pub(super) fn cluster_id(h: &Handle) -> Option<String> {
+    let rk = h.client.client().native_ptr();
+    // SAFETY: `rk` is the live handle of the client, borrowed for this call. librdkafka returns a
+    // NUL-terminated copy (or null) that the caller owns and frees with `rd_kafka_mem_free`, here,
+    // once it was copied.
+    unsafe {
+        let id = rd::rd_kafka_clusterid(rk, 0);
+        if id.is_null() {
+            return None;
+        }
+        let owned = CStr::from_ptr(id).to_string_lossy().into_owned();
+        rd::rd_kafka_mem_free(rk, id.cast());
+        Some(owned)
+    }
 }
 
 fn text(p: *const c_char) -> String {
@@ -504,4 +527,128 @@ pub(super) fn alter_group_offsets(
         f.kind = failed.iter().map(|(_, e)| failure(*e, WHAT, "").kind).find(|k| !k.transient()).unwrap_or(f.kind);
     }
     Err(f)
+}
+
+/// What DescribeTopics said of one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TopicAnswer {
+    /// The topic exists.
+    Exists {
+        /// Its partition count.
+        partitions: i32,
+        /// The replica count of its lowest partition.
+        replication: i32,
+        /// Its topic id (KIP-516), as the most and least significant halves of the UUID; both 0
+        /// when the brokers give topics no id.
+        topic_id: (i64, i64),
+    },
+    /// Kafka's error for the topic (UNKNOWN_TOPIC_OR_PARTITION when it does not exist).
+    Failed(RDKafkaErrorCode, String),
+}
+
+/// Describes each of `names` in one DescribeTopics call over `client`, waiting at most a second
+/// longer than `timeout`: partitions, replication and topic id. librdkafka sends a Metadata request
+/// naming the topics with `allow_auto_topic_creation` false, so a broker with
+/// `auto.create.topics.enable=true` never creates a missing one (rdkafka_admin.c,
+/// `rd_kafka_admin_MetadataRequest`); every answer names its topic.
+///
+/// # Errors
+/// A name that holds a NUL; the call failing as a whole (no broker answered in time; a final
+/// failure, TLS or authentication, that the client's context reported meanwhile).
+pub(crate) fn describe_topics(
+    client: &rdkafka::client::Client<ClientLog>,
+    names: &[String],
+    timeout: Duration,
+) -> Result<BTreeMap<String, TopicAnswer>, KafkaFailure> {
+    const WHAT: &str = "describing the topics";
+    let cnames = names
+        .iter()
+        .map(|n| CString::new(n.as_str()).map_err(|_| KafkaFailure::configuration("NUL in a topic name")))
+        .collect::<Result<Vec<CString>, _>>()?;
+    let rk = client.native_ptr();
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS;
+    let deadline = Instant::now() + timeout + Duration::from_secs(1);
+    // SAFETY: `rk` is the live handle of `client`, borrowed for this call. The queue, the options
+    // and the result event are owned by `call`, which frees them whatever path is taken; librdkafka
+    // copies the topic collection (and the names in it) when the call is made, so the collection
+    // is freed right after. Everything read from the result belongs to the event, alive until
+    // `call` drops, and is copied out before.
+    unsafe {
+        let mut call = Call {
+            queue: rd::rd_kafka_queue_new(rk),
+            options: rd::rd_kafka_AdminOptions_new(rk, op),
+            event: ptr::null_mut(),
+        };
+        let mut errstr = [0 as c_char; 256];
+        rd::rd_kafka_AdminOptions_set_request_timeout(call.options, ms, errstr.as_mut_ptr(), errstr.len());
+        let mut ptrs: Vec<*const c_char> = cnames.iter().map(|n| n.as_ptr()).collect();
+        let topics = rd::rd_kafka_TopicCollection_of_topic_names(ptrs.as_mut_ptr(), ptrs.len());
+        rd::rd_kafka_DescribeTopics(rk, topics, call.options, call.queue);
+        rd::rd_kafka_TopicCollection_destroy(topics);
+        loop {
+            call.event = rd::rd_kafka_queue_poll(call.queue, SLICE_MS);
+            if !call.event.is_null() {
+                break;
+            }
+            if let Some(cause) = client.context().cause() {
+                return Err(cause);
+            }
+            if Instant::now() >= deadline {
+                return Err(failure(rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, WHAT, "no answer in time"));
+            }
+        }
+        let err = rd::rd_kafka_event_error(call.event);
+        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(failure(err, WHAT, &text(rd::rd_kafka_event_error_string(call.event))));
+        }
+        let result = rd::rd_kafka_event_DescribeTopics_result(call.event);
+        let mut n = 0usize;
+        let descs = rd::rd_kafka_DescribeTopics_result_topics(result, &mut n);
+        let descs: &[*const rd::rd_kafka_TopicDescription_t] =
+            if descs.is_null() { &[] } else { std::slice::from_raw_parts(descs, n) };
+        let mut out = BTreeMap::new();
+        for desc in descs.iter().filter(|d| !d.is_null()) {
+            let name = text(rd::rd_kafka_TopicDescription_name(*desc));
+            let error = rd::rd_kafka_TopicDescription_error(*desc);
+            let code = if error.is_null() {
+                rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+            } else {
+                rd::rd_kafka_error_code(error)
+            };
+            if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                out.insert(
+                    name,
+                    TopicAnswer::Failed(RDKafkaErrorCode::from(code), text(rd::rd_kafka_error_string(error))),
+                );
+                continue;
+            }
+            let mut np = 0usize;
+            let parts = rd::rd_kafka_TopicDescription_partitions(*desc, &mut np);
+            let parts: &[*const rd::rd_kafka_TopicPartitionInfo_t] =
+                if parts.is_null() { &[] } else { std::slice::from_raw_parts(parts, np) };
+            let first =
+                parts.iter().filter(|p| !p.is_null()).min_by_key(|p| rd::rd_kafka_TopicPartitionInfo_partition(**p));
+            let replication = first.map_or(0, |p| {
+                let mut nr = 0usize;
+                rd::rd_kafka_TopicPartitionInfo_replicas(*p, &mut nr);
+                i32::try_from(nr).unwrap_or(i32::MAX)
+            });
+            let id = rd::rd_kafka_TopicDescription_topic_id(*desc);
+            let topic_id = if id.is_null() {
+                (0, 0)
+            } else {
+                (rd::rd_kafka_Uuid_most_significant_bits(id), rd::rd_kafka_Uuid_least_significant_bits(id))
+            };
+            out.insert(
+                name,
+                TopicAnswer::Exists {
+                    partitions: i32::try_from(parts.len()).unwrap_or(i32::MAX),
+                    replication,
+                    topic_id,
+                },
+            );
+        }
+        Ok(out)
+    }
 }

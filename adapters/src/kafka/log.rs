@@ -7,6 +7,14 @@
 //! chose to send (an HTML page, a stack trace, an echo of the request). Only its HTTP status code and
 //! a fixed reason reach a log, an event or the status; the body is learned and redacted from every
 //! later text of the client.
+//!
+//! A failing connection makes librdkafka repeat itself (every reconnect, every broker thread, every
+//! client of the connection): each distinct line of one connection reaches the log at most once per
+//! [`REPEAT_INTERVAL`], and the next one that does says how many were held back ([`Repeats`]).
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use flow_core::redact::Secrets;
 use flow_core::reset::{FailureKind, KafkaFailure};
@@ -14,6 +22,93 @@ use rdkafka::client::ClientContext;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::statistics::Statistics;
+
+/// How often one line of librdkafka's, for one connection, reaches the log at most.
+const REPEAT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Distinct lines followed at most: past that, lines not followed already are logged as they come
+/// (a bound on the memory a flood of distinct lines can take).
+const FOLLOWED: usize = 4096;
+
+/// The lines of librdkafka's that were logged lately, by connection and text, for the whole process:
+/// a connection's clients (its lanes, its topic admin client) share them.
+///
+/// Written here: `tracing` has no rate limit of its own, and the layers that add one count per call
+/// site, not per connection and text.
+#[derive(Default)]
+struct Repeats {
+    seen: Mutex<HashMap<String, Seen>>,
+}
+
+/// One line: when it was last logged, and how often it came since without being logged.
+struct Seen {
+    logged: Instant,
+    held: u64,
+}
+
+impl Repeats {
+    /// Whether the line `key` is logged at `now`: `Some(n)` with the `n` times it came since it was
+    /// last logged (0 the first time), `None` while it was logged less than [`REPEAT_INTERVAL`] ago
+    /// (it is counted).
+    fn note(&self, key: &str, now: Instant) -> Option<u64> {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = seen.get_mut(key) {
+            if now.duration_since(s.logged) < REPEAT_INTERVAL {
+                s.held += 1;
+                return None;
+            }
+            let held = std::mem::take(&mut s.held);
+            s.logged = now;
+            return Some(held);
+        }
+        if seen.len() >= FOLLOWED {
+            // Lines not logged for an interval are let go, with what they held back (it would have
+            // been told with their next line only).
+            seen.retain(|_, s| now.duration_since(s.logged) < REPEAT_INTERVAL);
+        }
+        if seen.len() < FOLLOWED {
+            seen.insert(key.to_string(), Seen { logged: now, held: 0 });
+        }
+        Some(0)
+    }
+}
+
+/// The process's record of repeated lines.
+static REPEATS: LazyLock<Repeats> = LazyLock::new(Repeats::default);
+
+/// The key of a librdkafka line of a connection to `brokers`: the line without what changes from
+/// one repeat to the next (librdkafka ends a broker's line with `(after <n>ms in state <state>, <n>
+/// identical error(s) suppressed)`).
+fn repeat_key(brokers: &str, fac: &str, line: &str) -> String {
+    let line = line.split(" (after ").next().unwrap_or(line);
+    format!("{brokers}\u{0}{fac}\u{0}{line}")
+}
+
+/// Logs a librdkafka line (already without credentials) of a connection to `brokers` at `level`, at
+/// most once per [`REPEAT_INTERVAL`] (see [`Repeats`]). Every client context of a connection (its
+/// group clients and its topic admin client) logs through it.
+fn log_line(brokers: &str, level: Level, fac: &str, line: &str) {
+    let Some(held) = REPEATS.note(&repeat_key(brokers, fac, line), Instant::now()) else { return };
+    let more = match held {
+        0 => String::new(),
+        n => format!(" ({n} more like it since it was last logged)"),
+    };
+    match level {
+        Level::Debug => tracing::debug!(target: "librdkafka", repeated = held, "{fac} {line}{more}"),
+        Level::Info => tracing::info!(target: "librdkafka", repeated = held, "{fac} {line}{more}"),
+        Level::Warn => tracing::warn!(target: "librdkafka", repeated = held, "{fac} {line}{more}"),
+        Level::Error => tracing::error!(target: "librdkafka", repeated = held, "{fac} {line}{more}"),
+    }
+}
+
+/// The level a librdkafka line is logged at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
 
 /// A failure that no retry of the same call can cure, as librdkafka reported it to the client's
 /// context: the calls themselves only time out.
@@ -227,15 +322,20 @@ impl ClientContext for ClientLog {
     /// thread does it), scrubbed of credentials, then logged. A failed TLS handshake (facility `FAIL`)
     /// and a failed SASL authentication reach the context only here, or as an error event.
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
         let line = self.sort(log_message);
-        match level {
-            rdkafka::config::RDKafkaLogLevel::Debug | rdkafka::config::RDKafkaLogLevel::Info => {
-                tracing::debug!(target: "librdkafka", "{fac} {line}")
+        let level = match level {
+            // librdkafka's debug lines (only with its `debug` setting, which no tenant can give the
+            // operator's clients) are each different: not followed.
+            L::Debug | L::Info => {
+                tracing::debug!(target: "librdkafka", "{fac} {line}");
+                return;
             }
-            rdkafka::config::RDKafkaLogLevel::Notice => tracing::info!(target: "librdkafka", "{fac} {line}"),
-            rdkafka::config::RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {line}"),
-            _ => tracing::error!(target: "librdkafka", "{fac} {line}"),
-        }
+            L::Notice => Level::Info,
+            L::Warning => Level::Warn,
+            _ => Level::Error,
+        };
+        log_line(&self.bootstrap_servers, level, fac, &line);
     }
 
     /// librdkafka's statistics: the requests sent, summed over the brokers (and the bootstrap
@@ -262,7 +362,7 @@ impl ClientContext for ClientLog {
             self.remember(Cause::Authentication(shown.clone()));
         }
         let error = self.redact(&error.to_string());
-        tracing::debug!(%error, reason = shown, "librdkafka");
+        log_line(&self.bootstrap_servers, Level::Debug, "ERROR", &format!("{error}: {shown}"));
     }
 }
 
@@ -310,6 +410,56 @@ mod tests {
             None
         );
         assert_eq!(cause_of("Disconnected (after 2ms in state UP)"), None);
+    }
+
+    #[test]
+    fn a_repeated_line_is_logged_once_per_interval_with_a_count() {
+        let r = Repeats::default();
+        let t0 = Instant::now();
+        let key = |broker: &str, after: &str| {
+            repeat_key(
+                "127.0.0.1:19999",
+                "FAIL",
+                &format!("{broker}: Connect to ipv4#127.0.0.1:19999 failed: Connection refused (after {after})"),
+            )
+        };
+        let line = key("127.0.0.1:19999/bootstrap", "0ms in state CONNECT");
+        assert_eq!(r.note(&line, t0), Some(0), "the first one is logged");
+        // Its repeats within the interval, however librdkafka times them, are counted, not logged.
+        for i in 1..=29u64 {
+            let again =
+                key("127.0.0.1:19999/bootstrap", &format!("{i}ms in state CONNECT, {i} identical error(s) suppressed"));
+            assert_eq!(r.note(&again, t0 + Duration::from_secs(i)), None);
+        }
+        // Another line of the same connection, and the same line of another connection, are their own.
+        assert_eq!(r.note(&key("127.0.0.1:19999/1", "0ms in state CONNECT"), t0), Some(0));
+        let other = repeat_key(
+            "127.0.0.1:19998",
+            "FAIL",
+            "127.0.0.1:19999/bootstrap: Connect to ipv4#127.0.0.1:19999 failed: Connection refused",
+        );
+        assert_eq!(r.note(&other, t0), Some(0));
+        // After the interval: logged again, with the count of those held back.
+        assert_eq!(r.note(&line, t0 + REPEAT_INTERVAL), Some(29));
+        assert_eq!(r.note(&line, t0 + REPEAT_INTERVAL + Duration::from_secs(1)), None);
+        assert_eq!(r.note(&line, t0 + REPEAT_INTERVAL * 3), Some(1));
+    }
+
+    #[test]
+    fn the_lines_followed_are_bounded() {
+        let r = Repeats::default();
+        let t0 = Instant::now();
+        for i in 0..FOLLOWED {
+            assert_eq!(r.note(&format!("line {i}"), t0), Some(0));
+        }
+        // Full: a new line is logged, not followed; old lines are let go once quiet for an interval.
+        assert_eq!(r.note("one more", t0), Some(0));
+        assert_eq!(r.note("one more", t0), Some(0), "not followed while full");
+        assert_eq!(r.note("line 0", t0), None, "still followed");
+        let later = t0 + REPEAT_INTERVAL;
+        assert_eq!(r.note("another", later), Some(0));
+        assert_eq!(r.note("another", later), None, "followed once the quiet ones went");
+        assert!(r.seen.lock().unwrap_or_else(|p| p.into_inner()).len() < FOLLOWED);
     }
 
     /// librdkafka's log line of a token request the endpoint refused quotes the answer's body; only

@@ -17,6 +17,73 @@ pub const ANNOTATION_ALLOWED_NAMESPACES: &str = "flow.ankka.thinkmorestupidless.
 /// several namespaces map to on this cluster (see [`crate::tenancy`]).
 pub const ANNOTATION_ALLOW_SHARED_GROUPS: &str = "flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups";
 
+/// Annotation of a cluster Secret: the prefixes of the Kafka names of the managed topics that every
+/// namespace it allows may declare on the cluster, separated by commas or spaces. `{namespace}`
+/// stands for the namespace's name, `*` for any name. Without it (and without the namespace's own
+/// annotation, [`ANNOTATION_NAMESPACE_TOPIC_PREFIXES`]), any name.
+pub const ANNOTATION_TOPIC_PREFIXES: &str = "flow.ankka.thinkmorestupidless.com/topic-prefixes";
+/// Annotation key of one namespace's topic prefixes, the namespace's name following the `/`:
+/// `topic-prefixes.flow.ankka.thinkmorestupidless.com/<namespace>`. For that namespace it takes the
+/// place of [`ANNOTATION_TOPIC_PREFIXES`]; same format.
+pub const ANNOTATION_NAMESPACE_TOPIC_PREFIXES: &str = "topic-prefixes.flow.ankka.thinkmorestupidless.com/";
+/// What stands for the namespace's name in a topic prefix.
+pub const NAMESPACE_PLACEHOLDER: &str = "{namespace}";
+
+/// Which Kafka names of managed topics the namespaces may declare on a cluster, from
+/// [`ANNOTATION_TOPIC_PREFIXES`] and [`ANNOTATION_NAMESPACE_TOPIC_PREFIXES`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicPrefixes {
+    /// Every namespace's, unless it has its own.
+    every: Option<Vec<String>>,
+    /// Those of the namespaces that have their own, by namespace.
+    per_namespace: BTreeMap<String, Vec<String>>,
+}
+
+impl TopicPrefixes {
+    /// The prefixes the managed topics of namespace `namespace` must start with (`{namespace}`
+    /// replaced), possibly none at all; `None` when any name will do.
+    pub fn of(&self, namespace: &str) -> Option<Vec<String>> {
+        let listed = self.per_namespace.get(namespace).or(self.every.as_ref())?;
+        if listed.iter().any(|p| p == "*") {
+            return None;
+        }
+        Some(listed.iter().map(|p| p.replace(NAMESPACE_PLACEHOLDER, namespace)).collect())
+    }
+
+    /// Reads the annotations; entries that are neither `*` nor a topic name prefix are returned
+    /// apart, with the annotation that lists them.
+    fn parse(annotations: &BTreeMap<String, String>) -> (Self, Vec<(String, String)>) {
+        let mut out = TopicPrefixes::default();
+        let mut bad = Vec::new();
+        let mut read = |key: &str, value: &str| -> Vec<String> {
+            let entries: Vec<&str> =
+                value.split(|c: char| c == ',' || c.is_whitespace()).filter(|e| !e.is_empty()).collect();
+            let (good, wrong): (Vec<&str>, Vec<&str>) = entries.into_iter().partition(|e| is_prefix(e));
+            bad.extend(wrong.into_iter().map(|e| (key.to_string(), e.to_string())));
+            good.into_iter().map(str::to_string).collect()
+        };
+        for (key, value) in annotations {
+            if key == ANNOTATION_TOPIC_PREFIXES {
+                out.every = Some(read(key, value));
+            } else if let Some(ns) = key.strip_prefix(ANNOTATION_NAMESPACE_TOPIC_PREFIXES) {
+                let prefixes = read(key, value);
+                out.per_namespace.insert(ns.to_string(), prefixes);
+            }
+        }
+        (out, bad)
+    }
+}
+
+/// Whether `entry` is `*`, or a prefix of Kafka topic names (ASCII letters, digits, `.`, `_` and
+/// `-`, with `{namespace}` anywhere).
+fn is_prefix(entry: &str) -> bool {
+    entry == "*"
+        || entry
+            .replace(NAMESPACE_PLACEHOLDER, "")
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
 /// Which namespaces a cluster Secret allows, from [`ANNOTATION_ALLOWED_NAMESPACES`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AllowedNamespaces {
@@ -83,6 +150,8 @@ pub struct Cluster {
     /// Whether a reset may move a consumer group that pipelines of several namespaces map to on this
     /// cluster ([`ANNOTATION_ALLOW_SHARED_GROUPS`]).
     pub allow_shared_groups: bool,
+    /// Which Kafka names of managed topics each namespace may declare on the cluster.
+    pub topic_prefixes: TopicPrefixes,
     /// The credentials of each namespace's streamlets of their own (`streamlet-credentials.<namespace>`),
     /// and whether every namespace must have them ([`StreamletCredentials`]).
     pub streamlet_credentials: StreamletCredentials,
@@ -103,6 +172,7 @@ impl fmt::Debug for Cluster {
             .field("replicas", &self.replicas)
             .field("allowed_namespaces", &self.allowed_namespaces)
             .field("allow_shared_groups", &self.allow_shared_groups)
+            .field("topic_prefixes", &self.topic_prefixes)
             .field("streamlet_credentials", &self.streamlet_credentials)
             .field("problems", &self.problems)
             .finish()
@@ -164,6 +234,10 @@ impl Cluster {
             }
             allowed
         });
+        let (topic_prefixes, bad) = TopicPrefixes::parse(annotations);
+        for (annotation, entry) in bad {
+            problems.push(ConnectionError::PrefixEntry { secret: secret.clone(), annotation, entry });
+        }
         let (streamlet_credentials, bad) = StreamletCredentials::from_secret(&secret, data, annotations);
         problems.extend(bad);
         let trimmed = |key: &str| data.get(key).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
@@ -179,6 +253,7 @@ impl Cluster {
             allow_shared_groups: annotations
                 .get(ANNOTATION_ALLOW_SHARED_GROUPS)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            topic_prefixes,
             streamlet_credentials,
             problems,
         }

@@ -43,8 +43,9 @@ use std::fmt;
 use crate::resource::{AnkkaFlowSpec, Batch, TopicSpec};
 
 pub use cluster::{
-    ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster,
-    Clusters, DEFAULT_CLUSTER,
+    ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, ANNOTATION_NAMESPACE_TOPIC_PREFIXES,
+    ANNOTATION_TOPIC_PREFIXES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster, Clusters, DEFAULT_CLUSTER,
+    NAMESPACE_PLACEHOLDER, TopicPrefixes,
 };
 pub use credentials::{ANNOTATION_REQUIRE_STREAMLET_CREDENTIALS, STREAMLET_CREDENTIALS_PREFIX, StreamletCredentials};
 
@@ -136,6 +137,34 @@ pub enum ConnectionError {
         secret: String,
         /// The entry (an annotation holds no credential).
         entry: String,
+    },
+    /// An entry of a cluster Secret's topic prefixes annotation is not a topic name prefix.
+    #[error(
+        "Secret '{secret}': annotation '{annotation}' lists '{entry}', which is not the start of a Kafka topic name: \
+         list prefixes of ASCII letters, digits, '.', '_' and '-' (with '{{namespace}}' for the namespace's name), or \
+         '*' for any name"
+    )]
+    PrefixEntry {
+        /// Secret name.
+        secret: String,
+        /// The annotation's key.
+        annotation: String,
+        /// The entry (an annotation holds no credential).
+        entry: String,
+    },
+    /// A managed topic's Kafka name does not start with a prefix its cluster allows the namespace.
+    #[error("{}", name_not_allowed(topic, name, cluster, namespace, prefixes))]
+    TopicNameNotAllowed {
+        /// Topic id.
+        topic: String,
+        /// Kafka topic name.
+        name: String,
+        /// Cluster name.
+        cluster: String,
+        /// The resource's namespace.
+        namespace: String,
+        /// The prefixes the namespace may use there (possibly none).
+        prefixes: Vec<String>,
     },
     /// A topic using a cluster Secret sets what only the Secret decides.
     #[error(
@@ -231,7 +260,8 @@ impl ConnectionError {
             ConnectionError::BadDefault { .. } => "ClusterDefaultInvalid",
             ConnectionError::Untranslatable { .. } => "SettingsUntranslatable",
             ConnectionError::NotAllowed { .. } => "ClusterNotAllowed",
-            ConnectionError::AnnotationEntry { .. } => "ClusterSecretInvalid",
+            ConnectionError::AnnotationEntry { .. } | ConnectionError::PrefixEntry { .. } => "ClusterSecretInvalid",
+            ConnectionError::TopicNameNotAllowed { .. } => "TopicNameNotAllowed",
             ConnectionError::ClusterOwned { .. } => "ClusterSettingsOverridden",
             ConnectionError::PropertyRefused { .. } => "PropertyRefused",
             ConnectionError::KeyNotAPropertyName { .. } => "KeyNotAPropertyName",
@@ -256,6 +286,48 @@ fn not_allowed(topic: &str, cluster: &str, namespace: &str, declared: bool) -> S
              annotation '{ANNOTATION_ALLOWED_NAMESPACES}' listing the namespaces allowed"
         )
     }
+}
+
+/// The message of [`ConnectionError::TopicNameNotAllowed`].
+fn name_not_allowed(topic: &str, name: &str, cluster: &str, namespace: &str, prefixes: &[String]) -> String {
+    let secret = format!("{CLUSTER_SECRET_PREFIX}{cluster}");
+    let start = format!(
+        "managed topic '{topic}' is Kafka topic '{name}', which namespace '{namespace}' may not create on Kafka cluster \
+         '{cluster}'"
+    );
+    if prefixes.is_empty() {
+        format!("{start}: Secret '{secret}' allows it no managed topics there")
+    } else {
+        let quoted: Vec<String> = prefixes.iter().map(|p| format!("'{p}'")).collect();
+        format!("{start}: Secret '{secret}' allows it names starting with {}", or_list(&quoted))
+    }
+}
+
+/// The managed topics of `topics` (resolved for a resource of namespace `namespace`) whose Kafka
+/// name does not start with a prefix their cluster's Secret allows the namespace
+/// ([`ANNOTATION_TOPIC_PREFIXES`]), each as a [`ConnectionError::TopicNameNotAllowed`]. A topic
+/// with its own brokers has no cluster Secret to decide: the operator reaches its cluster with the
+/// topic's own credential, whose Kafka ACLs decide what it may create.
+pub fn names_not_allowed<'a>(
+    topics: impl IntoIterator<Item = &'a ResolvedTopic>,
+    namespace: &str,
+    clusters: &Clusters,
+) -> Vec<ConnectionError> {
+    let mut out = Vec::new();
+    for t in topics.into_iter().filter(|t| t.managed) {
+        let Some(cluster) = t.cluster.as_ref().and_then(|c| clusters.get(c)) else { continue };
+        let Some(prefixes) = cluster.topic_prefixes.of(namespace) else { continue };
+        if !prefixes.iter().any(|p| t.name.starts_with(p.as_str())) {
+            out.push(ConnectionError::TopicNameNotAllowed {
+                topic: t.id.clone(),
+                name: t.name.clone(),
+                cluster: cluster.name.clone(),
+                namespace: namespace.to_string(),
+                prefixes,
+            });
+        }
+    }
+    out
 }
 
 /// What a client needs to reach a topic's brokers, in librdkafka's form. `Debug` never shows
@@ -646,11 +718,20 @@ pub fn resolve_topic(
 
 /// `a`, `a and b`, `a, b and c`.
 fn and_list<S: AsRef<str>>(items: &[S]) -> String {
+    joined(items, "and")
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn or_list<S: AsRef<str>>(items: &[S]) -> String {
+    joined(items, "or")
+}
+
+fn joined<S: AsRef<str>>(items: &[S], last_word: &str) -> String {
     let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
     match &items[..] {
         [] => String::new(),
         [one] => (*one).to_string(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        [init @ .., last] => format!("{} {last_word} {last}", init.join(", ")),
     }
 }
 

@@ -11,6 +11,7 @@
 //!
 //! - [`plan`]: the entry point: inputs, the three decisions, the ordered [`plan::Action`]s.
 //! - [`topics`]: what to do about each topic (resolved by [`crate::connection`]) given Kafka's view.
+//! - [`owners`]: which topics the operator created for a resource, so that it deletes only those.
 //! - [`conf`], [`secret`]: the per-streamlet Secret (`descriptor.json`, `streamlet.conf`) and the
 //!   config hash.
 //! - [`workload`]: the Deployment, the ServiceAccount, Role and RoleBinding.
@@ -24,6 +25,7 @@
 pub mod applied;
 pub mod conf;
 pub mod names;
+pub mod owners;
 pub mod plan;
 pub mod refusal;
 pub mod secret;

@@ -8,8 +8,9 @@
 //!    - [`Decision::Delete`]: the resource is being deleted; carry out the [`Deletion`] and nothing else;
 //!    - [`Decision::Refuse`]: record its events, write its status, apply nothing;
 //!    - [`Decision::Apply`]: a [`ValidPipeline`], the only thing a [`Plan`] can be built from.
-//! 3. **Fetch** (I/O): describe each of [`ValidPipeline::topics`] in Kafka, and list the Deployments
-//!    and Secrets labelled with the pipeline and owned by the resource.
+//! 3. **Fetch** (I/O): describe each of [`ValidPipeline::topics`] in Kafka, list the Deployments
+//!    and Secrets labelled with the pipeline and owned by the resource, and read the record of the
+//!    topics the operator created for the resource ([`super::owners`]) when it has managed topics.
 //! 4. **Build** (pure, cannot fail): [`ValidPipeline::build`] gives the [`Plan`].
 //! 5. **Apply** (I/O): carry out [`Plan::actions`] in order, each object by server-side apply with the
 //!    operator's field manager; the objects are left out while they are as last applied
@@ -34,6 +35,7 @@ use super::Owner;
 use super::applied::{self, ObjectsStep};
 use super::conf::{InletConf, NEO4J_CREDENTIALS_DIR, OutletConf, StageConf, StreamletConf};
 use super::names::{self, NamedStreamlet, streamlet_object_name};
+use super::owners::{self, Ownership, Record};
 use super::refusal::{Problem, REASON_REFUSED, REASON_SIDECAR_IMAGE_MISSING};
 use super::secret::{config_hash, streamlet_secret};
 use super::status::{self, ApplyOutcome, ObservedDeployment, Phase};
@@ -109,16 +111,79 @@ pub enum Decision {
 }
 
 /// What to do while the resource is being deleted: with `onDelete.managedTopics: Delete` and the
-/// finalizer present, delete every managed topic that resolves (a topic already gone is fine), then
-/// remove the finalizer. Nothing else: the owner references let Kubernetes delete the rest.
+/// finalizer present, delete every managed topic that resolves and that the operator created for
+/// this resource ([`Deletion::topics`]; a topic already gone is fine), forget the record of what it
+/// created, then remove the finalizer. Nothing else: the owner references let Kubernetes delete the
+/// rest.
+///
+/// Drive contract: read the record ([`owners`]); describe [`Deletion::to_describe`] in Kafka; carry
+/// out [`Deletion::topics`]; once every topic is deleted or kept, delete the record, then remove
+/// the finalizer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Deletion {
-    /// Managed topics to delete, by topic id.
-    pub delete_topics: Vec<ResolvedTopic>,
+    /// Managed topics that resolve, by topic id: deleted if the operator created them.
+    pub candidates: Vec<ResolvedTopic>,
     /// Managed topics left alone because they do not resolve, with why (for the log).
     pub unresolved: Vec<String>,
     /// Whether the finalizer is present and must be removed once the topics are deleted.
     pub remove_finalizer: bool,
+}
+
+/// What happens to the managed topics of a resource being deleted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopicDeletions<'a> {
+    /// Topics to delete (the operator created them for this resource: their live topic id is
+    /// recorded), each with the `TopicDeleted` event to record once it is deleted.
+    pub delete: Vec<(&'a ResolvedTopic, Event)>,
+    /// A `TopicKept` event for each managed topic left in Kafka, and why.
+    pub kept: Vec<Event>,
+    /// Topics Kafka could not be asked about, with why: the deletion waits for them (the finalizer
+    /// stays), since a topic the operator created must not be left behind.
+    pub unreachable: Vec<String>,
+}
+
+impl Deletion {
+    /// The candidates to describe in Kafka: those the record names. The others are not the
+    /// operator's to delete, and their deletion needs no Kafka at all.
+    pub fn to_describe(&self, record: &Record) -> Vec<&ResolvedTopic> {
+        self.candidates.iter().filter(|t| record.entry(&t.name).is_some()).collect()
+    }
+
+    /// What to delete, given the `record` of what the operator created for the resource and what
+    /// Kafka said of each topic of [`Deletion::to_describe`], by topic id (one left out counts as
+    /// unreachable).
+    pub fn topics(&self, record: &Record, kafka: &BTreeMap<String, KafkaTopic>) -> TopicDeletions<'_> {
+        let mut out = TopicDeletions { delete: Vec::new(), kept: Vec::new(), unreachable: Vec::new() };
+        let kept = |name: &str, why: &str| {
+            keyed(EventType::Normal, "TopicKept", format!("topic '{name}' is left in Kafka: {why}"))
+        };
+        for t in &self.candidates {
+            let name = &t.name;
+            if record.entry(name).is_none() {
+                out.kept.push(kept(name, "the operator did not create it for this resource"));
+                continue;
+            }
+            match kafka.get(&t.id) {
+                Some(KafkaTopic::Missing) => {}
+                Some(KafkaTopic::Exists(live)) => match owners::ownership(record, name, live.topic_id.as_deref()) {
+                    Ownership::Created => out.delete.push((
+                        t,
+                        keyed(
+                            EventType::Normal,
+                            "TopicDeleted",
+                            format!("deleted topic '{name}', which the operator created for this resource"),
+                        ),
+                    )),
+                    Ownership::Adopted(why) => out.kept.push(kept(name, &why.why())),
+                },
+                Some(KafkaTopic::Unreachable(reason)) => {
+                    out.unreachable.push(format!("cannot describe topic '{name}': {reason}"))
+                }
+                None => out.unreachable.push(format!("topic '{name}' was not described")),
+            }
+        }
+        out
+    }
 }
 
 /// A refused resource.
@@ -197,6 +262,9 @@ pub struct Observed<'a> {
     pub secrets: &'a BTreeSet<String>,
     /// What the resource's status records of the last apply of its objects.
     pub applied: Option<&'a AppliedObjects>,
+    /// The record of the topics the operator created for the resource ([`owners`]); empty when
+    /// there is none.
+    pub record: &'a Record,
     /// The time of the reconcile.
     pub now: Timestamp,
     /// How long objects applied once are left alone at most (`FLOW_OPERATOR_RESYNC_SECONDS`).
@@ -241,6 +309,10 @@ pub struct Removal {
 pub struct Plan {
     /// The finalizer.
     pub finalizer: FinalizerChange,
+    /// The record of the topics the operator created for the resource, to write before any topic
+    /// is created: with an intent for each creation, without intents reported unproven. `None`
+    /// when it is the record observed.
+    pub record: Option<Record>,
     /// Per topic (by id): its creation if any, then its events.
     pub topics: Vec<(Option<TopicCreation>, Vec<Event>)>,
     /// Whether the ServiceAccount, Role, RoleBinding and the streamlets' Secrets and Deployments are
@@ -267,7 +339,10 @@ pub enum Action<'a> {
     AddFinalizer,
     /// Remove the finalizer.
     RemoveFinalizer,
-    /// Create a topic; a topic that already exists counts as created.
+    /// Write the record of the topics the operator created for the resource ([`owners`]).
+    WriteRecord(&'a Record),
+    /// Create a topic; once Kafka created it, record its topic id in the record at once. A topic
+    /// that already exists was not created: its intent is dropped.
     CreateTopic(&'a TopicCreation),
     /// Record an event; a failure is logged, never stops the plan.
     Record(&'a Event),
@@ -293,6 +368,7 @@ impl Action<'_> {
         let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| m.name.clone().unwrap_or_default();
         match self {
             Action::AddFinalizer | Action::RemoveFinalizer => format!("finalizer '{FINALIZER}'"),
+            Action::WriteRecord(_) => "the record of the topics the operator created".to_string(),
             Action::CreateTopic(t) => format!("topic '{}'", t.name),
             Action::Record(e) => format!("event {}", e.reason),
             Action::ApplyServiceAccount(o) => format!("ServiceAccount '{}'", name(&o.metadata)),
@@ -317,6 +393,7 @@ pub fn apply_failed(action: &Action<'_>, message: &str) -> (Event, ApplyOutcome)
         Action::DeleteDeployment(_) | Action::DeleteSecret(_) => "delete",
         Action::AddFinalizer => "add",
         Action::RemoveFinalizer => "remove",
+        Action::WriteRecord(_) => "write",
         _ => "apply",
     };
     let note = format!("could not {verb} {}: {message}", action.subject());
@@ -324,8 +401,9 @@ pub fn apply_failed(action: &Action<'_>, message: &str) -> (Event, ApplyOutcome)
 }
 
 impl Plan {
-    /// The steps in the order they must be carried out: finalizer, topics (each creation followed by
-    /// its `TopicCreated`, then the topic's warnings), the ServiceAccount, Role and RoleBinding, per
+    /// The steps in the order they must be carried out: finalizer, the record of the topics created,
+    /// topics (each creation followed by its `TopicCreated`, then the topic's warnings), the
+    /// ServiceAccount, Role and RoleBinding, per
     /// streamlet its Secret, Deployment and `StreamletRolled`, and per removed streamlet its
     /// Deployment, Secret and `StreamletRemoved`.
     pub fn actions(&self) -> Vec<Action<'_>> {
@@ -336,14 +414,18 @@ impl Plan {
         a
     }
 
-    /// The first steps, in order: the finalizer, the topics (each creation followed by its
-    /// `TopicCreated`, then the topic's warnings).
+    /// The first steps, in order: the finalizer, the record of the topics created (its intents
+    /// written before any creation), the topics (each creation followed by its `TopicCreated`, then
+    /// the topic's warnings).
     pub fn setup_actions(&self) -> Vec<Action<'_>> {
         let mut a = Vec::new();
         match self.finalizer {
             FinalizerChange::Add => a.push(Action::AddFinalizer),
             FinalizerChange::Remove => a.push(Action::RemoveFinalizer),
             FinalizerChange::Keep => {}
+        }
+        if let Some(r) = &self.record {
+            a.push(Action::WriteRecord(r));
         }
         for (create, events) in &self.topics {
             if let Some(c) = create {

@@ -3,15 +3,18 @@
 //!
 //! Managed topics that are missing are created with the resource's partitions, replication and
 //! `topicConfig`. Existing topics are never altered: what differs from the resource is reported as a
-//! Warning event, and the operator leaves the topic as it is. Unmanaged topics are only described;
-//! a missing one is reported. No topic is ever created automatically by a client: the sidecar's
-//! clients ask with `allow.auto.create.topics=false`.
+//! Warning event, and the operator leaves the topic as it is. An existing managed topic that the
+//! operator cannot prove it created for this resource ([`super::owners`]) is adopted read-only,
+//! and reported so (event `TopicAdopted`, and the topic's status). Unmanaged topics are only
+//! described; a missing one is reported. No topic is ever created automatically by a client: the
+//! sidecar's clients ask with `allow.auto.create.topics=false`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::owners::{self, Ownership, Record};
 use crate::blueprint::CLEANUP_POLICY;
 use crate::events::{Event, EventType};
-use crate::resource::TopicStatus;
+use crate::resource::{TopicOwnership, TopicStatus};
 
 pub use crate::connection::ResolvedTopic;
 
@@ -36,6 +39,8 @@ pub struct LiveTopic {
     /// The live values of the topic-level settings the resource's `topicConfig` sets (a key Kafka
     /// did not return is left out).
     pub configs: BTreeMap<String, String>,
+    /// Its topic id (KIP-516), as [`owners::topic_id`] writes it; `None` when Kafka gives none.
+    pub topic_id: Option<String>,
 }
 
 /// A managed topic to create.
@@ -64,6 +69,8 @@ pub struct TopicDecision {
     pub events: Vec<Event>,
     /// Its status entry.
     pub status: TopicStatus,
+    /// Who owns it, for an existing managed topic.
+    pub ownership: Option<Ownership>,
 }
 
 fn event(type_: EventType, reason: &str, note: String) -> Event {
@@ -90,14 +97,35 @@ fn creation(topic: &ResolvedTopic) -> Option<(i32, i32, &BTreeMap<String, String
     topic.partitions.zip(topic.replicas).map(|(p, r)| (p, r, &topic.topic_config))
 }
 
-/// Decides about one resolved topic given what Kafka said of it.
-pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic) -> TopicDecision {
+/// Decides about one resolved topic given what Kafka said of it and the `record` of what the
+/// operator created for the resource.
+pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic, record: &Record) -> TopicDecision {
     let name = &topic.name;
     let mut events = Vec::new();
     let mut create = None;
+    let mut ownership = None;
     let status = match (kafka, creation(topic)) {
         (KafkaTopic::Exists(live), managed) => {
+            let mut status = TopicStatus { id: topic.id.clone(), exists: true, detail: String::new(), ownership: None };
             if let Some((partitions, replicas, topic_config)) = managed {
+                let owner = owners::ownership(record, name, live.topic_id.as_deref());
+                match &owner {
+                    Ownership::Created => status.ownership = Some(TopicOwnership::Created),
+                    Ownership::Adopted(why) => {
+                        let why = why.why();
+                        events.push(event(
+                            EventType::Warning,
+                            "TopicAdopted",
+                            format!(
+                                "topic '{name}' is adopted read-only: {why}. The operator never alters or deletes \
+                                 it, whatever onDelete says."
+                            ),
+                        ));
+                        status.ownership = Some(TopicOwnership::Adopted);
+                        status.detail = format!("adopted read-only: {why}");
+                    }
+                }
+                ownership = Some(owner);
                 if live.partitions != partitions || live.replication != replicas {
                     events.push(event(
                         EventType::Warning,
@@ -137,7 +165,7 @@ pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic) -> TopicDecision {
                     ));
                 }
             }
-            TopicStatus { id: topic.id.clone(), exists: true, detail: String::new() }
+            status
         }
         (KafkaTopic::Missing | KafkaTopic::Unreachable(_), Some((partitions, replication, config))) => {
             if *kafka == KafkaTopic::Missing {
@@ -154,11 +182,20 @@ pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic) -> TopicDecision {
                     ),
                 });
             }
-            TopicStatus { id: topic.id.clone(), exists: true, detail: "created by the operator".into() }
+            // What the operator creates is its own; while Kafka cannot be asked, nobody knows.
+            TopicStatus {
+                id: topic.id.clone(),
+                exists: true,
+                detail: "created by the operator".into(),
+                ownership: (*kafka == KafkaTopic::Missing).then_some(TopicOwnership::Created),
+            }
         }
-        (KafkaTopic::Unreachable(reason), None) => {
-            TopicStatus { id: topic.id.clone(), exists: false, detail: format!("Kafka unreachable: {reason}") }
-        }
+        (KafkaTopic::Unreachable(reason), None) => TopicStatus {
+            id: topic.id.clone(),
+            exists: false,
+            detail: format!("Kafka unreachable: {reason}"),
+            ownership: None,
+        },
         (KafkaTopic::Missing, None) => {
             events.push(event(
                 EventType::Warning,
@@ -167,10 +204,15 @@ pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic) -> TopicDecision {
                     "topic '{name}' is not managed by the pipeline and does not exist; its consumers will not become ready"
                 ),
             ));
-            TopicStatus { id: topic.id.clone(), exists: false, detail: format!("topic '{name}' does not exist") }
+            TopicStatus {
+                id: topic.id.clone(),
+                exists: false,
+                detail: format!("topic '{name}' does not exist"),
+                ownership: None,
+            }
         }
     };
-    TopicDecision { create, events, status }
+    TopicDecision { create, events, status, ownership }
 }
 
 #[cfg(test)]

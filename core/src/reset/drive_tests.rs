@@ -132,6 +132,29 @@ fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() 
 }
 
 #[test]
+fn the_time_written_is_the_api_servers_as_first_seen_and_the_time_taken_up_the_operators() {
+    let text = annotation(&["router"]);
+    let written = "2026-11-29T16:21:40Z";
+    let f = Fresh { written: Some(written), ..fresh(Some(&text), None, &[]) };
+    let Intake::Admitted(a) = intake(&f, T0) else { panic!() };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), T0) else { panic!() };
+    let status = d.status(T0);
+    assert_eq!((status.written_at.as_deref(), status.requested_at.clone()), (Some(written), Some(T0.rfc3339())));
+    // A later reconcile reads another time (the writer changed another field since): the status
+    // keeps the first, as it keeps the time taken up.
+    let later = Timestamp(T0.0 + 5_000);
+    let f = Fresh { written: Some("2026-11-29T17:00:00Z"), ..fresh(Some(&text), Some(&status), &[]) };
+    let Intake::Admitted(a) = intake(&f, later) else { panic!() };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), later) else { panic!() };
+    let again = d.status(later);
+    assert_eq!((again.written_at.as_deref(), again.requested_at), (Some(written), Some(T0.rfc3339())));
+    // An API server that does not say: none shown.
+    let Intake::Admitted(a) = intake(&fresh(Some(&text), None, &[]), T0) else { panic!() };
+    let Started::Drive(mut d) = a.start(Some(vec![]), DriveOptions::default(), T0) else { panic!() };
+    assert_eq!(d.status(T0).written_at, None);
+}
+
+#[test]
 fn a_request_done_by_its_progress_is_answered_without_kafka() {
     let outcome = GroupOutcome::Failed { topic: "shop.cart-events.v1".into(), reason: "r".into() };
     let progress = vec![LedgerEntry::of(UID, GroupProgress { group: router(), intent: None, outcome: Some(outcome) })];

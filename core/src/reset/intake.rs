@@ -38,6 +38,9 @@ pub struct Fresh<'a> {
     pub request: Option<&'a str>,
     /// The done annotation.
     pub done: Option<&'a str>,
+    /// When the request annotation was written, as the API server recorded it (RFC 3339), if it
+    /// says: shown as the request's `writtenAt`.
+    pub written: Option<&'a str>,
     /// `status.reset` as it stands.
     pub reset: Option<&'a ResetStatus>,
     /// `status.resetHistory` as it stands.
@@ -103,11 +106,12 @@ pub enum Started {
     Drive(Box<Drive>),
 }
 
-/// When the operator first saw a request, who requested it, how it was approved, and when it
-/// finished: kept across reconciles.
+/// When a request was written, when the operator first saw it, who requested it, how it was
+/// approved, and when it finished: kept across reconciles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Stamps {
     pub uid: String,
+    pub written_at: Option<String>,
     pub requested_at: String,
     pub requested_by: Option<String>,
     pub approval: Option<Approval>,
@@ -118,6 +122,7 @@ impl Stamps {
     /// `r` with the stamps; a finished request is stamped finished at `now` the first time.
     pub fn apply(&mut self, mut r: ResetStatus, now: Timestamp) -> ResetStatus {
         r.uid = Some(self.uid.clone());
+        r.written_at.clone_from(&self.written_at);
         r.requested_at = Some(self.requested_at.clone());
         r.requested_by.clone_from(&self.requested_by);
         r.approval.clone_from(&self.approval);
@@ -154,8 +159,11 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     let history = history(fresh.history, previous, &request.id);
     let same = previous.filter(|p| p.id == request.id);
     let requested_by = fresh.requested_by.map(str::trim).filter(|u| !u.is_empty()).map(str::to_string);
+    // The time written as first seen: a later write of another field by the same writer moves its
+    // managed-fields time, not the request's.
     let stamps = |same: Option<&ResetStatus>| Stamps {
         uid: fresh.uid.to_string(),
+        written_at: same.and_then(|p| p.written_at.clone()).or_else(|| fresh.written.map(str::to_string)),
         requested_at: same.and_then(|p| p.requested_at.clone()).unwrap_or_else(|| now.rfc3339()),
         requested_by: requested_by.clone(),
         approval: same.and_then(|p| p.approval.clone()),

@@ -58,8 +58,18 @@ impl Kafka {
         }
     }
 
+    /// The bulkhead of `conn` (see [`super::Gate`]); the in-memory cluster has none to wait for, so
+    /// its gate is always open.
+    pub fn gate(&self, conn: &KafkaConnection) -> super::Gate {
+        match self {
+            Kafka::Live(pool) => pool.gate(conn),
+            #[cfg(test)]
+            Kafka::Fake(_) => super::Gate::open(conn),
+        }
+    }
+
     /// What Kafka says of each topic of `wanted` (Kafka name -> configuration keys whose live values
-    /// are wanted), all over connection `conn`.
+    /// are wanted), all over connection `conn`, in its turn of the connection's bulkhead.
     pub async fn describe(
         &self,
         conn: &KafkaConnection,
@@ -68,26 +78,35 @@ impl Kafka {
         match self {
             Kafka::Live(pool) => match pool.topic_admin(conn) {
                 Err(f) => wanted.into_keys().map(|n| (n, KafkaTopic::Unreachable(f.reason.clone()))).collect(),
-                Ok(admin) => admin.describe(wanted).await.into_iter().map(|(n, s)| (n, from_state(s))).collect(),
+                Ok(admin) => match pool.gate(conn).enter().await {
+                    Err(f) => wanted.into_keys().map(|n| (n, KafkaTopic::Unreachable(f.reason.clone()))).collect(),
+                    Ok(_turn) => admin.describe(wanted).await.into_iter().map(|(n, s)| (n, from_state(s))).collect(),
+                },
             },
             #[cfg(test)]
             Kafka::Fake(f) => f.describe(conn, wanted),
         }
     }
 
-    /// Creates the topic of `c` over `conn`.
+    /// Creates the topic of `c` over `conn`, in its turn of the connection's bulkhead, and gives its
+    /// topic id.
     ///
     /// # Errors
-    /// Kafka's refusal, or the deadline.
+    /// Kafka's refusal, the deadline, or no turn in time.
     pub async fn create(&self, conn: &KafkaConnection, c: &TopicCreation) -> Result<Created, KafkaFailure> {
         match self {
-            Kafka::Live(pool) => pool.topic_admin(conn)?.create(&c.name, c.partitions, c.replication, &c.config).await,
+            Kafka::Live(pool) => {
+                let admin = pool.topic_admin(conn)?;
+                let _turn = pool.gate(conn).enter().await?;
+                admin.create(&c.name, c.partitions, c.replication, &c.config).await
+            }
             #[cfg(test)]
             Kafka::Fake(f) => f.create(conn, c),
         }
     }
 
-    /// Deletes the topics `names` over `conn`; a missing one is fine.
+    /// Deletes the topics `names` over `conn`, in its turn of the connection's bulkhead; a missing
+    /// one is fine.
     pub async fn delete(
         &self,
         conn: &KafkaConnection,
@@ -96,7 +115,10 @@ impl Kafka {
         match self {
             Kafka::Live(pool) => match pool.topic_admin(conn) {
                 Err(f) => names.iter().map(|n| (n.clone(), Err(f.clone()))).collect(),
-                Ok(admin) => admin.delete(names).await,
+                Ok(admin) => match pool.gate(conn).enter().await {
+                    Err(f) => names.iter().map(|n| (n.clone(), Err(f.clone()))).collect(),
+                    Ok(_turn) => admin.delete(names).await,
+                },
             },
             #[cfg(test)]
             Kafka::Fake(f) => f.delete(conn, names),
@@ -108,9 +130,12 @@ fn from_state(s: TopicState) -> KafkaTopic {
     match s {
         TopicState::Missing => KafkaTopic::Missing,
         TopicState::Unreachable(r) => KafkaTopic::Unreachable(r),
-        TopicState::Exists(d) => {
-            KafkaTopic::Exists(LiveTopic { partitions: d.partitions, replication: d.replication, configs: d.configs })
-        }
+        TopicState::Exists(d) => KafkaTopic::Exists(LiveTopic {
+            partitions: d.partitions,
+            replication: d.replication,
+            configs: d.configs,
+            topic_id: d.topic_id,
+        }),
     }
 }
 
@@ -127,6 +152,12 @@ pub mod fake {
         pub topics: Mutex<BTreeMap<(String, String), LiveTopic>>,
         /// Every call, as `describe <servers> <names>`, `create <servers> <name>`, `delete <servers> <names>`.
         pub calls: Mutex<Vec<String>>,
+    }
+
+    /// The topic id the in-memory cluster gives a topic it creates under `name`.
+    pub fn fake_topic_id(name: &str) -> String {
+        let sum: i64 = name.bytes().map(i64::from).sum();
+        flow_core::render::owners::topic_id(sum, i64::try_from(name.len()).unwrap_or(0) + 1).unwrap_or_default()
     }
 
     impl FakeKafka {
@@ -165,11 +196,17 @@ pub mod fake {
             if topics.contains_key(&key) {
                 return Ok(Created::AlreadyExisted);
             }
+            let id = fake_topic_id(&c.name);
             topics.insert(
                 key,
-                LiveTopic { partitions: c.partitions, replication: c.replication, configs: c.config.clone() },
+                LiveTopic {
+                    partitions: c.partitions,
+                    replication: c.replication,
+                    configs: c.config.clone(),
+                    topic_id: Some(id.clone()),
+                },
             );
-            Ok(Created::Created)
+            Ok(Created::Created(Some(id)))
         }
 
         pub(super) fn delete(

@@ -8,10 +8,24 @@ use http::{Method, StatusCode};
 use serde_json::json;
 
 use super::*;
-use crate::connections::fake::FakeKafka;
+use crate::connections::fake::{FakeKafka, fake_topic_id};
 use crate::fixtures::{self, ApiServer};
 
 const SHOP: &str = "127.0.0.1:19092";
+
+/// Where the operator keeps the record of the topics it created for `cart` (uid `5f0c1e2a-cart`).
+const RECORD: &str = "/api/v1/namespaces/ankka-flow/configmaps/flow-topics-5f0c1e2a-cart";
+
+/// The record that says the operator created `names` (with the in-memory cluster's topic ids).
+fn record_of(names: &[&str]) -> serde_json::Value {
+    let data: serde_json::Map<String, serde_json::Value> =
+        names.iter().map(|n| (n.to_string(), json!(fake_topic_id(n)))).collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flow-topics-5f0c1e2a-cart", "namespace": "ankka-flow"}, "data": data})
+}
+
+fn not_found() -> serde_json::Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+}
 
 fn clusters() -> serde_json::Value {
     fixtures::secret_list(vec![
@@ -37,7 +51,12 @@ async fn the_cart_example_first_reconcile() {
     // The input topic exists; the managed ones do not yet.
     kafka.topics.lock().unwrap().insert(
         (SHOP.into(), "shop.cart-events.v1".into()),
-        LiveTopic { partitions: 3, replication: 1, configs: Default::default() },
+        LiveTopic {
+            partitions: 3,
+            replication: 1,
+            configs: Default::default(),
+            topic_id: Some(fake_topic_id("shop.cart-events.v1")),
+        },
     );
     let (ctx, handle) = fixtures::context(kafka.clone());
     let flow = Arc::new(fixtures::cart());
@@ -56,8 +75,21 @@ async fn the_cart_example_first_reconcile() {
             )
             .await;
         assert!(listed.uri.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dankka-flow%2Cflow.ankka.thinkmorestupidless.com%2Fpipeline%3Dcart"), "{}", listed.uri);
-        // Topics first: each created managed topic's event (review-carts, then valid-carts).
+        // Fetch: the record of the topics the operator created for the resource: none yet.
+        api.expect(Method::GET, RECORD, StatusCode::NOT_FOUND, not_found()).await;
+        // Topics first: the intents, recorded in the operator's namespace before any creation.
+        let created = api
+            .expect_with(Method::POST, "/api/v1/namespaces/ankka-flow/configmaps", StatusCode::CREATED, Clone::clone)
+            .await;
+        assert_eq!(created.body["metadata"]["name"], "flow-topics-5f0c1e2a-cart");
+        assert_eq!(created.body["metadata"]["labels"]["flow.ankka.thinkmorestupidless.com/owner-uid"], "5f0c1e2a-cart");
+        assert_eq!(created.body["metadata"]["annotations"]["flow.ankka.thinkmorestupidless.com/owner"], "shop/cart");
+        assert_eq!(created.body["data"], json!({"cart.review-carts": "creating", "cart.valid-carts": "creating"}));
+        // Then each creation, its topic id recorded at once, and its event (review-carts, then
+        // valid-carts).
         for (topic, partitions) in [("cart.review-carts", 3), ("cart.valid-carts", 6)] {
+            let recorded = api.expect(Method::PATCH, RECORD, StatusCode::OK, json!({})).await;
+            assert_eq!(recorded.body, json!({"data": {topic: fake_topic_id(topic)}}));
             let event = api
                 .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", StatusCode::CREATED, json!({}))
                 .await;
@@ -100,6 +132,8 @@ async fn the_cart_example_first_reconcile() {
         assert_eq!(s["phase"], "Pending");
         assert_eq!(s["detail"], "router: rolling out");
         assert_eq!(s["topics"].as_array().map(Vec::len), Some(3));
+        assert_eq!(s["topics"][1]["ownership"], "Created", "{s}");
+        assert!(s["topics"][0].get("ownership").is_none(), "an unmanaged topic: {s}");
         let applied: Vec<_> = s["conditions"].as_array().unwrap().iter().filter(|c| c["type"] == "Applied").collect();
         assert_eq!(applied[0]["status"], "True");
         // What was applied, for the next reconcile: every object, with the Deployment's uid and
@@ -195,11 +229,13 @@ async fn the_cart_example_first_reconcile() {
 }
 
 /// What a reconcile of `cart` reads before it decides on its objects, with its topics known: the
-/// cluster Secrets, then the pipeline's Deployments (here `deployment`).
+/// cluster Secrets, the pipeline's Deployments (here `deployment`), then the record of the topics
+/// the operator created for it (its two managed topics).
 async fn reads_before_the_objects(api: &mut ApiServer, deployment: serde_json::Value) {
     api.expect(Method::GET, "/api/v1/namespaces/ankka-flow/secrets", StatusCode::OK, clusters()).await;
     let list = json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {"resourceVersion": "2"}, "items": [deployment]});
     api.expect(Method::GET, "/apis/apps/v1/namespaces/shop/deployments", StatusCode::OK, list).await;
+    api.expect(Method::GET, RECORD, StatusCode::OK, record_of(&["cart.review-carts", "cart.valid-carts"])).await;
 }
 
 /// The cluster Secrets without `kafka-cluster-shop`: the input topic's cluster has no Secret.
@@ -316,7 +352,12 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
     ] {
         kafka.topics.lock().unwrap().insert(
             (SHOP.into(), topic.into()),
-            LiveTopic { partitions, replication: 1, configs: configs.into_iter().collect() },
+            LiveTopic {
+                partitions,
+                replication: 1,
+                configs: configs.into_iter().collect(),
+                topic_id: Some(fake_topic_id(topic)),
+            },
         );
     }
     let (ctx, handle) = fixtures::context(kafka);
@@ -382,6 +423,8 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
             fixtures::empty_list("apps/v1", "DeploymentList"),
         )
         .await;
+        // The operator created the managed topics: nothing to report about them.
+        api.expect(Method::GET, RECORD, StatusCode::OK, record_of(&["cart.review-carts", "cart.valid-carts"])).await;
         api.apply("/api/v1/namespaces/shop/serviceaccounts/flow-cart").await;
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/flow-cart").await;
         api.apply("/apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/flow-cart").await;

@@ -11,6 +11,10 @@
 //!   missing one fails a reset at once, with nothing committed.
 //! - `pods`: pod settings written by hand in the resource, past `flow verify`: what Pod Security
 //!   `restricted` forbids is refused before anything is applied.
+//! - `owners`: another team's topic declared managed and deleted with the tenant's resource, a
+//!   forged claim of ownership, a resource or a topic created again, and topic names outside the
+//!   namespace's prefixes; another spelling of the brokers or a forged resumed status against the
+//!   shared-group rule; ten failing clusters beside a healthy reset (bulkheads).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -24,6 +28,7 @@ use flow_testbed::*;
 
 mod acls;
 mod clients;
+mod owners;
 mod pods;
 
 /// The namespace of the cluster Secrets.

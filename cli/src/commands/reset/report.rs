@@ -36,7 +36,10 @@ pub struct Report {
     /// time, an undo, or a saved plan with every offset), while the AnkkaFlow still holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<ResetRequest>,
-    /// When the operator first saw it (RFC 3339).
+    /// When it was written, as the API server recorded it (RFC 3339, to the second).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written_at: Option<String>,
+    /// When the operator first saw it: took it up (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,
     /// Who requested it, as the API server authenticated them (docs/governance.md).
@@ -143,6 +146,7 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
         detail: String::new(),
         to: None,
         request: request.clone(),
+        written_at: None,
         requested_at: None,
         requested_by: None,
         approval: None,
@@ -154,6 +158,7 @@ pub(super) fn report_from(flow: &AnkkaFlow, id: &str) -> Option<Report> {
         return Some(Report {
             detail: r.detail.clone(),
             to: r.to.clone(),
+            written_at: r.written_at.clone(),
             requested_at: r.requested_at.clone(),
             requested_by: r.requested_by.clone(),
             approval: r.approval.clone(),
@@ -212,6 +217,15 @@ pub(super) fn catch_up_lines(r: &Report, rates: &Rates) -> String {
     out
 }
 
+/// Whole seconds from `written` to `taken_up` (both RFC 3339), when both parse: how long a request
+/// waited for the operator. The API server records the time written to the second, so less than a
+/// second reads 0.
+fn waited(written: &str, taken_up: &str) -> Option<i64> {
+    use k8s_openapi::jiff::Timestamp;
+    let (w, t) = (written.parse::<Timestamp>().ok()?, taken_up.parse::<Timestamp>().ok()?);
+    Some((t.as_second() - w.as_second()).max(0))
+}
+
 pub(super) fn table(r: &Report, rates: &Rates) -> String {
     let mut out = format!("reset {} of {}/{}: {}", r.id, r.namespace, r.pipeline, r.phase);
     if !r.detail.is_empty() {
@@ -228,6 +242,13 @@ pub(super) fn table(r: &Report, rates: &Rates) -> String {
         }
         if let Some(f) = &r.finished_at {
             out.push_str(&format!("  finished: {f}"));
+        }
+        out.push('\n');
+    }
+    if let Some(w) = &r.written_at {
+        out.push_str(&format!("written: {w}"));
+        if let Some(waited) = r.requested_at.as_deref().and_then(|t| waited(w, t)) {
+            out.push_str(&format!("  (taken up {waited} s later)"));
         }
         out.push('\n');
     }
@@ -285,10 +306,31 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0], "reset u1 of shop/cart: Done");
         assert_eq!(lines[1], "requested: 2026-11-29T16:00:00Z  finished: 2026-11-29T16:00:01Z");
+        assert!(!t.contains("written:"), "a status without the time written says nothing of it");
         assert!(lines[2].starts_with("GROUP            TOPIC"), "{}", lines[2]);
         assert!(lines[3].starts_with("cart.router.in   shop.cart-events.v1   3            300"), "{}", lines[3]);
         let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
         assert_eq!(json["groups"][0]["recordsToReprocess"], 300);
+    }
+
+    #[test]
+    fn the_time_written_and_the_wait_until_taken_up() {
+        let r = Report {
+            written_at: Some("2026-11-29T16:21:40Z".into()),
+            requested_at: Some("2026-11-29T16:24:12.100Z".into()),
+            requested_by: Some("alice".into()),
+            ..report(RequestPhase::Resetting, &[])
+        };
+        let t = table(&r, &Rates::new());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[1], "requested: 2026-11-29T16:24:12.100Z by alice");
+        assert_eq!(lines[2], "written: 2026-11-29T16:21:40Z  (taken up 152 s later)");
+        let json: serde_json::Value = serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["writtenAt"], "2026-11-29T16:21:40Z");
+        // Taken up within the second it was written (recorded to the second): 0, never less.
+        assert_eq!(waited("2026-11-29T16:21:40Z", "2026-11-29T16:21:40.900Z"), Some(0));
+        assert_eq!(waited("2026-11-29T16:21:41Z", "2026-11-29T16:21:40.900Z"), Some(0));
+        assert_eq!(waited("not a time", "2026-11-29T16:21:40.900Z"), None);
     }
 
     #[test]
@@ -349,6 +391,7 @@ mod tests {
             detail: String::new(),
             to: None,
             request: None,
+            written_at: None,
             requested_at: None,
             requested_by: None,
             approval: None,

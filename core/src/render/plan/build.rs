@@ -24,16 +24,28 @@ impl ValidPipeline {
     pub fn build(&self, observed: &Observed<'_>) -> Plan {
         let mut topic_steps = Vec::new();
         let mut topic_status = Vec::new();
+        // The record to write before any creation: intents reported unproven are dropped (they
+        // have been reported), then an intent is added for each creation.
+        let mut record = observed.record.clone();
+        let mut intents = Vec::new();
         for t in &self.topics {
             let kafka = observed
                 .topics
                 .get(&t.id)
                 .cloned()
                 .unwrap_or_else(|| KafkaTopic::Unreachable("the topic was not described".into()));
-            let d = topics::decide(t, &kafka);
+            let d = topics::decide(t, &kafka, observed.record);
+            if d.ownership == Some(Ownership::Adopted(owners::Adoption::Unproven)) {
+                record.drop_intent(&t.name);
+            }
+            intents.extend(d.create.as_ref().map(|c| c.name.clone()));
             topic_steps.push((d.create, d.events));
             topic_status.push(d.status);
         }
+        for name in &intents {
+            record.intend(name);
+        }
+        let record = (record != *observed.record).then_some(record);
         let mut steps = Vec::new();
         let mut streamlet_status = Vec::new();
         for (spec, r) in &self.streamlets {
@@ -92,6 +104,7 @@ impl ValidPipeline {
         );
         Plan {
             finalizer: self.finalizer,
+            record,
             objects,
             topics: topic_steps,
             service_account: self.service_account.clone(),

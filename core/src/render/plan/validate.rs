@@ -39,14 +39,13 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     let has_finalizer = flow.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
 
     if flow.metadata.deletion_timestamp.is_some() {
-        let mut deletion =
-            Deletion { delete_topics: Vec::new(), unresolved: Vec::new(), remove_finalizer: has_finalizer };
+        let mut deletion = Deletion { candidates: Vec::new(), unresolved: Vec::new(), remove_finalizer: has_finalizer };
         if has_finalizer && policy == ManagedTopicsPolicy::Delete {
             let mut managed: Vec<_> = spec.topics.iter().filter(|t| t.managed).collect();
             managed.sort_by(|a, b| a.id.cmp(&b.id));
             for t in managed {
                 match connection::resolve_topic(t, &owner.namespace, inputs.clusters, inputs.token_endpoints) {
-                    Ok(r) => deletion.delete_topics.push(r),
+                    Ok(r) => deletion.candidates.push(r),
                     Err(problems) => deletion.unresolved.extend(problems.iter().map(ToString::to_string)),
                 }
             }
@@ -70,6 +69,12 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     }
     let resolution = connection::resolve_pipeline(spec, &owner.namespace, inputs.clusters, inputs.token_endpoints);
     problems.extend(resolution.problems.into_iter().map(Problem::Topic));
+    // The names of managed topics its cluster allows the namespace, decided before Kafka is asked.
+    problems.extend(
+        connection::names_not_allowed(&resolution.topics, &owner.namespace, inputs.clusters)
+            .into_iter()
+            .map(Problem::Topic),
+    );
     let mut resolved: BTreeMap<String, ResolvedTopic> = BTreeMap::new();
     for t in resolution.topics {
         resolved.entry(t.id.clone()).or_insert(t);

@@ -20,7 +20,7 @@ fn deployment(hash: &str, image: &str, generation: i64, observed: i64, updated: 
 }
 
 fn topic(id: &str, exists: bool, detail: &str) -> TopicStatus {
-    TopicStatus { id: id.into(), exists, detail: detail.into() }
+    TopicStatus { id: id.into(), exists, detail: detail.into(), ownership: None }
 }
 
 #[test]

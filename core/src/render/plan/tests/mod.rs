@@ -133,7 +133,28 @@ fn observed<'a>(
     deployments: &'a BTreeMap<String, ObservedDeployment>,
     secrets: &'a BTreeSet<String>,
 ) -> Observed<'a> {
-    Observed { topics, deployments, secrets, applied: None, now: NOW, reapply_after: REAPPLY_AFTER }
+    Observed { topics, deployments, secrets, applied: None, record: &RECORD, now: NOW, reapply_after: REAPPLY_AFTER }
+}
+
+/// The topic id Kafka gives topic `name` in these tests.
+fn id_of(name: &str) -> String {
+    let sum: i64 = name.bytes().map(i64::from).sum();
+    owners::topic_id(i64::try_from(name.len()).unwrap() + 1, sum).unwrap()
+}
+
+/// The record of these tests: the operator created the managed topics of the `cart` example,
+/// with the ids of [`id_of`].
+static RECORD: std::sync::LazyLock<Record> = std::sync::LazyLock::new(|| {
+    let mut r = Record::default();
+    for name in ["cart.review-carts", "cart.valid-carts"] {
+        r.created(name, &id_of(name));
+    }
+    r
+});
+
+/// Topic `name` as Kafka describes it, with the id of [`id_of`].
+fn live(name: &str, partitions: i32, replication: i32, configs: &[(&str, &str)]) -> KafkaTopic {
+    KafkaTopic::Exists(LiveTopic { partitions, replication, configs: secret(configs), topic_id: Some(id_of(name)) })
 }
 
 /// The time of the reconciles of these tests.

@@ -2,13 +2,12 @@
 
 use super::*;
 
+/// Every topic of `cart` exists; the managed ones are those the operator created ([`RECORD`]).
 fn all_exist() -> BTreeMap<String, KafkaTopic> {
-    let live =
-        |p, r, c: &[(&str, &str)]| KafkaTopic::Exists(LiveTopic { partitions: p, replication: r, configs: secret(c) });
     BTreeMap::from([
-        ("cart-events".to_string(), live(3, 1, &[])),
-        ("review-carts".to_string(), live(3, 1, &[])),
-        ("valid-carts".to_string(), live(12, 1, &[("retention.ms", "86400000")])),
+        ("cart-events".to_string(), live("shop.cart-events.v1", 3, 1, &[])),
+        ("review-carts".to_string(), live("cart.review-carts", 3, 1, &[])),
+        ("valid-carts".to_string(), live("cart.valid-carts", 12, 1, &[("retention.ms", "86400000")])),
     ])
 }
 
@@ -55,6 +54,7 @@ fn a_first_reconcile_creates_topics_before_anything_else_in_order() {
         describe(&plan.actions()),
         [
             "finalizer 'flow.ankka.thinkmorestupidless.com/managed-topics'",
+            "the record of the topics the operator created",
             "event TopicMissing: topic 'shop.cart-events.v1' is not managed by the pipeline and does not exist; its consumers will not become ready",
             "topic 'cart.review-carts'",
             "event TopicCreated: created topic 'cart.review-carts' with 3 partitions",
@@ -70,7 +70,13 @@ fn a_first_reconcile_creates_topics_before_anything_else_in_order() {
         ]
     );
     assert_eq!(plan.actions()[0], Action::AddFinalizer);
-    let Action::CreateTopic(created) = plan.actions()[4] else { panic!() };
+    // The intents are recorded before any topic is created (the ids of the topics of that name
+    // created earlier stay: they prove nothing of the new topics, and cost nothing).
+    let Action::WriteRecord(record) = plan.actions()[1] else { panic!() };
+    for name in ["cart.review-carts", "cart.valid-carts"] {
+        assert!(record.entry(name).is_some_and(|e| e.creating), "{name}");
+    }
+    let Action::CreateTopic(created) = plan.actions()[5] else { panic!() };
     assert_eq!((created.partitions, created.replication), (12, 1));
     assert_eq!(created.config, secret(&[("retention.ms", "86400000")]));
     assert_eq!(plan.status.phase.as_deref(), Some("Degraded"));
@@ -84,17 +90,20 @@ fn a_first_reconcile_creates_topics_before_anything_else_in_order() {
             crate::resource::TopicStatus {
                 id: "cart-events".into(),
                 exists: false,
-                detail: "topic 'shop.cart-events.v1' does not exist".into()
+                detail: "topic 'shop.cart-events.v1' does not exist".into(),
+                ownership: None,
             },
             crate::resource::TopicStatus {
                 id: "review-carts".into(),
                 exists: true,
-                detail: "created by the operator".into()
+                detail: "created by the operator".into(),
+                ownership: Some(crate::resource::TopicOwnership::Created),
             },
             crate::resource::TopicStatus {
                 id: "valid-carts".into(),
                 exists: true,
-                detail: "created by the operator".into()
+                detail: "created by the operator".into(),
+                ownership: Some(crate::resource::TopicOwnership::Created),
             },
         ]
     );
@@ -247,13 +256,13 @@ fn deletion_deletes_managed_topics_and_nothing_else() {
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-09-28T10:00:00Z".parse().unwrap()));
     // Keep, no finalizer: nothing to do
     let Decision::Delete(d) = decide_with(&flow, Some(SIDECAR), &nothing()) else { panic!() };
-    assert_eq!(d, Deletion { delete_topics: vec![], unresolved: vec![], remove_finalizer: false });
+    assert_eq!(d, Deletion { candidates: vec![], unresolved: vec![], remove_finalizer: false });
     // Delete with the finalizer: the managed topics, sorted, then the finalizer; also when refused
     flow.spec.on_delete = Some(OnDelete { managed_topics: ManagedTopicsPolicy::Delete });
     flow.metadata.finalizers = Some(vec!["other".into(), FINALIZER.into()]);
     let Decision::Delete(d) = decide_with(&flow, None, &nothing()) else { panic!() };
     assert_eq!(
-        d.delete_topics.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        d.candidates.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
         ["cart.review-carts", "cart.valid-carts"]
     );
     assert!(d.remove_finalizer && d.unresolved.is_empty());
@@ -269,7 +278,7 @@ fn deletion_deletes_managed_topics_and_nothing_else() {
     .unwrap() else {
         panic!()
     };
-    assert!(d.delete_topics.is_empty() && d.remove_finalizer);
+    assert!(d.candidates.is_empty() && d.remove_finalizer);
     assert_eq!(
         d.unresolved,
         [
@@ -361,13 +370,14 @@ fn objects_as_last_applied_are_left_alone_while_topics_and_removals_still_run() 
     let record = record.expect("a record");
     assert_eq!(&record.hash, hash);
 
-    // The next one, with nothing changed, applies no object; a missing topic is still created and a
-    // streamlet no longer in the resource still removed.
+    // The next one, with nothing changed, applies no object; a missing topic is still created (its
+    // intent recorded first) and a streamlet no longer in the resource still removed.
     let next = v.build(&Observed { applied: Some(&record), ..observed(&topics, &deployments, &secrets) });
     assert_eq!(next.objects, ObjectsStep::Unchanged { reapply_in: REAPPLY_AFTER });
     assert_eq!(
         describe(&next.actions()),
         [
+            "the record of the topics the operator created",
             "topic 'cart.valid-carts'",
             "event TopicCreated: created topic 'cart.valid-carts' with 12 partitions",
             "Secret 'flow-cart-orphan'",
@@ -383,4 +393,90 @@ fn objects_as_last_applied_are_left_alone_while_topics_and_removals_still_run() 
         .build(&Observed { applied: Some(&record), ..observed(&topics, &deployments, &secrets) });
     assert!(matches!(&scaled.objects, ObjectsStep::Apply { hash: h } if h != hash));
     assert_eq!(scaled.actions().iter().filter(|a| matches!(a, Action::ApplyDeployment(_))).count(), 2);
+}
+
+#[test]
+fn an_unproven_intent_is_reported_and_dropped_before_any_creation() {
+    let v = valid(&generated("cart"), &nothing());
+    let mut record = RECORD.clone();
+    record.intend("cart.valid-carts");
+    let mut topics = all_exist();
+    // Someone else's topic of that name, or the operator's whose id it never recorded: no telling.
+    let theirs = owners::topic_id(7, 7).unwrap();
+    topics.insert(
+        "valid-carts".into(),
+        KafkaTopic::Exists(LiveTopic { partitions: 12, replication: 1, configs: secret(&[]), topic_id: Some(theirs) }),
+    );
+    let (d, s) = (BTreeMap::new(), BTreeSet::new());
+    let plan = v.build(&Observed { record: &record, ..observed(&topics, &d, &s) });
+    let Some(Action::WriteRecord(written)) = plan.setup_actions().first().copied() else { panic!("{plan:?}") };
+    assert_eq!(written.entry("cart.valid-carts").map(|e| e.creating), Some(false));
+    assert_eq!(*written, *RECORD, "only the intent goes");
+    assert!(describe(&plan.actions()).iter().any(|a| a.starts_with(
+        "event TopicAdopted: topic 'cart.valid-carts' is adopted read-only: the operator stopped between creating"
+    )));
+    let status = plan.status.topics.iter().find(|t| t.id == "valid-carts").unwrap();
+    assert_eq!(status.ownership, Some(crate::resource::TopicOwnership::Adopted));
+    // Reported once: with the intent gone, the next reconcile sees a topic the record does not name.
+    let again = v.build(&Observed { record: written, ..observed(&topics, &d, &s) });
+    assert_eq!(again.record, None);
+}
+
+#[test]
+fn deletion_deletes_only_the_topics_the_operator_created_for_the_resource() {
+    let mut flow = generated("cart");
+    flow.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-09-28T10:00:00Z".parse().unwrap()));
+    flow.spec.on_delete = Some(OnDelete { managed_topics: ManagedTopicsPolicy::Delete });
+    flow.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    let Decision::Delete(d) = decide_with(&flow, Some(SIDECAR), &nothing()) else { panic!() };
+    // The operator created review-carts only; valid-carts existed before the resource.
+    let mut record = Record::default();
+    record.created("cart.review-carts", &id_of("cart.review-carts"));
+    // Only what the record names is asked of Kafka.
+    assert_eq!(d.to_describe(&record).iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["review-carts"]);
+    let names = |events: &[Event]| events.iter().map(|e| e.note.clone()).collect::<Vec<_>>();
+    let kept_valid = "topic 'cart.valid-carts' is left in Kafka: the operator did not create it for this resource";
+
+    let kafka = BTreeMap::from([("review-carts".to_string(), live("cart.review-carts", 3, 1, &[]))]);
+    let t = d.topics(&record, &kafka);
+    assert_eq!(t.delete.iter().map(|(t, _)| t.name.as_str()).collect::<Vec<_>>(), ["cart.review-carts"]);
+    assert_eq!(t.delete[0].1.note, "deleted topic 'cart.review-carts', which the operator created for this resource");
+    assert_eq!(names(&t.kept), [kept_valid]);
+    assert!(t.unreachable.is_empty());
+
+    // Deleted and created again by someone else: another topic, left as it is.
+    let theirs = owners::topic_id(9, 9).unwrap();
+    let recreated = KafkaTopic::Exists(LiveTopic {
+        partitions: 3,
+        replication: 1,
+        configs: secret(&[]),
+        topic_id: Some(theirs.clone()),
+    });
+    let t = d.topics(&record, &BTreeMap::from([("review-carts".to_string(), recreated)]));
+    assert!(t.delete.is_empty());
+    assert_eq!(
+        names(&t.kept),
+        [
+            format!(
+                "topic 'cart.review-carts' is left in Kafka: it was deleted and created again outside the operator (it \
+                 has topic id {theirs} now)"
+            ),
+            kept_valid.to_string()
+        ]
+    );
+
+    // Gone already: nothing to do. Kafka unreachable: the deletion waits, the finalizer stays.
+    let t = d.topics(&record, &BTreeMap::from([("review-carts".to_string(), KafkaTopic::Missing)]));
+    assert!(t.delete.is_empty() && t.unreachable.is_empty());
+    let down = BTreeMap::from([("review-carts".to_string(), KafkaTopic::Unreachable("timed out".into()))]);
+    assert_eq!(d.topics(&record, &down).unreachable, ["cannot describe topic 'cart.review-carts': timed out"]);
+    assert_eq!(d.topics(&record, &BTreeMap::new()).unreachable, ["topic 'cart.review-carts' was not described"]);
+
+    // Without a record (a resource of an operator before owners were recorded, or another resource
+    // of the same name): nothing is deleted, and Kafka is not even asked.
+    let none = Record::default();
+    assert!(d.to_describe(&none).is_empty());
+    let t = d.topics(&none, &BTreeMap::new());
+    assert!(t.delete.is_empty() && t.unreachable.is_empty() && t.kept.len() == 2);
 }

@@ -297,3 +297,69 @@ fn pod_settings_outside_restricted_refuse_and_settings_that_fit_are_rendered() {
     let sink = serde_json::to_value(&sink.deployment).unwrap();
     assert!(sink["spec"]["template"]["spec"]["containers"][1]["resources"].is_null());
 }
+
+#[test]
+fn managed_topics_outside_the_namespaces_prefixes_are_refused_before_anything_is_applied() {
+    use crate::connection::{ANNOTATION_NAMESPACE_TOPIC_PREFIXES, ANNOTATION_TOPIC_PREFIXES};
+    let flow = generated("cart");
+    // `kafka-cluster-default` (the managed topics' cluster) with prefix annotations `annotations`.
+    let with = |annotations: &[(&str, &str)]| -> Decision {
+        let mut clusters = clusters();
+        let mut all = secret(&[(crate::connection::ANNOTATION_ALLOWED_NAMESPACES, "shop")]);
+        all.extend(secret(annotations));
+        let data = secret(&[("bootstrap.servers", "kafka.kafka.svc:9092"), ("partitions", "3"), ("replicas", "1")]);
+        clusters.insert("default".into(), Cluster::from_secret("default", &data, &all));
+        decide(&Inputs {
+            flow: &flow,
+            sidecar_image: Some(SIDECAR),
+            clusters: &clusters,
+            token_endpoints: &Default::default(),
+            stage_secrets: &nothing(),
+        })
+        .unwrap()
+    };
+    let problems = |d: Decision| match d {
+        Decision::Refuse(r) => texts(&r),
+        other => panic!("not refused: {other:?}"),
+    };
+    // Every namespace's topics start with its name: `cart.*` is not `shop.*`. The unmanaged input
+    // (another cluster, and only read) is not concerned.
+    assert_eq!(
+        problems(with(&[(ANNOTATION_TOPIC_PREFIXES, "{namespace}.")])),
+        [
+            "managed topic 'review-carts' is Kafka topic 'cart.review-carts', which namespace 'shop' may not create on \
+             Kafka cluster 'default': Secret 'kafka-cluster-default' allows it names starting with 'shop.'",
+            "managed topic 'valid-carts' is Kafka topic 'cart.valid-carts', which namespace 'shop' may not create on \
+             Kafka cluster 'default': Secret 'kafka-cluster-default' allows it names starting with 'shop.'",
+        ]
+    );
+    let Decision::Refuse(r) = with(&[(ANNOTATION_TOPIC_PREFIXES, "{namespace}.")]) else { panic!() };
+    assert!(matches!(&r.problems[0], Problem::Topic(p) if p.kind() == "TopicNameNotAllowed"));
+    // The namespace's own annotation takes the place of every namespace's.
+    let own = format!("{ANNOTATION_NAMESPACE_TOPIC_PREFIXES}shop");
+    assert!(matches!(
+        with(&[(ANNOTATION_TOPIC_PREFIXES, "{namespace}."), (&own, "orders., cart.")]),
+        Decision::Apply(_)
+    ));
+    assert!(matches!(with(&[(ANNOTATION_TOPIC_PREFIXES, "nobody."), (&own, "*")]), Decision::Apply(_)));
+    assert!(matches!(with(&[]), Decision::Apply(_)));
+    let other_ns = format!("{ANNOTATION_NAMESPACE_TOPIC_PREFIXES}elsewhere");
+    assert!(matches!(with(&[(&other_ns, "elsewhere.")]), Decision::Apply(_)), "another namespace's rule");
+    assert_eq!(
+        problems(with(&[(&own, "orders. review.")]))[0],
+        "managed topic 'review-carts' is Kafka topic 'cart.review-carts', which namespace 'shop' may not create on \
+         Kafka cluster 'default': Secret 'kafka-cluster-default' allows it names starting with 'orders.' or 'review.'"
+    );
+    assert!(
+        problems(with(&[(&own, "")]))[0].ends_with("Secret 'kafka-cluster-default' allows it no managed topics there")
+    );
+    // An entry that cannot start a topic name is the Secret's problem, reported to the namespaces it allows.
+    assert_eq!(
+        problems(with(&[(ANNOTATION_TOPIC_PREFIXES, "cart/ shop.")])),
+        [
+            "Secret 'kafka-cluster-default': annotation 'flow.ankka.thinkmorestupidless.com/topic-prefixes' lists 'cart/', \
+             which is not the start of a Kafka topic name: list prefixes of ASCII letters, digits, '.', '_' and '-' (with \
+             '{namespace}' for the namespace's name), or '*' for any name"
+        ]
+    );
+}
