@@ -143,7 +143,13 @@ impl ResetMachine {
             progress: progress.into_iter().map(|r| (r.group.clone(), r)).collect(),
             topics: BTreeMap::new(),
             effects: VecDeque::new(),
-            rules: Rules { settle: DEFAULT_SETTLE, retry_for: DEFAULT_RETRY_FOR, destination, dry_run },
+            rules: Rules {
+                settle: DEFAULT_SETTLE,
+                retry_for: DEFAULT_RETRY_FOR,
+                destination,
+                dry_run,
+                stopped: BTreeMap::new(),
+            },
             failing_since: BTreeMap::new(),
         }
     }
@@ -180,6 +186,18 @@ impl ResetMachine {
     #[must_use]
     pub fn with_settle(mut self, settle: Duration) -> Self {
         self.rules.settle = settle;
+        self
+    }
+
+    /// Sets when the operator saw each streamlet stopped: replicas 0 and its last pod gone, by its
+    /// own watch (never from what a tenant can write), in this process. A group whose commit is
+    /// handed out at least the settle after its streamlet stopped is read again at once after its
+    /// read-back, not after a second settle: a commit still in flight from the streamlet's consumers
+    /// landed before the reset's (docs/reset.md, "The settle"). A streamlet that is not in `stopped`
+    /// (never seen running, or stopped before the operator started) waits the full settle.
+    #[must_use]
+    pub fn with_stopped(mut self, stopped: BTreeMap<String, Timestamp>) -> Self {
+        self.rules.stopped = stopped;
         self
     }
 
