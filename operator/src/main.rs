@@ -19,7 +19,9 @@ mod probe;
 mod reset;
 mod scope;
 mod settings;
+mod stopped;
 mod tenancy;
+mod warm;
 mod writes;
 
 use std::process::ExitCode;

@@ -302,7 +302,9 @@ fn fenced(
     });
     // Decided as the commit is handed out: it is sent no earlier (the driver holds it until the
     // intent is durable), so the settle has passed by the time it lands too.
-    let settled = cx.rules.settled(target, cx.now);
+    // A group found with members meanwhile had a consumer that ran after the pods went: the full
+    // settle.
+    let settled = !retry.members_seen && cx.rules.settled(target, cx.now);
     GroupPhase::Committing { retry, intent, settled }
 }
 

@@ -376,8 +376,8 @@ fn a_streamlet_not_seen_stopped_waits_the_full_settle() {
 fn a_commit_recovered_by_the_markers_waits_the_full_settle_whenever_the_streamlet_stopped() {
     // A rebuilt machine does not know when the commit of its intent was sent.
     let progress = GroupProgress { group: router(), intent: Some(intent()), outcome: None };
-    let mut m =
-        ResetMachine::new(request(&["router"]), None, vec![progress]).with_stopped(router_stopped_at(before_t0(60_000)));
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![progress])
+        .with_stopped(router_stopped_at(before_t0(60_000)));
     m.handle(stopped_router(), T0);
     assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
     m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0);
@@ -398,4 +398,26 @@ fn a_settle_of_zero_stays_off_for_a_stopped_streamlet() {
     let e = drain(&mut m);
     assert!(e.iter().all(|e| !matches!(e, Effect::ReadCommitted(_))), "{e:?}");
     assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+}
+
+#[test]
+fn a_group_found_with_members_waits_the_full_settle_however_long_ago_its_pods_went() {
+    // A consumer ran after the pods went (a pod deleted by force, its process still closing).
+    let mut m =
+        ResetMachine::new(request(&["router"]), None, vec![]).with_stopped(router_stopped_at(before_t0(60_000)));
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    let busy = Inspection { members: 1, state: "Stable".into(), ..empty_group() };
+    m.handle(Input::Inspected { group: router(), result: Ok(busy) }, T0);
+    let due = m.poll_timeout().expect("looked at again");
+    m.handle(Input::Tick, due);
+    assert!(matches!(&drain(&mut m)[..], [Effect::InspectGroup(_)]));
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, due);
+    drain(&mut m);
+    m.handle(Input::Fenced { group: router(), result: Ok(()) }, due);
+    drain(&mut m);
+    let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, due);
+    assert!(drain(&mut m).is_empty(), "no read before the settle");
+    assert_eq!(m.poll_timeout(), Some(due.after(DEFAULT_SETTLE)));
 }
