@@ -114,8 +114,8 @@ pub(super) struct Rules {
     pub destination: Destination,
     /// A dry run: groups are planned, never fenced or committed.
     pub dry_run: bool,
-    /// When the operator saw each target streamlet stopped (no replicas, no pod), by its own watch,
-    /// as the driver gives it; a streamlet it never saw running is not in it.
+    /// When the operator saw each target streamlet's last pod go, by its own watch, as the driver
+    /// gives it; a streamlet it never saw running is not in it.
     pub stopped: BTreeMap<String, Timestamp>,
 }
 
@@ -301,9 +301,8 @@ fn fenced(
         metadata: reset_marker(cx.id),
     });
     // Decided as the commit is handed out: it is sent no earlier (the driver holds it until the
-    // intent is durable), so the settle has passed by the time it lands too.
-    // A group found with members meanwhile had a consumer that ran after the pods went: the full
-    // settle.
+    // intent is durable), so the settle has passed by the time it lands too. A group found with
+    // members meanwhile had a consumer that ran after the pods went: it waits the full settle.
     let settled = !retry.members_seen && cx.rules.settled(target, cx.now);
     GroupPhase::Committing { retry, intent, settled }
 }

@@ -189,8 +189,8 @@ impl ResetMachine {
         self
     }
 
-    /// Sets when the operator saw each streamlet stopped: replicas 0 and its last pod gone, by its
-    /// own watch (never from what a tenant can write), in this process. A group whose commit is
+    /// Sets when the operator saw each streamlet stopped (its last pod gone; the request waits for
+    /// replicas 0 besides), by its own watch (never from what a tenant can write), in this process. A group whose commit is
     /// handed out at least the settle after its streamlet stopped is read again at once after its
     /// read-back, not after a second settle: a commit still in flight from the streamlet's consumers
     /// landed before the reset's (docs/reset.md, "The settle"). A streamlet that is not in `stopped`
