@@ -2,7 +2,9 @@
 //! them on its critical path (a new client's bootstrap, metadata and coordinator connection: 60-120
 //! ms on the test bed, more over TLS; docs/performance.md, "Clients built ahead").
 //!
-//! When a pipeline is reconciled with no reset pending, the clients a reset of all its groups would
+//! When a pipeline with a stopped streamlet (0 replicas in its spec: a reset may follow, as on the
+//! page's path, which stops the streamlets first) is reconciled with no reset pending, the clients
+//! a reset of all its groups would
 //! use (one per group, in the lane the reset driver gives it, at most `LANES`) are built in a task of
 //! their own, and each reads its group's committed offsets once: that connects it to the brokers and
 //! to the group's coordinator. The reconcile never waits for it; a failure is logged at debug level
@@ -46,11 +48,13 @@ fn due(uid: &str, now: Instant) -> bool {
 }
 
 /// Builds, in the background, the clients a reset of `flow` would use (see the module
-/// documentation), unless a reset is pending (its drive builds them itself) or they were built
+/// documentation), unless none of its streamlets is stopped (a thousand running pipelines cost no
+/// Kafka call at a start), a reset is pending (its drive builds them itself) or they were built
 /// within [`AGAIN`].
 pub fn ahead(ctx: &Arc<Context>, flow: &Arc<AnkkaFlow>) {
     let (request, done) = flow_adapters::kube::reset_annotations(flow);
-    if flow_core::request::pending(request, done) || flow.metadata.deletion_timestamp.is_some() {
+    let stopped = flow.spec.streamlets.iter().any(|s| s.replicas == 0);
+    if !stopped || flow_core::request::pending(request, done) || flow.metadata.deletion_timestamp.is_some() {
         return;
     }
     let Some(uid) = flow.uid() else { return };
