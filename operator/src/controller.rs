@@ -23,7 +23,7 @@ use flow_core::render::status::{self, ApplyOutcome};
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -78,6 +78,8 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // namespace or all of them, and the operator's rights may be bound in the watched ones alone.
     let scope = crate::scope::Scope::of(&settings);
     let (flows, deployments) = (scope.apis::<AnkkaFlow>(&watches), scope.apis::<Deployment>(&watches));
+    // The pipelines' pods: when each streamlet stopped, which the reset's settle counts from.
+    crate::stopped::spawn(scope.apis::<Pod>(&watches));
     let mut deployment_stores = Vec::new();
     let controllers: Vec<Controller<AnkkaFlow>> = flows
         .into_iter()
@@ -210,8 +212,12 @@ type Reconciled =
 /// [`reconcile`], counted and timed by outcome for the metrics.
 async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
-    let result = reconcile(flow, ctx.clone()).await;
+    let result = reconcile(flow.clone(), ctx.clone()).await;
     ctx.metrics.reconciled(result.as_ref().map_or_else(Error::category, |_| "success"), started.elapsed());
+    // The Kafka clients a reset would use, built in the background once the pipeline is applied.
+    if result.is_ok() {
+        crate::warm::ahead(&ctx, &flow);
+    }
     result
 }
 

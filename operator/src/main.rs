@@ -21,7 +21,9 @@ mod reset;
 mod scope;
 mod settings;
 mod slots;
+mod stopped;
 mod tenancy;
+mod warm;
 mod writes;
 
 use std::process::ExitCode;

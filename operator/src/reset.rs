@@ -33,7 +33,7 @@ use crate::faults;
 use crate::metrics::{DecisionLabels, Metrics, RequesterLabels};
 use crate::writes::{Object, timed};
 
-fn now() -> Timestamp {
+pub(crate) fn now() -> Timestamp {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
 }
@@ -147,6 +147,8 @@ pub async fn drive(
         Ok(pods) if flow.spec.pipeline == cached.spec.pipeline => pods,
         _ => timed(k::running_pods(&ctx.client, &ns, &flow.spec.pipeline)).await?,
     };
+    // When this process saw each streamlet stopped, by its own watch: the settle counts from it.
+    drive.seen_stopped(crate::stopped::stopped(&ns, &flow.spec.pipeline));
     drive.observe(flow.spec.clone(), pods, now());
     // About to touch Kafka: refused if another resource maps to one of the groups it has still to
     // move on the same cluster, held back while that cannot be told (the drive is dropped before it
@@ -593,6 +595,7 @@ async fn run_kafka(
     configs: BTreeMap<String, String>,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
+    let pipeline = (flow.namespace().unwrap_or_default(), flow.spec.pipeline.clone());
     let client = connections.client_in(flow, &call.target().topic_id, lane).await;
     let cluster = connections.get(flow, &call.target().topic_id).await.map(|c| c.bootstrap_servers).ok();
     let gate = connections.gate(flow, &call.target().topic_id).await;
@@ -621,7 +624,12 @@ async fn run_kafka(
         tracing::debug!(%group, call = name, lane, "Kafka call started");
         let input = match call {
             KafkaCall::Inspect(target) => {
+                let streamlet = target.streamlet.clone();
                 let result = async { kafka::inspect(client?, target, at).await }.await;
+                if result.as_ref().is_ok_and(|seen| seen.members > 0) {
+                    // A consumer runs after its streamlet's pods went: its stop is not known.
+                    crate::stopped::members_seen(&pipeline, &streamlet);
+                }
                 Input::Inspected { group, result: result.map(|seen| Inspection { topic_configs: configs, ..seen }) }
             }
             KafkaCall::Fence { target, offsets, metadata } => {

@@ -138,6 +138,8 @@ fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
         ("patch", "ankkaflows.flow.ankka.thinkmorestupidless.com", Some("elsewhere")),
         ("patch", "ankkaflows.flow.ankka.thinkmorestupidless.com/status", Some(ns)),
         ("list", "pods", Some(ns)),
+        // When each streamlet's last pod went: the reset's settle counts from it.
+        ("watch", "pods", Some(ns)),
         ("create", "events.events.k8s.io", Some(ns)),
         ("list", "secrets", Some("ankka-flow")),
         ("watch", "secrets", Some("ankka-flow")),

@@ -168,6 +168,67 @@ fn f1_with_the_settle_off_an_overwrite_after_the_read_back_goes_unnoticed() {
     assert_eq!(groups::positions(&g, topic, 3), all(20, ""), "the overwrite stands, unnoticed");
 }
 
+/// How long request `id` took from the operator's first sight to done, by its status stamps
+/// (`requestedAt`, `finishedAt`).
+fn took(ns: &str, p: &str, id: &str) -> Duration {
+    let st = reset_status(ns, p);
+    assert_eq!(st["id"], id, "{st}");
+    let at = |key: &str| {
+        let text = st[key].as_str().unwrap_or_else(|| panic!("no {key} in {st}"));
+        text.parse::<k8s_openapi::jiff::Timestamp>().unwrap_or_else(|e| panic!("{key} {text}: {e}"))
+    };
+    let took = at("finishedAt").duration_since(at("requestedAt"));
+    Duration::try_from(took).unwrap_or_else(|e| panic!("{took:?}: {e}"))
+}
+
+/// The settle counts from when the operator saw the streamlet stop (issue 30), by its own watch of
+/// the pods. With a settle of 10 s: a streamlet it never saw running, and one whose pod went right
+/// before the request, wait the whole settle; one stopped more than the settle before the request is
+/// read back at once and is done well within it. (The 10 s only tells the two rules apart: a
+/// reset's own work takes a fraction of it.)
+#[test]
+fn the_settle_counts_from_when_the_operator_saw_the_streamlet_stop() {
+    let _serial = serial();
+    let (ns, p, topic) = ("settle-stop", "settle-stop", "settle.stop-events");
+    let g = format!("{p}.router.in");
+    let settle = Duration::from_secs(10);
+    install_crd();
+    install_cluster_secret();
+    fresh_namespace(ns);
+    let _op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_RESET_SETTLE_SECONDS", "10")]);
+    consumed_topic(ns, p, &g, topic);
+    let run_then_stop = || {
+        apply_own_pipeline(ns, p, &[("router", topic, 1)]);
+        wait_until("router's pod", Duration::from_secs(60), || (!pipeline_pods(ns, p).is_empty()).then_some(()));
+        apply_own_pipeline(ns, p, &[("router", topic, 0)]);
+        wait_until("router's pod gone", Duration::from_secs(60), || pipeline_pods(ns, p).is_empty().then_some(()));
+    };
+    let reset = |id: &str| {
+        groups::commit(&g, topic, &[(0, 20), (1, 20), (2, 20)]);
+        write_request(ns, p, id, &["router"]);
+        wait_done(ns, p, id);
+        assert_eq!(groups::positions(&g, topic, 3), all(0, &format!("ankka-flow/reset/{id}")), "reset");
+        took(ns, p, id)
+    };
+
+    // Never seen running by this operator: the full settle.
+    let never = reset("5e771e00-0000-4000-8000-00000000a001");
+    assert!(never >= settle, "never seen running: {never:?}");
+
+    // Stopped right before the request (a consumer may still commit on close): the full settle.
+    run_then_stop();
+    let just_now = reset("5e771e00-0000-4000-8000-00000000a002");
+    assert!(just_now >= settle, "stopped just now: {just_now:?}");
+
+    // Stopped more than the settle before the request: read back at once.
+    run_then_stop();
+    std::thread::sleep(settle + Duration::from_secs(1));
+    let before = reset("5e771e00-0000-4000-8000-00000000a003");
+    eprintln!("request to done: never seen running {never:?}, stopped just now {just_now:?}, before {before:?}");
+    assert!(before < settle, "stopped long before: {before:?}");
+    assert_eq!(events(ns, p, "ResetOffsetsFailed"), Vec::<(String, String)>::new());
+}
+
 /// Adds partitions to `topic` until it has `total`.
 fn add_partitions(topic: &str, total: usize) {
     let admin: AdminClient<DefaultClientContext> =

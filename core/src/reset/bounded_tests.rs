@@ -221,7 +221,7 @@ fn a_summary_reads_as_the_detail_would() {
         |added: Vec<i32>, notes: Vec<String>| intent.clone().with_notes(notes).into_reset("shop.cart-events.v1", added);
     let phases = [
         GroupPhase::Pending { retry: error.clone() },
-        GroupPhase::Committing { retry: Retry::default(), intent: intent.clone() },
+        GroupPhase::Committing { retry: Retry::default(), intent: intent.clone(), settled: false },
         GroupPhase::Recovering { retry: Retry::default(), intent: intent.clone() },
         GroupPhase::Recovering { retry: error.clone(), intent: intent.clone() },
         GroupPhase::Verifying { retry: Retry::default(), intent: intent.clone() },

@@ -312,6 +312,12 @@ impl Drive {
         }
     }
 
+    /// Feeds when the operator saw each streamlet stopped (see [`ResetMachine::with_stopped`]);
+    /// before [`Drive::observe`], so that every commit of the drive goes by it.
+    pub fn seen_stopped(&mut self, stopped: BTreeMap<String, Timestamp>) {
+        self.machine.rules.stopped = stopped;
+    }
+
     /// Feeds a fresh read of the resource's spec and its pods.
     pub fn observe(&mut self, spec: AnkkaFlowSpec, pods: BTreeMap<String, u32>, now: Timestamp) {
         self.machine.handle(Input::Observed { spec, pods }, now);

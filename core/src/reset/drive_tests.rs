@@ -222,6 +222,36 @@ fn the_commit_waits_for_its_intent_and_the_event_for_its_outcome() {
     assert_eq!(d.status(due).phase, RequestPhase::Done);
 }
 
+#[test]
+fn a_streamlet_stopped_long_before_is_read_again_right_after_its_read_back_with_no_sleep() {
+    let options = DriveOptions::default();
+    let Started::Drive(mut d) = admitted(&annotation(&["router"])).start(Some(vec![]), options, T0) else {
+        panic!("a drive")
+    };
+    d.seen_stopped(BTreeMap::from([("router".to_string(), Timestamp(T0.0 - 10_000))]));
+    d.observe(stopped_both(), BTreeMap::new(), T0);
+    assert!(matches!(&work(&mut d)[..], [Work::Kafka(KafkaCall::Inspect(_))]));
+    d.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    assert!(matches!(&work(&mut d)[..], [Work::Kafka(KafkaCall::Fence { .. })]));
+    d.handle(Input::Fenced { group: router(), result: Ok(()) }, T0);
+    let w = work(&mut d);
+    let [Work::Persist(p)] = &w[..] else { panic!("{w:?}") };
+    d.persisted(p.token);
+    assert!(matches!(&work(&mut d)[..], [Work::Kafka(KafkaCall::Commit { .. })]));
+    d.handle(Input::ReadBack { group: router(), result: Ok(BTreeMap::from([(0, Some(0)), (1, Some(0))])) }, T0);
+    // The read goes out at once, and nothing is scheduled: no sleep, no status write of the wait.
+    assert!(matches!(&work(&mut d)[..], [Work::Kafka(KafkaCall::Read(t))] if t.group == router()));
+    assert_eq!(d.poll_timeout(), None);
+    d.handle(Input::Read { group: router(), result: Ok(landed()) }, T0);
+    let w = work(&mut d);
+    let [Work::Persist(p)] = &w[..] else { panic!("the outcome: {w:?}") };
+    assert!(p.carries_outcome());
+    d.persisted(p.token);
+    let w = work(&mut d);
+    assert!(matches!(&w[..], [Work::Record(e), Work::WriteDone(_)] if e.reason == "ResetOffsets"), "{w:?}");
+    assert_eq!(d.idle(), Idle::Done);
+}
+
 /// A drive of both groups, inspected and with both fences handed out.
 fn fencing_both() -> Drive {
     let mut d = drive(&[], 16);

@@ -1,7 +1,7 @@
 //! One group's way through a reset: its phases, and the transitions between them. Each transition
 //! takes the phase it leaves by value and returns the phase it enters, emitting effects on the way.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::destination::Destination;
@@ -46,6 +46,10 @@ pub enum GroupPhase {
         retry: Retry,
         /// The intent.
         intent: Intent,
+        /// Whether the settle had already passed, when the commit was handed out, since the
+        /// operator saw the group's streamlet stopped ([`Rules::settled`]): its read-back is then read
+        /// again at once instead of after the settle.
+        settled: bool,
     },
     /// Whether the commit of an intent landed is unknown (the machine was rebuilt from an intent
     /// without outcome, or the commit's answer was an error): reading what Kafka holds, with the
@@ -124,6 +128,20 @@ pub(super) struct Rules {
     /// In the plan of a rebuild from streamlets: the streamlets of it that run (their topics' ends
     /// move until the rebuild stops them).
     pub running: std::collections::BTreeSet<String>,
+    /// When the operator saw each target streamlet's last pod go, by its own watch, as the driver
+    /// gives it; a streamlet it never saw running is not in it.
+    pub stopped: BTreeMap<String, Timestamp>,
+}
+
+impl Rules {
+    /// Whether a commit handed out at `now` for `target` comes at least the settle after the operator
+    /// saw its streamlet stopped: any commit still in flight from the streamlet's consumers landed
+    /// before it then, and the settle need not be waited again (docs/reset.md, "The settle"). A
+    /// streamlet not known stopped (never seen running, or an operator restarted since) waits the
+    /// full settle.
+    pub fn settled(&self, target: &InletTarget, now: Timestamp) -> bool {
+        self.stopped.get(&target.streamlet).is_some_and(|stopped| now >= stopped.after(self.settle))
+    }
 }
 
 /// What a transition needs besides the group: the request, the instant, the request's rules, and
@@ -153,7 +171,9 @@ pub(super) fn advance(target: &InletTarget, phase: GroupPhase, input: GroupInput
     match (phase, input) {
         (P::Inspecting { retry }, In::Inspected(result)) => inspected(target, retry, result, cx),
         (P::Fencing { retry, intent }, In::Fenced(result)) => fenced(target, retry, intent, result, cx),
-        (P::Committing { retry, intent }, In::ReadBack(result)) => read_back(target, retry, intent, result, cx),
+        (P::Committing { retry, intent, settled }, In::ReadBack(result)) => {
+            read_back(target, retry, intent, settled, result, cx)
+        }
         (P::Recovering { retry, intent }, In::Read(result)) if retry.next.is_none() => {
             recovery::reread(Reread::Recovering, target, retry, intent, result, cx)
         }
@@ -308,13 +328,18 @@ fn fenced(
         offsets: intent.target.clone(),
         metadata: reset_marker(cx.id),
     });
-    GroupPhase::Committing { retry, intent }
+    // Decided as the commit is handed out: it is sent no earlier (the driver holds it until the
+    // intent is durable), so the settle has passed by the time it lands too. A group found with
+    // members meanwhile had a consumer that ran after the pods went: it waits the full settle.
+    let settled = !retry.members_seen && cx.rules.settled(target, cx.now);
+    GroupPhase::Committing { retry, intent, settled }
 }
 
 fn read_back(
     target: &InletTarget,
     retry: Retry,
     intent: Intent,
+    settled: bool,
     result: Result<Committed, KafkaFailure>,
     cx: &mut Cx<'_>,
 ) -> GroupPhase {
@@ -340,7 +365,7 @@ fn read_back(
                 .collect();
             if wrong.is_empty() {
                 // This read-back covers the committed partitions only: it cannot see added ones.
-                landed(target, intent, vec![], cx)
+                landed(target, intent, vec![], settled, cx)
             } else {
                 let reason = format!("the commit did not hold: {}", named(&wrong));
                 finish(target, failure(target, reason), cx)
@@ -367,11 +392,24 @@ pub(super) fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) 
     }
 }
 
-/// A group's commit landed and read back at its targets: it is read again after the settle delay,
-/// or, without one, reset now (`added`: partitions a read found beyond the intent).
-pub(super) fn landed(target: &InletTarget, intent: Intent, added: Vec<i32>, cx: &mut Cx<'_>) -> GroupPhase {
+/// A group's commit landed and read back at its targets: it is read again after the settle delay;
+/// at once when the settle had passed since its streamlet stopped before the commit was handed out
+/// (`settled`, see [`Rules::settled`]); or, without a settle, reset now (`added`: partitions a read
+/// found beyond the intent).
+pub(super) fn landed(
+    target: &InletTarget,
+    intent: Intent,
+    added: Vec<i32>,
+    settled: bool,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
     if cx.rules.settle.is_zero() {
         finish(target, intent.into_reset(&target.topic, added), cx)
+    } else if settled {
+        // The same read as after the settle, with the same rules (an overwrite fails the group, an
+        // added partition is named), only without the wait.
+        cx.emit(Effect::ReadCommitted(target.clone()));
+        GroupPhase::Verifying { retry: Retry::default(), intent }
     } else {
         GroupPhase::Verifying { retry: Retry::at(cx.now.after(cx.rules.settle)), intent }
     }

@@ -152,6 +152,7 @@ impl ResetMachine {
                 closure: None,
                 survey: None,
                 running: Default::default(),
+                stopped: BTreeMap::new(),
             },
             failing_since: BTreeMap::new(),
         }
@@ -189,6 +190,18 @@ impl ResetMachine {
     #[must_use]
     pub fn with_settle(mut self, settle: Duration) -> Self {
         self.rules.settle = settle;
+        self
+    }
+
+    /// Sets when the operator saw each streamlet stopped (its last pod gone; the request waits for
+    /// replicas 0 besides), by its own watch (never from what a tenant can write), in this process. A group whose commit is
+    /// handed out at least the settle after its streamlet stopped is read again at once after its
+    /// read-back, not after a second settle: a commit still in flight from the streamlet's consumers
+    /// landed before the reset's (docs/reset.md, "The settle"). A streamlet that is not in `stopped`
+    /// (never seen running, or stopped before the operator started) waits the full settle.
+    #[must_use]
+    pub fn with_stopped(mut self, stopped: BTreeMap<String, Timestamp>) -> Self {
+        self.rules.stopped = stopped;
         self
     }
 

@@ -97,7 +97,8 @@ fn recovered(target: &InletTarget, retry: Retry, intent: Intent, read: &Position
         // Landed, and no consumer committed since: wait the settle and read again, as after a
         // read-back.
         let added = added_partitions(&intent, read);
-        landed(target, intent, added, cx)
+        // When the commit was sent is not known here: the full settle.
+        landed(target, intent, added, false, cx)
     } else if behind_before {
         // Landed; a consumer committed since (it ran after the reset), which is its progress to keep.
         let added = added_partitions(&intent, read);
@@ -166,7 +167,7 @@ fn recovered_by_markers(
     if covered >= intent.partitions && read.values().all(|p| marked(p, &reset)) {
         let added = read.keys().filter(|p| !landed.contains_key(p)).copied().collect();
         let found = Intent { target: landed, ..intent };
-        return self::landed(target, found, added, cx);
+        return self::landed(target, found, added, false, cx);
     }
     let reason = "cannot tell whether the reset landed: the operator stopped during the reset, a consumer has \
                   committed since, and the offsets the group had before were kept only in the lost ledger; if the \

@@ -37,6 +37,10 @@ pub struct Retry {
     /// Whether the last failure was members in the group ([`FailureKind::MembersPresent`]): the
     /// group waits for them to leave.
     pub members: bool,
+    /// Whether members were found in the group at any attempt so far: a consumer ran later than
+    /// its streamlet's pods, so the settle cannot count from when those went (see
+    /// [`super::ResetMachine::with_stopped`]).
+    pub members_seen: bool,
 }
 
 impl Retry {
@@ -47,6 +51,7 @@ impl Retry {
         self.failures += 1;
         let waits = failure.kind == FailureKind::MembersPresent;
         self.members = waits;
+        self.members_seen |= waits;
         // Waiting for members is no failure of Kafka: it neither starts nor spends the retry time.
         let within = if waits {
             self.since = None;
@@ -67,6 +72,7 @@ impl Retry {
     pub fn count(mut self, failure: KafkaFailure, now: Timestamp) -> Retry {
         self.failures += 1;
         self.members = failure.kind == FailureKind::MembersPresent;
+        self.members_seen |= self.members;
         if self.members {
             self.since = None;
         } else {

@@ -99,7 +99,9 @@ impl ResetMachine {
     fn progress_phase<'a>(&self, r: &'a GroupProgress) -> Option<(&'a GroupId, String, GroupPhase)> {
         let phase = match (&r.outcome, &r.intent) {
             (Some(o), _) => GroupPhase::Finished(o.clone()),
-            (None, Some(intent)) => GroupPhase::Committing { retry: Retry::default(), intent: intent.clone() },
+            (None, Some(intent)) => {
+                GroupPhase::Committing { retry: Retry::default(), intent: intent.clone(), settled: false }
+            }
             (None, None) => return None,
         };
         let topic = match &r.outcome {

@@ -115,6 +115,24 @@ pub struct Args {
     /// per group), then exit.
     #[arg(long)]
     pub probe_only: bool,
+    /// How the reset rows' streamlets stopped before each `flow reset`: `never` (at 0 replicas from
+    /// the start, never seen running by the operator: it waits the full settle), `before` (run with
+    /// one pod each, then stopped once, more than the settle before the first reset: the seed's
+    /// path), `now` (run and stopped before each reset, the request written as soon as the pods are
+    /// gone).
+    #[arg(long, value_enum, default_value_t = Stopped::Never)]
+    pub stopped: Stopped,
+}
+
+/// See [`Args::stopped`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Stopped {
+    /// Never seen running.
+    Never,
+    /// Stopped long before the request.
+    Before,
+    /// Stopped right before the request.
+    Now,
 }
 
 pub struct Ctx {

@@ -270,3 +270,157 @@ fn without_a_settle_a_rebuilt_machine_still_names_partitions_its_read_found() {
     assert_eq!(r[0], "ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest");
     assert!(r[1].starts_with("ResetPartitionsAdded: cart.router.in: partition(s) 3 of"), "{r:?}");
 }
+
+/// A machine for router that the operator saw stopped at `stopped` (see
+/// [`ResetMachine::with_stopped`]), observed and inspected at `T0`, whose fence answers at `fenced`
+/// (the commit is handed out then) and whose commit reads back at 0/50/30 at `fenced`.
+fn read_back_stopped(stopped: BTreeMap<String, Timestamp>, fenced: Timestamp) -> ResetMachine {
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![]).with_stopped(stopped);
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, T0);
+    drain(&mut m);
+    m.handle(Input::Fenced { group: router(), result: Ok(()) }, fenced);
+    let e = drain(&mut m);
+    assert!(e.iter().any(|e| matches!(e, Effect::CommitOffsets { .. })), "{e:?}");
+    let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, fenced);
+    m
+}
+
+fn router_stopped_at(at: Timestamp) -> BTreeMap<String, Timestamp> {
+    BTreeMap::from([("router".to_string(), at)])
+}
+
+/// Milliseconds before `T0`.
+fn before_t0(ms: i64) -> Timestamp {
+    Timestamp(T0.0 - ms)
+}
+
+#[test]
+fn a_streamlet_stopped_at_least_the_settle_before_the_commit_is_read_again_at_once() {
+    // The seed's path: the streamlet's pods were gone a while before the request.
+    let mut m = read_back_stopped(router_stopped_at(before_t0(5_000)), T0);
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(t)] if t.group == router()), "read at once");
+    assert_eq!(m.poll_timeout(), None, "no settle to wait: the read is under way");
+    assert_eq!(m.status().groups[0].outcome, GroupStage::Verifying);
+    m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0);
+    let e = drain(&mut m);
+    assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+    assert_eq!(e.last(), Some(&Effect::WriteDone { id: ID.into() }));
+
+    // Exactly the settle before the commit is enough.
+    let mut m = read_back_stopped(router_stopped_at(before_t0(1_000)), T0);
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+}
+
+#[test]
+fn the_read_without_the_wait_still_catches_an_overwrite_and_an_added_partition() {
+    let mut m = read_back_stopped(router_stopped_at(before_t0(5_000)), T0);
+    drain(&mut m);
+    let read = BTreeMap::from([(0, pos(10, "")), (1, pos(50, &reset_marker(ID))), (2, pos(30, &reset_marker(ID)))]);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
+    let r = reasons(&drain(&mut m));
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(r[0].starts_with("ResetOffsetsFailed: cart.router.in: a consumer overwrote the reset"), "{r:?}");
+
+    let mut m = read_back_stopped(router_stopped_at(before_t0(5_000)), T0);
+    drain(&mut m);
+    let mut read = landed_read();
+    read.insert(3, None);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0);
+    let r = reasons(&drain(&mut m));
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert!(r[1].starts_with("ResetPartitionsAdded: cart.router.in: partition(s) 3 of"), "{r:?}");
+}
+
+#[test]
+fn a_streamlet_stopped_less_than_the_settle_before_the_commit_waits_the_full_settle() {
+    // Its pods went 999 ms before the commit: a commit of its consumer may still be in flight.
+    let mut m = read_back_stopped(router_stopped_at(before_t0(999)), T0);
+    assert!(drain(&mut m).is_empty(), "nothing read before the settle");
+    settle_from(&mut m, T0);
+    // The consumer that committed on close right before the request overwrote the reset: caught.
+    let read = BTreeMap::from([(0, pos(10, "")), (1, pos(60, "")), (2, pos(30, &reset_marker(ID)))]);
+    m.handle(Input::Read { group: router(), result: Ok(read) }, T0.after(DEFAULT_SETTLE));
+    let r = reasons(&drain(&mut m));
+    assert!(r.len() == 1 && r[0].contains("a consumer overwrote the reset after it was read back"), "{r:?}");
+}
+
+#[test]
+fn the_settle_counts_to_when_the_commit_is_handed_out_not_to_the_request() {
+    // Stopped 600 ms before the request was observed: the commit handed out 400 ms later is the
+    // settle after the stop; 1 ms earlier it is not.
+    let stopped = router_stopped_at(before_t0(600));
+    let mut m = read_back_stopped(stopped.clone(), T0.after(Duration::from_millis(400)));
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    let early = T0.after(Duration::from_millis(399));
+    let mut m = read_back_stopped(stopped, early);
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.poll_timeout(), Some(early.after(DEFAULT_SETTLE)), "the full settle from the read-back");
+}
+
+#[test]
+fn a_streamlet_not_seen_stopped_waits_the_full_settle() {
+    // Never seen running by this operator (or seen before a restart): nothing is known of its stop.
+    let mut m = read_back_stopped(BTreeMap::new(), T0);
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.poll_timeout(), Some(T0.after(DEFAULT_SETTLE)));
+    // Another streamlet's stop says nothing of router's.
+    let sink = BTreeMap::from([("sink".to_string(), before_t0(60_000))]);
+    let mut m = read_back_stopped(sink, T0);
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.poll_timeout(), Some(T0.after(DEFAULT_SETTLE)));
+}
+
+#[test]
+fn a_commit_recovered_by_the_markers_waits_the_full_settle_whenever_the_streamlet_stopped() {
+    // A rebuilt machine does not know when the commit of its intent was sent.
+    let progress = GroupProgress { group: router(), intent: Some(intent()), outcome: None };
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![progress])
+        .with_stopped(router_stopped_at(before_t0(60_000)));
+    m.handle(stopped_router(), T0);
+    assert!(matches!(&drain(&mut m)[..], [Effect::ReadCommitted(_)]));
+    m.handle(Input::Read { group: router(), result: Ok(landed_read()) }, T0);
+    assert!(drain(&mut m).is_empty());
+    settle_from(&mut m, T0);
+}
+
+#[test]
+fn a_settle_of_zero_stays_off_for_a_stopped_streamlet() {
+    let mut m = ResetMachine::new(request(&["router"]), None, vec![])
+        .with_settle(Duration::ZERO)
+        .with_stopped(router_stopped_at(before_t0(5_000)));
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    inspect_and_fence(&mut m);
+    let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, T0);
+    let e = drain(&mut m);
+    assert!(e.iter().all(|e| !matches!(e, Effect::ReadCommitted(_))), "{e:?}");
+    assert_eq!(reasons(&e), ["ResetOffsets: cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
+}
+
+#[test]
+fn a_group_found_with_members_waits_the_full_settle_however_long_ago_its_pods_went() {
+    // A consumer ran after the pods went (a pod deleted by force, its process still closing).
+    let mut m =
+        ResetMachine::new(request(&["router"]), None, vec![]).with_stopped(router_stopped_at(before_t0(60_000)));
+    m.handle(stopped_router(), T0);
+    drain(&mut m);
+    let busy = Inspection { members: 1, state: "Stable".into(), ..empty_group() };
+    m.handle(Input::Inspected { group: router(), result: Ok(busy) }, T0);
+    let due = m.poll_timeout().expect("looked at again");
+    m.handle(Input::Tick, due);
+    // (after the event, once per group, that the request waits for its members)
+    let e = drain(&mut m);
+    assert!(matches!(&e[..], [Effect::Record(w), Effect::InspectGroup(_)] if w.reason == "ResetWaiting"), "{e:?}");
+    m.handle(Input::Inspected { group: router(), result: Ok(empty_group()) }, due);
+    drain(&mut m);
+    m.handle(Input::Fenced { group: router(), result: Ok(()) }, due);
+    drain(&mut m);
+    let read = intent().target.iter().map(|(p, o)| (*p, Some(*o))).collect();
+    m.handle(Input::ReadBack { group: router(), result: Ok(read) }, due);
+    assert!(drain(&mut m).is_empty(), "no read before the settle");
+    assert_eq!(m.poll_timeout(), Some(due.after(DEFAULT_SETTLE)));
+}

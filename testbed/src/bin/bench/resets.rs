@@ -12,20 +12,33 @@ use flow_core::names::{ANNOTATION_RESET, ANNOTATION_RESET_DONE};
 use flow_testbed::bed;
 
 use crate::groups::{check_reset, commit_all, kafka_tool_reset};
-use crate::k8s::{apply, pipeline_yaml, streamlet, wait_reconciled};
+use crate::k8s::{apply, kubectl_must, pipeline_yaml, streamlet, wait_reconciled};
 use crate::op::Op;
 use crate::report::{ResetRow, log_secs_of_day, max, median, min, ms_since, wall_secs_of_day};
-use crate::{Args, Ctx, NS, PIPELINE, RECORDS, floor};
+use crate::{Args, Ctx, NS, PIPELINE, RECORDS, Stopped, floor};
 
 /// One row of the reset table: `n` groups over `p` partitions, `flow reset` against Kafka's tool.
 pub fn reset_row(args: &Args, cx: &Ctx, n: usize, p: i32) -> ResetRow {
     let topic = format!("bench.p{p}");
     let groups: Vec<String> = (0..n).map(|i| format!("{PIPELINE}.{}.in", streamlet(p, i))).collect();
-    apply(&pipeline_yaml(PIPELINE, p, n, 0, "1"));
-    wait_reconciled(Duration::from_secs(120));
+    match args.stopped {
+        Stopped::Never => {
+            apply(&pipeline_yaml(PIPELINE, p, n, 0, "1"));
+            wait_reconciled(Duration::from_secs(120));
+        }
+        Stopped::Before => {
+            run_then_stop(p, n);
+            // More than the operator's settle (1 s) since the pods went.
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        Stopped::Now => {}
+    }
     let (mut flow_ms, mut request_ms) = (Vec::new(), Vec::new());
     for r in 0..args.reps {
         commit_all(&groups, &topic, p);
+        if args.stopped == Stopped::Now {
+            run_then_stop(p, n);
+        }
         let (ms, from_request) = flow_reset(&cx.flow_bin);
         check_reset(&groups, &topic, p);
         eprintln!(
@@ -85,6 +98,30 @@ pub fn reset_row(args: &Args, cx: &Ctx, n: usize, p: i32) -> ResetRow {
         all_min: min(&all_ms),
         all_max: max(&all_ms),
         floor,
+    }
+}
+
+/// The bench pipeline's `n` streamlets run (one kwok pod each) and are stopped again: returns once
+/// their pods are gone, as the seed's page waits before `flow reset`.
+fn run_then_stop(p: i32, n: usize) {
+    apply(&pipeline_yaml(PIPELINE, p, n, 1, "1"));
+    wait_reconciled(Duration::from_secs(120));
+    wait_pods(|pods| pods == n, "every streamlet's pod");
+    apply(&pipeline_yaml(PIPELINE, p, n, 0, "1"));
+    wait_reconciled(Duration::from_secs(120));
+    wait_pods(|pods| pods == 0, "no pod");
+}
+
+/// Polls the bench namespace's pods (every 20 ms) until their number satisfies `ok`.
+fn wait_pods(ok: impl Fn(usize) -> bool, what: &str) {
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pods = kubectl_must(&["-n", NS, "get", "pods", "-o", "name"]).lines().count();
+        if ok(pods) {
+            return;
+        }
+        assert!(Instant::now() < end, "{what} within 120 s ({pods} pods)");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
