@@ -384,7 +384,7 @@ fn taken_up_elsewhere(
 /// (`previous`) and that one had not finished, it was superseded (`flow reset --replace`): the event
 /// that says so.
 pub fn superseded_event(previous: Option<&ResetStatus>, current_id: &str) -> Option<Event> {
-    let p = previous.filter(|p| !p.id.is_empty() && p.id != current_id && !p.phase.finished())?;
+    let p = previous.filter(|p| !p.id.is_empty() && p.id != current_id && ended(p).is_none())?;
     Some(Event::new(
         EventType::Warning,
         "ResetSuperseded",
@@ -398,13 +398,28 @@ pub fn superseded_event(previous: Option<&ResetStatus>, current_id: &str) -> Opt
 pub fn history(old: &[ResetHistoryEntry], previous: Option<&ResetStatus>, current_id: &str) -> Vec<ResetHistoryEntry> {
     let mut out = Vec::with_capacity(HISTORY_LEN);
     if let Some(p) = previous.filter(|p| !p.id.is_empty() && p.id != current_id) {
-        let phase = if p.phase.finished() { p.phase } else { RequestPhase::Superseded };
+        let phase = ended(p).unwrap_or(RequestPhase::Superseded);
         out.push(ResetHistoryEntry { id: p.id.clone(), phase });
     }
     let added = out.first().map(|e| e.id.clone());
     out.extend(old.iter().filter(|e| e.id != current_id && Some(&e.id) != added.as_ref()).cloned());
     out.truncate(HISTORY_LEN);
     out
+}
+
+/// How request status `p` ended, if it did: its phase when finished, or `Done` when every one of its
+/// groups has its outcome though the status does not say Done yet (a completed request's status says
+/// Done only after its done write, and the operator may have stopped just before that write).
+fn ended(p: &ResetStatus) -> Option<RequestPhase> {
+    if p.phase.finished() {
+        return Some(p.phase);
+    }
+    let finished = |g: &crate::resource::GroupStatus| {
+        use crate::resource::GroupStage;
+        matches!(g.outcome, GroupStage::Reset | GroupStage::Failed | GroupStage::Planned)
+    };
+    (p.phase == RequestPhase::Resetting && !p.groups.is_empty() && p.groups.iter().all(finished))
+        .then_some(RequestPhase::Done)
 }
 
 /// The `ResetRefused` event for a request annotation that does not parse. Keyed by the annotation's

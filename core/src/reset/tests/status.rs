@@ -95,6 +95,25 @@ fn an_unfinished_request_replaced_by_a_new_one_is_superseded_and_kept_in_history
 }
 
 #[test]
+fn a_request_whose_groups_all_finished_before_its_done_write_is_done_not_superseded() {
+    // The operator stopped after every group's outcome and before the done write: the status still
+    // says Resetting (it says Done only after that write).
+    let group = |outcome| GroupStatus { group: "g".into(), outcome, ..Default::default() };
+    let finished = ResetStatus {
+        id: "old".into(),
+        phase: RequestPhase::Resetting,
+        groups: vec![group(GroupStage::Reset), group(GroupStage::Failed)],
+        ..Default::default()
+    };
+    assert_eq!(superseded_event(Some(&finished), ID), None);
+    assert_eq!(history(&[], Some(&finished), ID)[0].phase, RequestPhase::Done);
+    // One group still under way: superseded.
+    let under_way = ResetStatus { groups: vec![group(GroupStage::Reset), group(GroupStage::Verifying)], ..finished };
+    assert!(superseded_event(Some(&under_way), ID).is_some());
+    assert_eq!(history(&[], Some(&under_way), ID)[0].phase, RequestPhase::Superseded);
+}
+
+#[test]
 fn only_reset_groups_of_a_done_request_are_followed_until_caught_up() {
     let g = |outcome: GroupStage, caught_up: Option<&str>| GroupStatus {
         group: "g".into(),
