@@ -22,10 +22,18 @@ pub fn flow_reset(ns: &str, name: &str, extra: &[&str]) -> String {
     out.trim_end().rsplit(' ').next().unwrap_or_default().to_string()
 }
 
-/// Waits until the done annotation of AnkkaFlow `ns`/`name` is `id`.
+/// Waits until the done annotation of AnkkaFlow `ns`/`name` is `id`, and its status no longer says
+/// the request is under way (a completed request's status says Done just after the done write,
+/// docs/reset.md).
 pub fn wait_done(ns: &str, name: &str, id: &str, timeout: Duration) {
     wait_until(&format!("request {id} of {ns}/{name} done"), timeout, || {
-        (crate::kube::annotation(ns, name, crate::cart::DONE).as_deref() == Some(id)).then_some(())
+        if crate::kube::annotation(ns, name, crate::cart::DONE).as_deref() != Some(id) {
+            return None;
+        }
+        let s = crate::kube::reset_status(ns, name);
+        let under_way =
+            s["id"] == id && ["Requested", "Waiting", "Resetting"].contains(&s["phase"].as_str().unwrap_or(""));
+        (!under_way).then_some(())
     });
 }
 

@@ -90,9 +90,11 @@ impl Pipe {
             assert_eq!(reset.iter().filter(|n| **n == note).count(), 1, "{reset:?}");
         }
         assert_eq!(event_notes(&self.ns, "ResetOffsetsFailed"), Vec::<String>::new());
-        let status = reset_status(&self.ns, &self.pipeline);
-        assert_eq!(status["id"], id, "{status}");
-        assert_eq!(status["phase"], "Done", "{status}");
+        // The status says Done just after the done annotation is written (docs/reset.md).
+        let status = wait_until("the status to say Done", Duration::from_secs(30), || {
+            let s = reset_status(&self.ns, &self.pipeline);
+            (s["id"] == id && s["phase"] == "Done").then_some(s)
+        });
         let listed = status["groups"].as_array().cloned().unwrap_or_default();
         assert_eq!(listed.len(), only.len(), "{status}");
         assert!(listed.iter().all(|g| g["outcome"] == "Reset"), "{status}");
