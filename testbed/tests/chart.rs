@@ -159,13 +159,19 @@ fn the_chart_lints_and_renders_every_option() {
             ("shop", "ankka-flow-operator-watched", "ClusterRole"),
         ])
     );
-    // Secrets only where the cluster Secrets are, the Lease only in the operator's namespace.
+    // Secrets only where the cluster Secrets are; the Lease, and the record of the topics the
+    // operator created (ConfigMaps), only in the operator's namespace.
     let g = grants(&of_kind(&all, "Role"));
     assert_eq!(
         g["kafka-secrets"],
         BTreeSet::from([("".into(), "secrets".into(), "list".into()), ("".into(), "secrets".into(), "watch".into())])
     );
-    assert!(g["ops"].iter().all(|(group, _, _)| group == "coordination.k8s.io"), "{g:?}");
+    assert!(
+        g["ops"].iter().all(
+            |(group, resource, _)| group == "coordination.k8s.io" || (group.is_empty() && resource == "configmaps")
+        ),
+        "{g:?}"
+    );
     let c = container(&all);
     assert_eq!(c["image"], "registry.example.com/ankka-flow-operator:0.1.0");
     let env: BTreeMap<&str, &str> = c["env"]
