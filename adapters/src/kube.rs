@@ -110,17 +110,8 @@ pub async fn write_request(
     manager: &str,
     requested_by: Option<&str>,
 ) -> Result<(), kube::Error> {
-    let mut patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_RESET: value } } });
-    if let Some(user) = requested_by {
-        patch["metadata"]["annotations"][flow_core::names::ANNOTATION_REQUESTED_BY] =
-            serde_json::Value::String(user.to_string());
-    }
-    if let Some(v) = resource_version {
-        patch["metadata"]["resourceVersion"] = serde_json::Value::String(v.to_string());
-    }
-    api.patch(name, &PatchParams { field_manager: Some(manager.into()), ..Default::default() }, &Patch::Merge(&patch))
-        .await?;
-    Ok(())
+    let annotations = [(ANNOTATION_RESET, Some(value)), (flow_core::names::ANNOTATION_REQUESTED_BY, requested_by)];
+    patch_annotations(api, name, &annotations, resource_version, manager).await
 }
 
 /// Writes a decision about a reset request (`approved <id>` or `denied <id>`, see
@@ -138,13 +129,27 @@ pub async fn write_decision(
     resource_version: Option<&str>,
     manager: &str,
 ) -> Result<(), kube::Error> {
-    let mut patch = serde_json::json!({ "metadata": { "annotations": {
-        flow_core::names::ANNOTATION_DECISION: decision,
-    } } });
-    if let Some(user) = decided_by {
-        patch["metadata"]["annotations"][flow_core::names::ANNOTATION_DECIDED_BY] =
-            serde_json::Value::String(user.to_string());
-    }
+    let annotations = [
+        (flow_core::names::ANNOTATION_DECISION, Some(decision)),
+        (flow_core::names::ANNOTATION_DECIDED_BY, decided_by),
+    ];
+    patch_annotations(api, name, &annotations, resource_version, manager).await
+}
+
+/// A merge patch of the `annotations` given a value (those without one are left as they are), on
+/// `resource_version` only when given.
+async fn patch_annotations(
+    api: &Api<AnkkaFlow>,
+    name: &str,
+    annotations: &[(&str, Option<&str>)],
+    resource_version: Option<&str>,
+    manager: &str,
+) -> Result<(), kube::Error> {
+    let set: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .filter_map(|(key, value)| Some(((*key).to_string(), serde_json::Value::String((*value)?.to_string()))))
+        .collect();
+    let mut patch = serde_json::json!({ "metadata": { "annotations": set } });
     if let Some(v) = resource_version {
         patch["metadata"]["resourceVersion"] = serde_json::Value::String(v.to_string());
     }
