@@ -30,8 +30,8 @@ pub use cart::{cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_clus
 pub use kube::*;
 pub use operator::{Operator, SIDECAR_IMAGE, group_series, http_get, lag_in_metrics, metrics_address};
 pub use pipeline::{
-    Streamlet, apply_own_pipeline, apply_pipeline, flow, flow_reset, inlets_pipeline_yaml, own_pipeline_yaml,
-    pipeline_yaml, wait_done,
+    Streamlet, apply_own_pipeline, apply_pipeline, flow, flow_reset, inlets_pipeline_yaml, inlets_pipeline_yaml_at,
+    own_pipeline_yaml, pipeline_yaml, wait_done,
 };
 pub use rights::{install_operator_rights, shipped_rights_kubeconfig};
 pub use standin::Container;

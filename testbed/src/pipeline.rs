@@ -116,6 +116,19 @@ pub fn inlets_pipeline_yaml(
     groups: usize,
     streamlets: usize,
 ) -> (String, Vec<String>) {
+    inlets_pipeline_yaml_at(ns, pipeline, topic, cluster, groups, streamlets, 0)
+}
+
+/// [`inlets_pipeline_yaml`] with every streamlet at `replicas`.
+pub fn inlets_pipeline_yaml_at(
+    ns: &str,
+    pipeline: &str,
+    topic: &str,
+    cluster: &str,
+    groups: usize,
+    streamlets: usize,
+    replicas: i32,
+) -> (String, Vec<String>) {
     let per = groups.div_ceil(streamlets.max(1));
     let mut y = format!(
         "apiVersion: flow.ankka.thinkmorestupidless.com/v1alpha1\nkind: AnkkaFlow\nmetadata:\n  name: {pipeline}\n  namespace: {ns}\n  labels:\n    flow.ankka.thinkmorestupidless.com/pipeline: {pipeline}\nspec:\n  pipeline: {pipeline}\n  version: \"large\"\n  protocolVersion: \"1.0\"\n  streamlets:\n"
@@ -126,7 +139,9 @@ pub fn inlets_pipeline_yaml(
         if inlets.is_empty() {
             continue;
         }
-        y += &format!("  - name: l{s}\n    image: registry.example.com/bench:1\n    replicas: 0\n    inlets:\n");
+        y += &format!(
+            "  - name: l{s}\n    image: registry.example.com/bench:1\n    replicas: {replicas}\n    inlets:\n"
+        );
         for j in &inlets {
             y += &format!("      i{j}: input\n");
             names.push(format!("{pipeline}.l{s}.i{j}"));

@@ -256,7 +256,7 @@ fn main() {
     if args.phases.contains(&Phase::Large) {
         for (g, p) in large::sizes(&args.large) {
             let _lock = serial();
-            let row = large::large_reset(&cx, g, p);
+            let row = large::large_reset(&args, &cx, g, p);
             eprintln!(
                 "large reset: {g} groups, {p} partitions: {:.0} ms; {} / {} / {} bytes",
                 row.to_done_ms, row.before, row.during, row.after

@@ -113,7 +113,7 @@ fn run_then_stop(p: i32, n: usize) {
 }
 
 /// Polls the bench namespace's pods (every 20 ms) until their number satisfies `ok`.
-fn wait_pods(ok: impl Fn(usize) -> bool, what: &str) {
+pub fn wait_pods(ok: impl Fn(usize) -> bool, what: &str) {
     let end = Instant::now() + Duration::from_secs(120);
     loop {
         let pods = kubectl_must(&["-n", NS, "get", "pods", "-o", "name"]).lines().count();
