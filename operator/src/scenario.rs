@@ -109,6 +109,10 @@ struct State {
     writes: usize,
     /// Stop the process once this many writes landed.
     crash_after: Option<usize>,
+    /// Stop the process once this write landed.
+    crash_at: Option<String>,
+    /// The copy of the resource the next reconcile is given instead of the one stored.
+    stale: Option<Value>,
     halted: bool,
     /// Answers never sent: a halted process waits for them for ever.
     unanswered: Vec<tower_test::mock::SendResponse<Response<Body>>>,
@@ -208,6 +212,19 @@ impl World {
         self.api.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The copy of the resource the controller's cache holds now (the next reconcile may be given
+    /// it, see [`World::reconcile_stale`]).
+    pub fn copy(&self) -> Value {
+        self.state().flow.clone()
+    }
+
+    /// The next process's first reconcile is given `copy` (an older one from the watch cache),
+    /// whatever the API server holds now.
+    pub fn reconcile_stale(&mut self, copy: Value) -> Ran {
+        self.state().stale = Some(copy);
+        self.process(None, 2)
+    }
+
     /// Every write that landed, in order, with the Kafka calls between them: `status <phase>
     /// <group>=<stage>,..` (a status write with a request), `status` (one without), `event
     /// <reason>`, `done <id>`, `apply <kind> <name>`, `record <config map>`, and Kafka's `inspect
@@ -233,6 +250,17 @@ impl World {
     pub fn run_crashing_after(&mut self, n: usize) -> bool {
         let ran = self.process(Some(n), RECONCILES);
         self.state().trace.push("restart".into());
+        ran.crashed
+    }
+
+    /// Runs one operator process that stops right after write `step` (of [`World::trace`]) landed;
+    /// returns whether it stopped there.
+    pub fn run_crashing_at(&mut self, step: &str) -> bool {
+        self.state().crash_at = Some(step.to_string());
+        let ran = self.process(None, RECONCILES);
+        let mut s = self.state();
+        s.crash_at = None;
+        s.trace.push("restart".into());
         ran.crashed
     }
 
@@ -263,7 +291,9 @@ impl World {
             let reconciles = async {
                 let mut results = Vec::new();
                 for _ in 0..reconciles {
-                    let flow = Arc::new(serde_json::from_value::<AnkkaFlow>(api.flow()).expect("an AnkkaFlow"));
+                    let copy = api.state.lock().unwrap_or_else(|p| p.into_inner()).stale.take();
+                    let flow = copy.unwrap_or_else(|| api.flow());
+                    let flow = Arc::new(serde_json::from_value::<AnkkaFlow>(flow).expect("an AnkkaFlow"));
                     let before = api.writes();
                     let result = crate::controller::reconcile(flow, Arc::clone(&ctx)).await;
                     results.push(result.map_err(|e| e.category()));
@@ -436,7 +466,7 @@ impl Api {
         let mut s = api.state.lock().unwrap_or_else(|p| p.into_inner());
         s.trace.push(line);
         s.writes += 1;
-        if s.crash_after == Some(s.writes) {
+        if s.crash_after == Some(s.writes) || s.crash_at.as_deref() == s.trace.last().map(String::as_str) {
             s.halted = true;
             kafka.halt();
             api.crashed.notify_one();

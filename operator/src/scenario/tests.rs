@@ -73,14 +73,19 @@ fn a_restart_after_any_write_ends_as_a_run_without_one() {
     }
 }
 
+/// A done request is never carried out again, not even by a reconcile given a copy of the resource
+/// from before its done write (as the watch cache may hold it): the reset acts on a fresh read only
+/// (case D2 of docs/field-cases.md).
 #[test]
 fn a_done_request_never_runs_again() {
     let _one = serial();
     let mut world = World::cart().stopped().request(ID);
+    let before_done = world.copy();
     world.run();
     // A consumer reads on after the reset; the request, done, must not move it back.
     world.kafka.commit(&world.servers.clone(), GROUP, TOPIC, &[(0, 35), (1, 35), (2, 35)], "");
     let before = world.trace().len();
+    world.reconcile_stale(before_done);
     world.run();
     let after: Vec<String> = world.trace().split_off(before);
     assert!(after.iter().all(|s| !s.starts_with("commit") && !s.starts_with("inspect")), "{after:?}");
@@ -180,4 +185,36 @@ fn a_commit_during_the_settle_fails_the_group() {
     let end = world.end();
     assert_eq!(end.groups[0].1, "Failed", "{end:?}");
     assert!(end.events.contains("ResetOffsetsFailed"), "{end:?}");
+}
+
+/// The process stops right after the commit at the log start landed, and the streamlet reads part
+/// of its input again before the next one starts: the reset landed, and is neither done again nor
+/// reported otherwise (case D1 of docs/field-cases.md, its partial reread).
+#[test]
+fn a_crash_after_the_commit_and_a_partial_reread_is_reset_once() {
+    let _one = serial();
+    let mut world = World::cart().stopped().request(ID);
+    assert!(world.run_crashing_at(&commit_at_log_start(ID)));
+    world.kafka.commit(&world.servers.clone(), GROUP, TOPIC, &[(0, 12), (1, 5), (2, 9)], "");
+    world.run();
+    assert_eq!(world.count(&commit_at_log_start(ID)), 1, "{:?}", world.trace());
+    let end = world.end();
+    assert_eq!((end.done.as_deref(), end.groups[0].1.as_str()), (Some(ID), "Reset"), "{end:?}");
+    assert_eq!(end.committed[&0].0, 12, "the streamlet's progress stays");
+}
+
+/// As above, but the streamlet read everything again and is back where it was: Kafka cannot tell
+/// that from a reset that never landed, so nothing is committed again and the group is reported as
+/// uncertain, not as reset (case D1 of docs/field-cases.md, its full reread).
+#[test]
+fn a_crash_after_the_commit_and_a_full_reread_is_neither_redone_nor_claimed() {
+    let _one = serial();
+    let mut world = World::cart().stopped().request(ID);
+    assert!(world.run_crashing_at(&commit_at_log_start(ID)));
+    world.kafka.commit(&world.servers.clone(), GROUP, TOPIC, &[(0, 30), (1, 30), (2, 30)], "");
+    world.run();
+    assert_eq!(world.count(&commit_at_log_start(ID)), 1, "{:?}", world.trace());
+    let end = world.end();
+    assert_eq!((end.done.as_deref(), end.groups[0].1.as_str()), (Some(ID), "Failed"), "{end:?}");
+    assert!(end.events.contains("ResetOffsetsFailed") && !end.events.contains("ResetOffsets"), "{end:?}");
 }
