@@ -212,6 +212,13 @@ impl World {
         self.api.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The notes of the events recorded with reason `reason`.
+    pub fn event_notes(&self, reason: &str) -> Vec<String> {
+        let s = self.state();
+        let notes = s.events.values().filter(|e| e["reason"] == reason);
+        notes.map(|e| e["note"].as_str().unwrap_or_default().to_string()).collect()
+    }
+
     /// The copy of the resource the controller's cache holds now (the next reconcile may be given
     /// it, see [`World::reconcile_stale`]).
     pub fn copy(&self) -> Value {

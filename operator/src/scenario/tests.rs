@@ -114,6 +114,8 @@ fn a_group_with_members_waits_and_is_committed_only_once_they_left() {
     world.kafka.join(&servers, GROUP, "client id 'stray' at /10.0.0.9");
     world.run_reconciles(3);
     world.expect(&[inspect(), event("ResetWaiting"), stage("Pending")]);
+    let waits = world.event_notes("ResetWaiting");
+    assert!(waits.len() == 1 && waits[0].contains("client id 'stray' at /10.0.0.9"), "{waits:?}");
     assert!(world.trace().iter().all(|s| !s.starts_with("commit")), "{:?}", world.trace());
     assert_eq!(world.kafka.committed(&servers, GROUP, TOPIC)[&0].offset, 30);
     world.kafka.leave(&servers, GROUP);
@@ -184,7 +186,17 @@ fn a_commit_during_the_settle_fails_the_group() {
     world.expect(&[commit_at_log_start(ID), read_back(), settled_read(), stage("Failed"), done(ID)]);
     let end = world.end();
     assert_eq!(end.groups[0].1, "Failed", "{end:?}");
-    assert!(end.events.contains("ResetOffsetsFailed"), "{end:?}");
+    let failed = world.event_notes("ResetOffsetsFailed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].starts_with(&format!(
+            "{GROUP}: a consumer overwrote the reset after it was read back: partition 1 is at 30"
+        )),
+        "{failed:?}"
+    );
+    let message = world.copy()["status"]["reset"]["groups"][0]["message"].clone();
+    assert!(message.as_str().is_some_and(|m| m.starts_with("a consumer overwrote the reset")), "{message}");
+    assert!(world.event_notes("ResetOffsets").is_empty(), "never a 'to earliest' event");
 }
 
 /// The process stops right after the commit at the log start landed, and the streamlet reads part
