@@ -378,6 +378,59 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| Err(KafkaFailure::unreachable(format!("Kafka worker stopped: {e}"))))
 }
 
+/// The Kafka calls a reset makes on one consumer group, over one connection: what the operator's
+/// reset driver needs of a client, so that its reconcile tests can hand it an in-memory Kafka instead
+/// of [`KafkaClient`] (the only implementation here; it calls the functions of this module).
+///
+/// Each call names its group and topic in `target`, ends within the client's request deadline (a
+/// call Kafka never answers fails as [`flow_core::reset::FailureKind::Unreachable`]), and is
+/// classified as [`classify`] says. The calls of one group are made one after the other, over one
+/// client, so that Kafka carries them out in order.
+pub trait ResetCalls: Send + Sync {
+    /// See [`inspect`].
+    fn inspect(self: Arc<Self>, target: InletTarget, at: Option<i64>) -> Call<Inspection>;
+
+    /// See [`write`].
+    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()>;
+
+    /// See [`read_back`].
+    fn read_back(self: Arc<Self>, target: InletTarget, ps: Vec<i32>) -> Call<Committed>;
+
+    /// See [`read_committed`].
+    fn read_committed(self: Arc<Self>, target: InletTarget) -> Call<Positions>;
+
+    /// Commits the group's own `offsets` again, unchanged, with the fence marker `metadata`, without
+    /// joining the group: a [`ResetCalls::write`], and nothing when the group has no committed offset.
+    fn fence(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()> {
+        if offsets.is_empty() {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.write(target, offsets, metadata)
+    }
+}
+
+/// A call of [`ResetCalls`] under way: boxed, so that the trait serves as `dyn ResetCalls`, and
+/// `'static`, so that the call runs as a task of its own.
+pub type Call<T> = futures::future::BoxFuture<'static, Result<T, KafkaFailure>>;
+
+impl ResetCalls for KafkaClient {
+    fn inspect(self: Arc<Self>, target: InletTarget, at: Option<i64>) -> Call<Inspection> {
+        Box::pin(inspect(self, target, at))
+    }
+
+    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()> {
+        Box::pin(write(self, target, offsets, metadata))
+    }
+
+    fn read_back(self: Arc<Self>, target: InletTarget, ps: Vec<i32>) -> Call<Committed> {
+        Box::pin(read_back(self, target, ps))
+    }
+
+    fn read_committed(self: Arc<Self>, target: InletTarget) -> Call<Positions> {
+        Box::pin(read_committed(self, target))
+    }
+}
+
 /// Describes the group, lists the topic's partitions with their log start offsets and high
 /// watermarks, and reads the group's committed offsets; with `at` (milliseconds since the Unix
 /// epoch), also each partition's first offset at or after that instant.
@@ -418,23 +471,6 @@ pub async fn inspect(
         })
     })
     .await
-}
-
-/// Commits the group's own `offsets` again, unchanged, with the fence marker `metadata`, without
-/// joining the group. Nothing to do when the group has no committed offset.
-///
-/// # Errors
-/// The commit's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient.
-pub async fn fence(
-    client: Arc<KafkaClient>,
-    target: InletTarget,
-    offsets: BTreeMap<i32, i64>,
-    metadata: String,
-) -> Result<(), KafkaFailure> {
-    if offsets.is_empty() {
-        return Ok(());
-    }
-    write_offsets(client, target, offsets, metadata, false).await.map(drop)
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every

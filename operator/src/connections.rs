@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use flow_adapters::kafka::{Deadlines, KafkaClient, Requests};
+use flow_adapters::kafka::{Deadlines, KafkaClient, Requests, ResetCalls};
 use flow_adapters::topics::TopicAdmin;
 use flow_core::connection::{self, Clusters, KafkaConnection, Resolution};
 use flow_core::names::GroupId;
@@ -18,11 +18,11 @@ use flow_core::reset::KafkaFailure;
 use flow_core::resource::AnkkaFlow;
 use kube::ResourceExt;
 
+#[cfg(test)]
+pub mod fake;
 mod topics;
 
 pub use topics::Kafka;
-#[cfg(test)]
-pub use topics::fake;
 
 /// How long a pooled client stays connected without a use before it is closed (so an edited
 /// cluster Secret does not leave the old connection's client open for ever).
@@ -340,6 +340,22 @@ impl<'a> Connections<'a> {
     ) -> Result<Arc<KafkaClient>, KafkaFailure> {
         let conn = self.get(flow, topic_id).await?;
         self.parts.kafka.group_client(&conn, lane, || home_group(flow, topic_id))
+    }
+
+    /// The client of a reset's Kafka calls over topic `topic_id`'s connection in `flow`, in lane
+    /// `lane` (see [`Connections::client_in`]): the pool's group client, or the mocked-API tests'
+    /// in-memory Kafka (see [`Kafka::reset_client`]).
+    ///
+    /// # Errors
+    /// As [`Connections::client`].
+    pub async fn reset_client(
+        &mut self,
+        flow: &AnkkaFlow,
+        topic_id: &str,
+        lane: usize,
+    ) -> Result<Arc<dyn ResetCalls>, KafkaFailure> {
+        let conn = self.get(flow, topic_id).await?;
+        self.parts.kafka.reset_client(&conn, lane, || home_group(flow, topic_id))
     }
 
     /// The bulkhead of topic `topic_id`'s connection in `flow` (see [`Gate`]).

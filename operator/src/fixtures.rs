@@ -53,25 +53,39 @@ pub fn cart() -> AnkkaFlow {
 /// A context whose client talks to the returned handle, whose Kafka is `kafka`, with a sidecar
 /// image and a ledger in a fresh directory.
 pub fn context(kafka: Arc<FakeKafka>) -> (Arc<Context>, Handle) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
+    context_with(kafka, &ledger_dir(), &[])
+}
+
+/// A directory for a ledger, fresh and empty.
+pub fn ledger_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("flow-operator-fixture-{}-{}", std::process::id(), next()));
     let _ = std::fs::remove_dir_all(&dir);
-    let settings = Cli::parse_from([
-        "flow-operator",
-        "--sidecar-image",
-        "ghcr.io/thinkmorestupidless/ankka-flow-sidecar:0.1.0",
-        "--kafka-clusters-namespace",
-        "ankka-flow",
-        "--ledger-dir",
-        dir.to_str().expect("UTF-8 path"),
-    ])
+    dir
+}
+
+/// [`context`] with its ledger in `dir`, and the operator's flags `args` besides.
+pub fn context_with(kafka: Arc<FakeKafka>, dir: &std::path::Path, args: &[&str]) -> (Arc<Context>, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let settings = Cli::parse_from(
+        [
+            "flow-operator",
+            "--sidecar-image",
+            "ghcr.io/thinkmorestupidless/ankka-flow-sidecar:0.1.0",
+            "--kafka-clusters-namespace",
+            "ankka-flow",
+            "--ledger-dir",
+            dir.to_str().expect("UTF-8 path"),
+        ]
+        .iter()
+        .chain(args),
+    )
     .settings;
     let settings_slots = settings.max_concurrent_reconciles;
     let ctx = Context {
         clusters: crate::clusters::ClusterSecrets::new(client.clone(), settings.clusters_namespace(), None),
         client,
-        ledger: crate::ledger::Ledger::open(&dir, Arc::new(crate::metrics::Metrics::default())),
+        ledger: crate::ledger::Ledger::open(dir, Arc::new(crate::metrics::Metrics::default())),
         kafka: Kafka::Fake(kafka),
         token_endpoints: settings.token_endpoints(),
         settings,

@@ -18,6 +18,8 @@ mod observe;
 mod owners;
 mod probe;
 mod reset;
+#[cfg(test)]
+mod scenario;
 mod scope;
 mod settings;
 mod slots;

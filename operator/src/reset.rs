@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flow_adapters::kafka;
+use flow_adapters::kafka::ResetCalls;
 use flow_adapters::kube as k;
 use flow_adapters::ledger::Owner;
 use flow_core::events::{Event, EventType};
@@ -34,6 +34,10 @@ use crate::metrics::{DecisionLabels, Metrics, RequesterLabels};
 use crate::writes::{Object, timed};
 
 pub(crate) fn now() -> Timestamp {
+    #[cfg(test)]
+    if let Some(now) = crate::scenario::clock::now() {
+        return now;
+    }
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
 }
@@ -556,13 +560,13 @@ impl Drop for Claim {
 /// let it go.
 /// Keyed by the cluster's bootstrap servers and the group: a group of the same name on another
 /// cluster is another group.
-static PINS: LazyLock<Mutex<Pins<PinKey, Arc<kafka::KafkaClient>>>> = LazyLock::new(|| Mutex::new(Pins::new()));
+static PINS: LazyLock<Mutex<Pins<PinKey, Arc<dyn ResetCalls>>>> = LazyLock::new(|| Mutex::new(Pins::new()));
 
 /// A group on a cluster: the cluster's bootstrap servers, and the group.
 type PinKey = (String, GroupId);
 
 /// The client the next call of group `key` must use, if a write of it is unanswered.
-fn pinned(key: &PinKey) -> Option<Arc<kafka::KafkaClient>> {
+fn pinned(key: &PinKey) -> Option<Arc<dyn ResetCalls>> {
     PINS.lock().unwrap_or_else(|p| p.into_inner()).connection(key).cloned()
 }
 
@@ -596,7 +600,7 @@ async fn run_kafka(
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
     let pipeline = (flow.namespace().unwrap_or_default(), flow.spec.pipeline.clone());
-    let client = connections.client_in(flow, &call.target().topic_id, lane).await;
+    let client = connections.reset_client(flow, &call.target().topic_id, lane).await;
     let cluster = connections.get(flow, &call.target().topic_id).await.map(|c| c.bootstrap_servers).ok();
     let gate = connections.gate(flow, &call.target().topic_id).await;
     let (name, writes) = (call.name(), call.writes());
@@ -625,7 +629,7 @@ async fn run_kafka(
         let input = match call {
             KafkaCall::Inspect(target) => {
                 let streamlet = target.streamlet.clone();
-                let result = async { kafka::inspect(client?, target, at).await }.await;
+                let result = async { client?.inspect(target, at).await }.await;
                 if result.as_ref().is_ok_and(|seen| seen.members > 0) {
                     // A consumer runs after its streamlet's pods went: its stop is not known.
                     crate::stopped::members_seen(&pipeline, &streamlet);
@@ -635,7 +639,7 @@ async fn run_kafka(
             KafkaCall::Fence { target, offsets, metadata } => {
                 faults::group_point("before-fence", group.as_str()).await;
                 let result = if crate::leader::may_act() {
-                    async { kafka::fence(client?, target, offsets, metadata).await }.await
+                    async { client?.fence(target, offsets, metadata).await }.await
                 } else {
                     Err(KafkaFailure::unavailable(NOT_LEADER))
                 };
@@ -648,9 +652,9 @@ async fn run_kafka(
                     async {
                         let client = client?;
                         let ps: Vec<i32> = offsets.keys().copied().collect();
-                        kafka::write(Arc::clone(&client), target.clone(), offsets, metadata).await?;
+                        Arc::clone(&client).write(target.clone(), offsets, metadata).await?;
                         faults::group_point("before-read-back", group.as_str()).await;
-                        kafka::read_back(client, target, ps).await
+                        client.read_back(target, ps).await
                     }
                     .await
                 } else {
@@ -660,7 +664,7 @@ async fn run_kafka(
                 Input::ReadBack { group, result }
             }
             KafkaCall::Read(target) => {
-                Input::Read { group, result: async { kafka::read_committed(client?, target).await }.await }
+                Input::Read { group, result: async { client?.read_committed(target).await }.await }
             }
         };
         tracing::debug!(group = %input.group().map_or("", |g| g.as_str()), call = name, ms = started.elapsed().as_millis(), "Kafka call ended");

@@ -3,16 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-#[cfg(test)]
-use std::sync::Mutex;
 
-use flow_adapters::kafka::KafkaClient;
+use flow_adapters::kafka::{KafkaClient, ResetCalls};
 use flow_adapters::topics::{Created, Deleted, TopicState};
 use flow_core::connection::KafkaConnection;
 use flow_core::render::topics::{KafkaTopic, LiveTopic, TopicCreation};
 use flow_core::reset::KafkaFailure;
 
 use super::Pool;
+#[cfg(test)]
+use super::fake;
 
 /// Where the reconcile's topic calls go: Kafka, or (in the mocked-API test of the reconcile) an
 /// in-memory stand-in.
@@ -55,6 +55,24 @@ impl Kafka {
             Kafka::Live(pool) => pool.group_client(conn, lane, home),
             #[cfg(test)]
             Kafka::Fake(_) => Err(KafkaFailure::unavailable("the in-memory Kafka has no group clients")),
+        }
+    }
+
+    /// The client of a reset's Kafka calls over `conn` in lane `lane`: the pool's group client (see
+    /// [`Kafka::group_client`]), or in the mocked-API tests the in-memory cluster.
+    ///
+    /// # Errors
+    /// As [`Kafka::group_client`].
+    pub fn reset_client(
+        &self,
+        conn: &KafkaConnection,
+        lane: usize,
+        home: impl FnOnce() -> Result<flow_core::names::GroupId, KafkaFailure>,
+    ) -> Result<Arc<dyn ResetCalls>, KafkaFailure> {
+        match self {
+            Kafka::Live(pool) => Ok(pool.group_client(conn, lane, home)?),
+            #[cfg(test)]
+            Kafka::Fake(f) => Ok(fake::FakeKafka::client(f, conn)),
         }
     }
 
@@ -136,93 +154,5 @@ fn from_state(s: TopicState) -> KafkaTopic {
             configs: d.configs,
             topic_id: d.topic_id,
         }),
-    }
-}
-
-/// An in-memory Kafka for the mocked-API test of the reconcile: topics by name, per bootstrap
-/// servers, and a log of the calls made.
-#[cfg(test)]
-pub mod fake {
-    use super::*;
-
-    /// The stand-in cluster.
-    #[derive(Default)]
-    pub struct FakeKafka {
-        /// Existing topics, by (bootstrap servers, name).
-        pub topics: Mutex<BTreeMap<(String, String), LiveTopic>>,
-        /// Every call, as `describe <servers> <names>`, `create <servers> <name>`, `delete <servers> <names>`.
-        pub calls: Mutex<Vec<String>>,
-    }
-
-    /// The topic id the in-memory cluster gives a topic it creates under `name`.
-    pub fn fake_topic_id(name: &str) -> String {
-        let sum: i64 = name.bytes().map(i64::from).sum();
-        flow_core::render::owners::topic_id(sum, i64::try_from(name.len()).unwrap_or(0) + 1).unwrap_or_default()
-    }
-
-    impl FakeKafka {
-        fn log(&self, line: String) {
-            self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-        }
-
-        pub(super) fn describe(
-            &self,
-            conn: &KafkaConnection,
-            wanted: BTreeMap<String, BTreeSet<String>>,
-        ) -> BTreeMap<String, KafkaTopic> {
-            let names: Vec<&str> = wanted.keys().map(String::as_str).collect();
-            self.log(format!("describe {} {}", conn.bootstrap_servers, names.join(",")));
-            let topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-            wanted
-                .into_iter()
-                .map(|(name, keys)| {
-                    let state = match topics.get(&(conn.bootstrap_servers.clone(), name.clone())) {
-                        None => KafkaTopic::Missing,
-                        Some(t) => {
-                            let mut t = t.clone();
-                            t.configs.retain(|k, _| keys.contains(k));
-                            KafkaTopic::Exists(t)
-                        }
-                    };
-                    (name, state)
-                })
-                .collect()
-        }
-
-        pub(super) fn create(&self, conn: &KafkaConnection, c: &TopicCreation) -> Result<Created, KafkaFailure> {
-            self.log(format!("create {} {}", conn.bootstrap_servers, c.name));
-            let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-            let key = (conn.bootstrap_servers.clone(), c.name.clone());
-            if topics.contains_key(&key) {
-                return Ok(Created::AlreadyExisted);
-            }
-            let id = fake_topic_id(&c.name);
-            topics.insert(
-                key,
-                LiveTopic {
-                    partitions: c.partitions,
-                    replication: c.replication,
-                    configs: c.config.clone(),
-                    topic_id: Some(id.clone()),
-                },
-            );
-            Ok(Created::Created(Some(id)))
-        }
-
-        pub(super) fn delete(
-            &self,
-            conn: &KafkaConnection,
-            names: &[String],
-        ) -> Vec<(String, Result<Deleted, KafkaFailure>)> {
-            self.log(format!("delete {} {}", conn.bootstrap_servers, names.join(",")));
-            let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-            names
-                .iter()
-                .map(|n| {
-                    let gone = topics.remove(&(conn.bootstrap_servers.clone(), n.clone())).is_some();
-                    (n.clone(), Ok(if gone { Deleted::Deleted } else { Deleted::Missing }))
-                })
-                .collect()
-        }
     }
 }
