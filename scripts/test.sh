@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: builds and starts the test bed if needed (Kafka + Kubernetes on 127.0.0.1), builds
 # the workspace, checks that flow-core stays free of I/O crates and the CLI free of C libraries, then
-# runs all tests, the end-to-end ones against the test bed. Usage: scripts/test.sh [extra cargo test args]
+# runs all tests with cargo-nextest, the end-to-end ones against the test bed, each test's time printed
+# and the slow ones listed again at the end (.config/nextest.toml). Usage: scripts/test.sh [extra
+# `cargo nextest run` args, e.g. -p flow-core or a filter]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,8 +29,16 @@ forbid flow-core "I/O or async crates" \
 forbid flow-cli "C libraries or the ledger, which it does not use" \
   'rdkafka|rdkafka-sys|openssl|openssl-sys|curl|curl-sys|sled'
 
+# The test runner (scripts/nextest.sh): installed into the test bed's cache the first time.
+scripts/nextest.sh --path >/dev/null
 cargo build --workspace --bins
 # Helm for the chart's tests (testbed/tests/chart.rs): built from the Go module proxy into the test
 # bed's cache the first time, nothing when warm. The image test installs buildah itself.
 scripts/helm.sh --path >/dev/null
-cargo test --workspace --no-fail-fast "$@"
+started=$SECONDS
+scripts/nextest.sh run --workspace --no-fail-fast "$@"
+# nextest runs no doctests: cargo's own runner does those (no end-to-end test is one).
+if [ $# -eq 0 ]; then
+  cargo test --workspace --doc --quiet
+fi
+echo "test: the suite took $((SECONDS - started)) s"

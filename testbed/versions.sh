@@ -12,3 +12,5 @@ TESTBED_CACHE=${TESTBED_CACHE:-$HOME/.cache/ankka-flow-testbed}
 HELM_VERSION=3.22.0
 # actionlint, for `make lint` (scripts/actionlint.sh builds it into the same cache)
 ACTIONLINT_VERSION=1.7.12
+# cargo-nextest, the test runner of `make test` (scripts/nextest.sh installs it into the same cache)
+NEXTEST_VERSION=0.9.151
