@@ -1,5 +1,5 @@
-//! Exit codes of `flow`, in one place (docs/cli.md lists them), and what a command hands to the print
-//! site.
+//! Exit codes of `flow`, in one place (docs/cli.md lists them), and what a command hands to the
+//! [`crate::reporter::Reporter`] that prints it.
 //!
 //! `0`, `1` and `2` are what every command uses. The codes from `3` up say how a reset that
 //! `flow reset --wait` waited for ended, so that a script can tell "nothing to do" from "look at

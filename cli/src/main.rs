@@ -1,20 +1,23 @@
 //! `flow`: the command-line tool of Ankka Flow.
 //!
 //! `main` only parses, dispatches and prints: each command returns an [`Output`] (its stdout text and
-//! any notes for stderr) or a [`Failure`], and the single print site below writes it (stdout for
-//! results, stderr for notes and problems).
+//! any notes for stderr) or a [`Failure`], which `main` hands to the one [`Reporter`] of the run
+//! (stdout for results, stderr for notes and problems). The commands that follow a request over
+//! time (`--wait`, `--watch`, `--dry-run`) are given the same reporter and print their progress
+//! through it as they go: no command prints by itself.
 
 mod cluster;
 mod commands;
 mod exit;
 mod output;
+mod reporter;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{Failure, Output};
+use crate::reporter::Reporter;
 
 /// Ankka Flow: streaming pipelines on Kubernetes.
 ///
@@ -125,35 +128,17 @@ async fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    let out = Reporter::new();
     let result: Result<Output, Failure> = match cli.command {
         Command::Verify(args) => commands::verify::run(&args),
         Command::Generate(args) => commands::generate::run(args),
-        Command::Reset(args) => commands::reset::run(*args).await,
-        Command::Rebuild(args) => commands::rebuild::run(args).await,
+        Command::Reset(args) => commands::reset::run(*args, &out).await,
+        Command::Rebuild(args) => commands::rebuild::run(args, &out).await,
         Command::Version(args) => commands::version(&args),
         Command::Completion { shell } => Ok(completion(shell)),
         Command::Man => man(),
     };
-    match result {
-        Ok(Output { stdout, stderr }) => {
-            // A closed pipe (`flow ... | head`) is not an error.
-            let mut err = std::io::stderr().lock();
-            for line in stderr {
-                let _ = writeln!(err, "{line}");
-            }
-            let _ = std::io::stdout().write_all(stdout.as_bytes());
-            ExitCode::from(exit::SUCCESS)
-        }
-        Err(Failure { stdout, problems, code }) => {
-            let _ = std::io::stdout().write_all(stdout.as_bytes());
-            let _ = std::io::stdout().flush();
-            let mut err = std::io::stderr().lock();
-            for p in problems {
-                let _ = writeln!(err, "{p}");
-            }
-            ExitCode::from(code)
-        }
-    }
+    ExitCode::from(out.finish(result))
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+pub mod objects;
+
 /// The domain prefix of every label, annotation, finalizer and API group of the platform.
 pub const DOMAIN: &str = "flow.ankka.thinkmorestupidless.com";
 

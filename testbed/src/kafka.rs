@@ -114,9 +114,40 @@ pub fn watermarks(topic: &str) -> BTreeMap<i32, (i64, i64)> {
     out
 }
 
+/// A consumer that commits nothing by itself, in `group` when given.
+pub(crate) fn group_consumer(group: Option<&str>) -> BaseConsumer {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &bed().kafka).set("enable.auto.commit", "false");
+    if let Some(g) = group {
+        c.set("group.id", g);
+    }
+    c.create().expect("consumer")
+}
+
+/// The group's committed offsets on `partitions` partitions of `topic`, each with the metadata
+/// string it was committed with (`None`: no offset).
+pub fn positions(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<(i64, String)>> {
+    let c = group_consumer(Some(group));
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = c.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
+    got.elements()
+        .iter()
+        .map(|e| {
+            let o = match e.offset() {
+                Offset::Offset(n) if n >= 0 => Some((n, e.metadata().to_string())),
+                _ => None,
+            };
+            (e.partition(), o)
+        })
+        .collect()
+}
+
 /// The group's committed offsets on `partitions` partitions of `topic` (`None`: no offset).
 pub fn committed(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<i64>> {
-    crate::groups::positions(group, topic, partitions).into_iter().map(|(p, o)| (p, o.map(|(n, _)| n))).collect()
+    positions(group, topic, partitions).into_iter().map(|(p, o)| (p, o.map(|(n, _)| n))).collect()
 }
 
 /// Members of `group`, as the classic group description lists them.

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
+use flow_core::names::{ANNOTATION_RESET, ANNOTATION_RESET_DONE};
+
 use crate::bed::{bed, show};
-use crate::cart;
 
 /// Runs `kubectl` (the test bed's, from PATH) against the test bed.
 pub fn kubectl(args: &[&str]) -> Output {
@@ -182,7 +183,7 @@ pub fn reset_status(ns: &str, name: &str) -> serde_json::Value {
 /// CLI's guards, as a user with kubectl can).
 pub fn write_request(ns: &str, name: &str, id: &str, streamlets: &[&str]) {
     let text = serde_json::json!({"id": id, "streamlets": streamlets}).to_string();
-    kubectl_ok(&["-n", ns, "annotate", "--overwrite", "aflow", name, &format!("{}={text}", cart::REQUEST)]);
+    kubectl_ok(&["-n", ns, "annotate", "--overwrite", "aflow", name, &format!("{}={text}", ANNOTATION_RESET)]);
 }
 
 /// Takes the finalizers off pod `ns`/`name` when dropped, so that it (and its namespace) can go.
@@ -257,7 +258,7 @@ impl Versions {
     /// seen that has it while its `status.reset` is not request `id` in `phase`. The done annotation
     /// alone reads as done, so a refusal's status must land first.
     pub fn done_without(&self, id: &str, phase: &str) -> Vec<serde_json::Value> {
-        let done = |v: &serde_json::Value| v["metadata"]["annotations"][cart::DONE] == id;
+        let done = |v: &serde_json::Value| v["metadata"]["annotations"][ANNOTATION_RESET_DONE] == id;
         crate::wait_until("the watch shows the done annotation", std::time::Duration::from_secs(10), || {
             self.seen().iter().any(done).then_some(())
         });

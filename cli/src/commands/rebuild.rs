@@ -23,6 +23,7 @@ use super::reset::{RequestArgs, Requested, answer, destination, plan, refuse_pen
 use crate::cluster::Cluster;
 use crate::exit::{Failure, Output};
 use crate::output::Format;
+use crate::reporter::Reporter;
 
 /// Arguments of `flow rebuild`.
 #[derive(clap::Args, Debug)]
@@ -66,13 +67,13 @@ pub struct Args {
     request: RequestArgs,
 }
 
-/// Runs the command.
+/// Runs the command; with `--wait` or `--dry-run`, its progress is said on `out` as it goes.
 ///
 /// # Errors
 /// A pipeline or streamlet that does not exist, a rebuild from streamlets that is refused, a plan
 /// that does not fit, a pending request (without `--replace`), as a [`Failure`] with exit code 1;
 /// with `--wait`, how the rebuild ended when it did not end well.
-pub async fn run(args: Args) -> Result<Output, Failure> {
+pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     let opts = &args.request;
     // Checked before anything is read, so that a typo costs no round trip.
     let instant = destination(args.to_datetime.as_deref(), args.by_duration.as_deref())?;
@@ -119,22 +120,22 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
     .await?;
     if args.dry_run {
         // The plan is the answer: wait for it, whatever -o says.
-        eprintln!("plan requested for '{pipeline}': {}", request.id);
-        let out = args.plan_out.clone();
+        out.say(&format!("plan requested for '{pipeline}': {}", request.id));
+        let plan_out = args.plan_out.clone();
         let render = move |r: &Report, format: Format| {
             let mut planned = plan::from_report(r);
             if let Some((c, spec)) = &seen {
                 planned = planned.of_rebuild(c, spec);
             }
-            if let Some(path) = &out {
+            if let Some(path) = &plan_out {
                 plan::write(&planned, path)?;
             }
             plan::render(&planned, format)
         };
         let target = wait::Target::new(&ns, pipeline, &request.id, opts.timeout, opts.output);
-        return wait::wait(&cluster, target, &render).await;
+        return wait::wait(&cluster, out, target, &render).await;
     }
-    let line = format!("rebuild requested for '{pipeline}': {}\n", request.id);
+    let line = format!("rebuild requested for '{pipeline}': {}", request.id);
     let to = match &request.to {
         Some(To::Datetime(t)) => Some(t.as_str()),
         _ => None,
@@ -153,7 +154,7 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
         until: wait::Until::CaughtUp,
         ..wait::Target::new(&ns, pipeline, &request.id, opts.timeout, opts.output)
     };
-    answer(&cluster, &line, &requested, opts.output, args.wait.then_some(target)).await
+    answer(&cluster, out, &line, &requested, opts.output, args.wait.then_some(target)).await
 }
 
 /// Refuses a plan (read from `path`) that does not move exactly the groups the rebuild moves now,

@@ -17,8 +17,10 @@ use serde::Serialize;
 use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
+use crate::reporter::Reporter;
 
 pub mod decide;
+mod find;
 pub mod plan;
 pub mod report;
 pub mod status;
@@ -171,15 +173,15 @@ pub(crate) struct Requested<'a> {
     pub force: Option<bool>,
 }
 
-/// Runs the command.
+/// Runs the command; a wait or a watch says its progress on `out` as it goes.
 ///
 /// # Errors
 /// Every refusal of the guards, with its exact message, as a [`Failure`] with exit code 1; with
 /// `--wait`, how the request ended when it did not end well (exit codes 3 to 5, `crate::exit`).
-pub async fn run(mut args: Args) -> Result<Output, Failure> {
+pub async fn run(mut args: Args, out: &Reporter) -> Result<Output, Failure> {
     match args.command.take() {
-        Some(Sub::Status(status_args)) => return status::run(status_args).await,
-        Some(Sub::Undo(undo_args)) => return undo::run(undo_args).await,
+        Some(Sub::Status(status_args)) => return status::run(status_args, out).await,
+        Some(Sub::Undo(undo_args)) => return undo::run(undo_args, out).await,
         Some(Sub::Approve(a)) => return decide::run(a, decide::Verdict::Approve).await,
         Some(Sub::Deny(a)) => return decide::run(a, decide::Verdict::Deny).await,
         None => {}
@@ -216,20 +218,20 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
         Ok(request)
     })
     .await?;
-    let line = format!("reset requested for '{pipeline}': {}\n", request.id);
     if args.dry_run {
         // The plan is the answer: wait for it, whatever -o says.
-        eprint!("{}", line.replace("reset requested", "plan requested"));
-        let out = args.plan_out.clone();
+        out.say(&format!("plan requested for '{pipeline}': {}", request.id));
+        let plan_out = args.plan_out.clone();
         let render = move |r: &report::Report, format: Format| {
             let planned = plan::from_report(r);
-            if let Some(path) = &out {
+            if let Some(path) = &plan_out {
                 plan::write(&planned, path)?;
             }
             plan::render(&planned, format)
         };
         return wait::wait(
             &cluster,
+            out,
             wait::Target::new(&ns, &pipeline, &request.id, args.timeout, args.output),
             &render,
         )
@@ -246,19 +248,21 @@ pub async fn run(mut args: Args) -> Result<Output, Failure> {
         },
         ..Requested::default()
     };
+    let line = format!("reset requested for '{pipeline}': {}", request.id);
     let target = wait::Target::new(&ns, &pipeline, &request.id, args.timeout, args.output);
-    answer(&cluster, &line, &requested, args.output, args.wait.then_some(target)).await
+    answer(&cluster, out, &line, &requested, args.output, args.wait.then_some(target)).await
 }
 
 /// What a command answers once its request is written: without `--wait` (`target` none), the
-/// request `line`, or `requested` for `-o json|yaml`; with it, the line at once (so that a user, or
-/// a script, has the id while waiting: on stdout for text, on stderr when stdout carries one JSON
-/// or YAML document), then the wait for `target`.
+/// request `line`, or `requested` for `-o json|yaml`; with it, the line at once on `out` (so that a
+/// user, or a script, has the id while waiting: on stdout for text, on stderr when stdout carries
+/// one JSON or YAML document), then the wait for `target`.
 ///
 /// # Errors
 /// How the wait ended when it did not end well.
 pub(crate) async fn answer(
     cluster: &Cluster,
+    out: &Reporter,
     line: &str,
     requested: &Requested<'_>,
     format: Format,
@@ -266,16 +270,15 @@ pub(crate) async fn answer(
 ) -> Result<Output, Failure> {
     let Some(target) = target else {
         return Ok(Output::from(match format {
-            Format::Text => line.to_string(),
+            Format::Text => format!("{line}\n"),
             other => output::render(requested, other)?,
         }));
     };
-    if format == Format::Text {
-        print!("{line}");
-    } else {
-        eprint!("{line}");
+    match format {
+        Format::Text => out.show(&format!("{line}\n")),
+        Format::Json | Format::Yaml => out.say(line),
     }
-    wait::wait(cluster, target, &report::render).await
+    wait::wait(cluster, out, target, &report::render).await
 }
 
 /// Writes the request that `check` makes of AnkkaFlow `pipeline` of `ns` as read (after checking

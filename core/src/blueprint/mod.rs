@@ -149,26 +149,26 @@ pub(crate) fn default_pipeline(blueprint_path: &str, blueprint_name: Option<&str
 }
 
 /// The names the operator would render for `pipeline` that Kubernetes would refuse (the operator
-/// runs the same check, see [`crate::render::names`]).
+/// runs the same check, see [`crate::names::objects`]).
 pub(crate) fn name_problems(pipeline: &str, v: &Verified) -> Vec<Problem> {
-    let streamlets: Vec<crate::render::names::NamedStreamlet<'_>> = v
+    let streamlets: Vec<crate::names::objects::NamedStreamlet<'_>> = v
         .blueprint
         .streamlets
         .iter()
-        .map(|(name, s)| crate::render::names::NamedStreamlet {
+        .map(|(name, s)| crate::names::objects::NamedStreamlet {
             name: name.as_str(),
             stage_secret: if s.builtin {
                 v.deployment
                     .streamlets
                     .get(name)
-                    .and_then(|d| d.config.get(crate::render::plan::STAGE_SECRET_PARAM))
+                    .and_then(|d| d.config.get(crate::names::objects::STAGE_SECRET_PARAM))
                     .and_then(|s| s.as_str())
             } else {
                 None
             },
         })
         .collect();
-    crate::render::names::check(pipeline, &streamlets).into_iter().map(Problem::Name).collect()
+    crate::names::objects::check(pipeline, &streamlets).into_iter().map(Problem::Name).collect()
 }
 
 pub(crate) fn check(input: &VerifyInput) -> Checked {

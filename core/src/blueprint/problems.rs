@@ -228,7 +228,7 @@ pub enum Problem {
     Namespace(String),
     /// *Ours*: a name or label value the operator would render that Kubernetes would refuse (the
     /// operator refuses the resource with the same text).
-    Name(crate::render::names::NameProblem),
+    Name(crate::names::objects::NameProblem),
 }
 
 fn plural_ports(f: &mut fmt::Formatter<'_>, one: &str, many: &str, ports: &[String]) -> fmt::Result {

@@ -9,9 +9,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::quantity::nanos;
 use super::{ContainerSecurity, PodSettings, Resources};
+use crate::names::objects::{ANNOTATION_CONFIG_HASH, RESERVED_ANNOTATIONS, label_value_fault, subdomain_fault};
 use crate::names::{DOMAIN, LABEL_MANAGED_BY, LABEL_NAME};
-use crate::render::names::{label_value_fault, subdomain_fault};
-use crate::render::workload::{ANNOTATION_CONFIG_HASH, RESERVED_ANNOTATIONS};
 
 /// Where pod settings were written.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -15,8 +15,8 @@
 //! - [`conf`], [`secret`]: the per-streamlet Secret (`descriptor.json`, `streamlet.conf`) and the
 //!   config hash.
 //! - [`workload`]: the Deployment, the ServiceAccount, Role and RoleBinding.
-//! - [`names`]: object names, labels, and the check that each fits Kubernetes' limits (the CLI
-//!   runs it too).
+//! - [`crate::names::objects`]: object names, labels, and the check that each fits Kubernetes'
+//!   limits (the CLI runs it too, which is why it lives below both).
 //! - [`refusal`]: why a resource is refused.
 //! - [`status`]: phases, details, conditions.
 //!
@@ -24,7 +24,6 @@
 
 pub mod applied;
 pub mod conf;
-pub mod names;
 pub mod owners;
 pub mod plan;
 pub mod refusal;
@@ -36,7 +35,7 @@ pub mod workload;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube_core::Resource;
 
-pub use names::streamlet_labels;
+pub use crate::names::objects::streamlet_labels;
 
 use crate::resource::AnkkaFlow;
 

@@ -34,7 +34,6 @@ use k8s_openapi::jiff::Timestamp;
 use super::Owner;
 use super::applied::{self, ObjectsStep};
 use super::conf::{InletConf, NEO4J_CREDENTIALS_DIR, OutletConf, StageConf, StreamletConf};
-use super::names::{self, NamedStreamlet, streamlet_object_name};
 use super::owners::{self, Ownership, Record};
 use super::refusal::{Problem, REASON_REFUSED, REASON_SIDECAR_IMAGE_MISSING};
 use super::secret::{config_hash, streamlet_secret};
@@ -45,6 +44,7 @@ use crate::blueprint::descriptor::{self, Descriptor, PortKind};
 use crate::connection::{self, Clusters, ResolvedTopic};
 use crate::events::{Event, EventType};
 use crate::names::GroupId;
+use crate::names::objects::{self as names, NamedStreamlet, STAGE_SECRET_PARAM, streamlet_object_name};
 use crate::resource::{AnkkaFlow, AnkkaFlowStatus, AppliedObjects, ManagedTopicsPolicy, StreamletSpec};
 
 mod build;
@@ -58,9 +58,6 @@ pub const FINALIZER: &str = "flow.ankka.thinkmorestupidless.com/managed-topics";
 
 /// The keys a built-in's Neo4j Secret must have (`database` is optional).
 pub const STAGE_SECRET_KEYS: [&str; 3] = ["uri", "username", "password"];
-
-/// The parameter of a built-in that names its Neo4j Secret.
-pub const STAGE_SECRET_PARAM: &str = "secret";
 
 /// What was observed of a built-in's Neo4j Secret, in the pipeline's namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::fmt;
 use crate::blueprint::descriptor::{DescriptorProblem, PortKind};
 use crate::connection::ConnectionError;
 
-use super::names::NameProblem;
+use crate::names::objects::NameProblem;
 
 /// Event reason of every refusal while the operator has no sidecar image.
 pub const REASON_SIDECAR_IMAGE_MISSING: &str = "SidecarImageMissing";

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest, Sha256};
 
 use super::Owner;
-use super::names::{streamlet_labels, streamlet_object_name};
+use crate::names::objects::{streamlet_labels, streamlet_object_name};
 
 /// Key of the descriptor in the Secret, and its file name in the sidecar's config directory.
 pub const DESCRIPTOR_KEY: &str = "descriptor.json";

@@ -31,20 +31,20 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::Owner;
 use super::conf::NEO4J_CREDENTIALS_DIR;
-use super::names::{pipeline_labels, pipeline_object_name, selector_labels, streamlet_labels, streamlet_object_name};
+// The annotations are named below render, where the check of pod settings (`crate::pod`) reads
+// them too; re-exported here, where the pod template gets them.
+pub use crate::names::objects::{ANNOTATION_CONFIG_HASH, RESERVED_ANNOTATIONS};
+use crate::names::objects::{
+    pipeline_labels, pipeline_object_name, selector_labels, streamlet_labels, streamlet_object_name,
+};
 use crate::pod::{ContainerSettings, PodSettings};
 
-/// Pod-template annotation holding the config hash.
-pub const ANNOTATION_CONFIG_HASH: &str = "flow.ankka.thinkmorestupidless.com/config-hash";
 /// Name of the sidecar container.
 pub const SIDECAR_CONTAINER: &str = "sidecar";
 /// Name of the streamlet's own container.
 pub const PROCESS_CONTAINER: &str = "process";
 /// Port of the sidecar's Prometheus metrics.
 pub const METRICS_PORT: i32 = 2050;
-/// The pod-template annotations the operator sets besides the config hash: the sidecar's metrics,
-/// for scrapers that discover pods by annotation.
-pub const RESERVED_ANNOTATIONS: [(&str, &str); 2] = [("prometheus.io/scrape", "true"), ("prometheus.io/port", "2050")];
 /// The seccomp profile type of every pod unless its settings choose `Localhost`.
 pub const SECCOMP_DEFAULT: &str = "RuntimeDefault";
 /// Port the process listens on, on the pod's loopback.

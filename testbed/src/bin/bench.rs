@@ -20,6 +20,8 @@ mod groups;
 mod k8s;
 #[path = "bench/large.rs"]
 mod large;
+#[path = "bench/measure.rs"]
+mod measure;
 #[path = "bench/op.rs"]
 mod op;
 #[path = "bench/report.rs"]
@@ -34,13 +36,16 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use flow_testbed::{bed, fresh_namespace, install_cluster_secret, install_crd, kafka, kubectl, serial};
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
 
 use crate::cli::cli;
 use crate::flows::flows_row;
-use crate::groups::{delete_kafka, probe};
-use crate::k8s::{NodePods, kubectl_must};
+use crate::groups::{kafka_config, probe};
+use crate::k8s::{NodePods, kubectl_must, streamlet};
+use crate::measure::{loadavg, utc_now};
 use crate::op::Op;
-use crate::report::{Report, loadavg, utc_now};
+use crate::report::Report;
 use crate::resets::{reset_row, trace_reset};
 
 pub const NS: &str = "bench";
@@ -305,4 +310,40 @@ fn main() {
     print!("{text}");
     std::fs::write(out_dir.join("results.md"), &text).expect("write results.md");
     eprintln!("written to {}", out_dir.join("results.md").display());
+}
+
+/// Deletes every topic and consumer group the run made (the module doc lists them).
+pub fn delete_kafka(args: &Args) {
+    let admin: AdminClient<DefaultClientContext> = kafka_config().create().expect("admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let large = large::sizes(&args.large);
+    let topics: Vec<String> =
+        args.partitions.iter().chain(large.iter().map(|(_, p)| p)).map(|p| format!("bench.p{p}")).collect();
+    let p0 = args.partitions.first().copied().unwrap_or(3);
+    let flows = args.flows.iter().copied().max().unwrap_or(0);
+    let groups: Vec<String> = args
+        .partitions
+        .iter()
+        .flat_map(|&p| {
+            (0..args.groups.iter().copied().max().unwrap_or(0))
+                .map(move |i| format!("{PIPELINE}.{}.in", streamlet(p, i)))
+        })
+        .chain((0..flows).map(|i| format!("bench-f{i}.{}.in", streamlet(p0, 0))))
+        .chain(["bench.probe".to_string(), format!("bench-running.{}.in", streamlet(3, 0))])
+        .chain(large.iter().flat_map(|(g, p)| large::group_names(*p, *g)))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        // Groups nobody ever committed in do not exist; the broker says so per group, which is fine.
+        for chunk in groups.chunks(200) {
+            let g: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            if let Err(e) = admin.delete_groups(&g, &opts).await {
+                eprintln!("deleting groups: {e}");
+            }
+        }
+        let t: Vec<&str> = topics.iter().map(String::as_str).collect();
+        if let Err(e) = admin.delete_topics(&t, &opts).await {
+            eprintln!("deleting topics: {e}");
+        }
+    });
 }

@@ -14,7 +14,7 @@ use flow_core::resource::AnkkaFlow;
 use kube::Api;
 use serde::Serialize;
 
-use super::status;
+use super::find;
 use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
@@ -70,7 +70,7 @@ pub async fn run(args: Args, verdict: Verdict) -> Result<Output, Failure> {
     };
     let cluster = Cluster::connect(&args.cluster, command).await?;
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
-    let found = status::locate(&cluster, &ns, args.pipeline.as_deref(), &args.id).await?;
+    let found = find::locate(&cluster, &ns, args.pipeline.as_deref(), &args.id).await?;
     let pipeline = found.pipeline.clone();
     let api: Api<AnkkaFlow> = Api::namespaced(cluster.client.clone(), &ns);
     let flow = api.get(&pipeline).await.map_err(|e| cluster.failure(e))?;

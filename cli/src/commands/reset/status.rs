@@ -2,18 +2,16 @@
 //! `super::report`), found by its id in the namespaces the user may read; with `--watch`, followed
 //! until it is finished and caught up.
 
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use flow_core::resource::{AnkkaFlow, RequestPhase};
-use kube::Api;
-use kube::api::ListParams;
+use flow_core::resource::RequestPhase;
 
-use super::report::{self, Rates, Report, report_from};
-use super::wait::{Poller, Stop};
+use super::find::{Poller, Scope, Stop, flows, search};
+use super::report::{self, Rates, Report};
 use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
+use crate::reporter::Reporter;
 
 /// Arguments of `flow reset status`.
 #[derive(clap::Args, Debug)]
@@ -39,64 +37,6 @@ pub struct Args {
     /// the output is one YAML stream, each document starting with `---`.
     #[arg(long)]
     watch: bool,
-}
-
-/// Where to look for a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Scope {
-    /// One namespace.
-    Namespace(String),
-    /// Every namespace.
-    All,
-}
-
-/// The AnkkaFlows in `scope` (only `pipeline`, when given): one GET of the pipeline in a namespace,
-/// else one LIST.
-pub(super) async fn flows(
-    cluster: &Cluster,
-    scope: &Scope,
-    pipeline: Option<&str>,
-) -> Result<Vec<AnkkaFlow>, kube::Error> {
-    let api: Api<AnkkaFlow> = match scope {
-        Scope::Namespace(ns) => Api::namespaced(cluster.client.clone(), ns),
-        Scope::All => Api::all(cluster.client.clone()),
-    };
-    match (scope, pipeline) {
-        (Scope::Namespace(_), Some(p)) => Ok(api.get_opt(p).await?.into_iter().collect()),
-        // Across namespaces a name is no key: select by it.
-        (Scope::All, Some(p)) => {
-            Ok(api.list(&ListParams::default().fields(&format!("metadata.name={p}"))).await?.items)
-        }
-        (_, None) => Ok(api.list(&ListParams::default()).await?.items),
-    }
-}
-
-/// Request `id` among `flows`, read from `scope` (only `pipeline`, when given).
-///
-/// # Errors
-/// None of them knows the id.
-pub(super) fn search(flows: &[AnkkaFlow], scope: &Scope, pipeline: Option<&str>, id: &str) -> Result<Report, Failure> {
-    flows.iter().find_map(|f| report_from(f, id)).ok_or_else(|| {
-        let scope = match (pipeline, scope) {
-            (Some(p), Scope::Namespace(ns)) => format!("pipeline '{p}' in namespace '{ns}'"),
-            (Some(p), Scope::All) => format!("pipeline '{p}'"),
-            (None, Scope::Namespace(ns)) => format!("namespace '{ns}'"),
-            (None, Scope::All) => "any namespace".to_string(),
-        };
-        Failure::refused(format!(
-            "no reset request '{id}' in {scope}: the id is the one `flow reset` printed; the last 10 requests of each pipeline are kept"
-        ))
-    })
-}
-
-/// Finds request `id` among the AnkkaFlows of namespace `ns` (only `pipeline`, when given).
-///
-/// # Errors
-/// No AnkkaFlow there knows the id, or the API failed.
-pub async fn locate(cluster: &Cluster, ns: &str, pipeline: Option<&str>, id: &str) -> Result<Report, Failure> {
-    let scope = Scope::Namespace(ns.to_string());
-    let found = flows(cluster, &scope, pipeline).await.map_err(|e| cluster.failure(e))?;
-    search(&found, &scope, pipeline, id)
 }
 
 /// The first look for the request `args` name, in the scope they ask for, with `poller`: `-n`
@@ -129,27 +69,26 @@ async fn first_look(
     Ok((search(&found, &scope, pipeline, &args.id)?, note))
 }
 
-/// Runs `flow reset status`. With `--watch` it prints each change (redrawn in place on a terminal)
-/// until the request has finished and every group it reset has caught up; the API server is asked
-/// every second, for the one AnkkaFlow the request was found in, and a transient failure is tried
-/// again (said on stderr).
+/// Runs `flow reset status`. With `--watch` it shows each change on `out` (redrawn in place on a
+/// terminal) until the request has finished and every group it reset has caught up, or stdout's
+/// reader is gone; the API server is asked every second, for the one AnkkaFlow the request was
+/// found in, and a transient failure is tried again (said on stderr).
 ///
 /// # Errors
 /// No such request; the cluster cannot be reached or read (with `--watch`, a final failure only).
-pub async fn run(args: Args) -> Result<Output, Failure> {
+pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     let cluster = Cluster::connect(&args.cluster, "reset").await?;
     if !args.watch {
         let (r, note) = first_look(&cluster, &args, &mut Poller::once(&cluster)).await?;
         return Ok(Output { stdout: report::render(&r, args.output)?, stderr: note.into_iter().collect() });
     }
-    let mut poller = Poller::retrying(&cluster, None);
+    let mut poller = Poller::retrying(&cluster, None, out);
     let (first, note) = first_look(&cluster, &args, &mut poller).await?;
     if let Some(note) = note {
-        eprintln!("{note}");
+        out.say(&note);
     }
     // From now on the one AnkkaFlow that holds the request.
     let (scope, pipeline) = (Scope::Namespace(first.namespace.clone()), first.pipeline.clone());
-    let redraw = args.output == Format::Text && std::io::stdout().is_terminal();
     let mut last: Option<(Report, Instant)> = None;
     let mut rates = Rates::new();
     let mut next = Some(first);
@@ -167,23 +106,21 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
             if let Some((prev, at)) = &last {
                 report::update_rates(&mut rates, prev, *at, &r, now);
             }
-            let text = match args.output {
-                Format::Text => report::table(&r, &rates),
-                other => output::render_in_stream(&r, other)?,
-            };
-            if redraw {
-                print!("\x1b[2J\x1b[H");
+            // A table replaces the last one; JSON and YAML documents follow one another.
+            match args.output {
+                Format::Text => out.redraw(&report::table(&r, &rates)),
+                other => out.show(&output::render_in_stream(&r, other)?),
             }
-            print!("{text}");
-            if r.caught_up() || matches!(r.phase, RequestPhase::Refused | RequestPhase::Superseded) {
+            let ended = r.caught_up() || matches!(r.phase, RequestPhase::Refused | RequestPhase::Superseded);
+            if ended || out.closed() {
                 return Ok(Output::default());
             }
             let newly_finished = r.finished() && !last.as_ref().is_some_and(|(l, _)| l.finished());
             if newly_finished {
                 // A reset is done while its streamlets are stopped; the lag only falls once they run.
-                eprintln!(
+                out.say(
                     "note: the reset is done; watching until every group it reset has caught up, which starts \
-                     when its streamlets run again (Ctrl-C stops watching; the reset stays done)"
+                     when its streamlets run again (Ctrl-C stops watching; the reset stays done)",
                 );
             }
             last = Some((r, now));

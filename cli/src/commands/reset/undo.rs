@@ -12,9 +12,10 @@ use flow_core::request::{ResetRequest, To, clip};
 use flow_core::resource::{AnkkaFlow, GroupStage, RequestPhase};
 use flow_core::targets;
 
-use super::{RequestArgs, Requested, answer, status, wait, write_checked};
+use super::{RequestArgs, Requested, answer, find, wait, write_checked};
 use crate::cluster::Cluster;
 use crate::exit::{Failure, Output};
+use crate::reporter::Reporter;
 
 /// Arguments of `flow reset undo`.
 #[derive(clap::Args, Debug)]
@@ -37,12 +38,12 @@ pub struct Args {
     request: RequestArgs,
 }
 
-/// Runs the command.
+/// Runs the command; with `--wait`, its progress is said on `out` as it goes.
 ///
 /// # Errors
 /// Refusals (exit code 1) with their messages; with `--wait`, how the undo ended (exit codes 3
 /// to 5).
-pub async fn run(args: Args) -> Result<Output, Failure> {
+pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     let undone = args.id.as_str();
     if !matches!(uuid::Uuid::try_parse(undone), Ok(u) if u.hyphenated().to_string() == undone) {
         return Err(Failure::refused(format!(
@@ -53,7 +54,7 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
     let opts = &args.request;
     let cluster = Cluster::connect(&opts.cluster, "undo").await?;
     let ns = opts.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
-    let report = status::locate(&cluster, &ns, args.pipeline.as_deref(), undone).await?;
+    let report = find::locate(&cluster, &ns, args.pipeline.as_deref(), undone).await?;
     let pipeline = report.pipeline.as_str();
     if report.phase != RequestPhase::Done {
         return Err(Failure::refused(format!(
@@ -86,7 +87,7 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
         })
     })
     .await?;
-    let line = format!("undo of reset {undone} requested for '{pipeline}': {}\n", request.id);
+    let line = format!("undo of reset {undone} requested for '{pipeline}': {}", request.id);
     let requested = Requested {
         id: &request.id,
         namespace: &ns,
@@ -96,5 +97,5 @@ pub async fn run(args: Args) -> Result<Output, Failure> {
         ..Requested::default()
     };
     let target = wait::Target::new(&ns, pipeline, &request.id, opts.timeout, opts.output);
-    answer(&cluster, &line, &requested, opts.output, args.wait.then_some(target)).await
+    answer(&cluster, out, &line, &requested, opts.output, args.wait.then_some(target)).await
 }

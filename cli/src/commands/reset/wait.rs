@@ -1,100 +1,18 @@
 //! Following a request until it ends: `flow reset --wait`, `flow reset --dry-run`, `flow reset undo
 //! --wait` (until it is finished) and `flow rebuild --wait` (until it is finished and caught up).
 //!
-//! Every API call is bounded (by [`CALL_TIMEOUT`], and by what is left of `--timeout`), so that a
-//! hung API server cannot hold a command past its timeout; a transient failure (no answer, 429,
-//! 5xx) is said on stderr and tried again a second later, so that one lost answer does not end a
-//! long wait.
+//! Progress goes to stderr through the command's [`Reporter`] as it changes; the final status is
+//! the command's result, for stdout. Each API call is bounded and a transient failure tried again
+//! (`super::find::Poller`).
 
 use std::time::{Duration, Instant};
 
+use super::find::{Poller, Scope, Stop, flows, search};
 use super::report::{self, Rates, Report};
-use super::status::{Scope, flows, search};
-use crate::cluster::{CALL_TIMEOUT, Cluster, transient};
+use crate::cluster::Cluster;
 use crate::exit::{self, Failure, Output};
 use crate::output::Format;
-
-/// Why [`Poller::call`] gave up.
-#[derive(Debug)]
-pub(super) enum Stop {
-    /// A failure that does not pass by itself (or any failure, for [`Poller::once`]).
-    Final(kube::Error),
-    /// The deadline came first.
-    Deadline,
-}
-
-impl Stop {
-    /// As a failure of `cluster`'s command.
-    pub(super) fn failure(self, cluster: &Cluster) -> Failure {
-        match self {
-            Stop::Final(e) => cluster.failure(e),
-            Stop::Deadline => {
-                Failure::refused(format!("cannot reach Kubernetes: {}: no answer in time", cluster.server))
-            }
-        }
-    }
-}
-
-/// Makes the API calls of a command that reads a request, bounded and, when waiting, tried again.
-pub(super) struct Poller<'a> {
-    cluster: &'a Cluster,
-    deadline: Option<Instant>,
-    retry: bool,
-    /// The transient failure last said on stderr, so that it is said once while it lasts.
-    said: Option<String>,
-}
-
-impl<'a> Poller<'a> {
-    /// One look: each call bounded by [`CALL_TIMEOUT`], any failure final.
-    pub(super) fn once(cluster: &'a Cluster) -> Self {
-        Poller { cluster, deadline: None, retry: false, said: None }
-    }
-
-    /// For a command that waits until `deadline` (without one: as long as it takes): transient
-    /// failures are tried again every second.
-    pub(super) fn retrying(cluster: &'a Cluster, deadline: Option<Instant>) -> Self {
-        Poller { cluster, deadline, retry: true, said: None }
-    }
-
-    /// `call`, bounded by [`CALL_TIMEOUT`] and the deadline, and tried again after a transient
-    /// failure, which is said on stderr (`<problem>; trying again`) once while it lasts.
-    pub(super) async fn call<T, F, Fut>(&mut self, mut call: F) -> Result<T, Stop>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, kube::Error>>,
-    {
-        loop {
-            let left = self.deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let limit = left.map_or(CALL_TIMEOUT, |l| l.min(CALL_TIMEOUT));
-            if limit.is_zero() {
-                return Err(Stop::Deadline);
-            }
-            let problem = match tokio::time::timeout(limit, call()).await {
-                Ok(Ok(v)) => {
-                    self.said = None;
-                    return Ok(v);
-                }
-                Ok(Err(e)) if self.retry && transient(&e) => self.cluster.problem(&e),
-                Ok(Err(e)) => return Err(Stop::Final(e)),
-                Err(_) if left.is_some_and(|l| l <= CALL_TIMEOUT) => return Err(Stop::Deadline),
-                Err(_) if self.retry => format!(
-                    "cannot reach Kubernetes: {}: no answer within {} s",
-                    self.cluster.server,
-                    CALL_TIMEOUT.as_secs()
-                ),
-                Err(_) => return Err(Stop::Deadline),
-            };
-            if self.said.as_deref() != Some(problem.as_str()) {
-                eprintln!("{problem}; trying again");
-                self.said = Some(problem);
-            }
-            let pause = self.deadline.map_or(Duration::from_secs(1), |d| {
-                d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))
-            });
-            tokio::time::sleep(pause).await;
-        }
-    }
-}
+use crate::reporter::Reporter;
 
 /// Until when a command follows a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,8 +48,9 @@ impl<'a> Target<'a> {
     }
 }
 
-/// Waits until the request of `t` ends as `t.until` says, reading it every second and printing its
-/// progress on stderr whenever it changes, then renders its status in `t.format` with `render`.
+/// Waits until the request of `t` ends as `t.until` says, reading it every second and saying its
+/// progress on `out` (stderr) whenever it changes, then renders its status in `t.format` with
+/// `render`, as the command's result.
 ///
 /// # Errors
 /// The cluster cannot be read (a final failure), or the request disappears; and, with its own exit
@@ -139,13 +58,14 @@ impl<'a> Target<'a> {
 /// timeout running out (which names the catch-up when a rebuild itself is done); `render`'s.
 pub async fn wait(
     cluster: &Cluster,
+    out: &Reporter,
     t: Target<'_>,
     render: &dyn Fn(&Report, Format) -> Result<String, Failure>,
 ) -> Result<Output, Failure> {
     let Target { ns, pipeline, id, timeout, format, until } = t;
     let scope = Scope::Namespace(ns.to_string());
     let deadline = timeout.map(|t| Instant::now() + t);
-    let mut poller = Poller::retrying(cluster, deadline);
+    let mut poller = Poller::retrying(cluster, deadline, out);
     let (mut shown, mut shown_burn_down) = (String::new(), String::new());
     let mut last: Option<(Report, Instant)> = None;
     let mut rates = Rates::new();
@@ -168,13 +88,13 @@ pub async fn wait(
         // The progress line when it changes, then (for a rebuild) each change of the burn-down.
         let line = r.progress();
         if line != shown {
-            eprintln!("{line}");
+            out.say(&line);
             shown = line;
         }
         if until == Until::CaughtUp {
             let burn_down = report::catch_up_lines(&r, &rates);
             if burn_down != shown_burn_down {
-                eprint!("{burn_down}");
+                burn_down.lines().for_each(|l| out.say(l));
                 shown_burn_down = burn_down;
             }
         }

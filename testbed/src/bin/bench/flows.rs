@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::k8s::{FlowWatch, apply, kubectl_must, pipeline_yaml, running_pods, wait_no_pods};
-use crate::report::{FlowsRow, ms_since};
+use crate::measure::ms_since;
 use crate::{Args, Ctx, NS};
 
 /// One row of the AnkkaFlows table: `n` AnkkaFlows, each one streamlet at replicas 1 (a kwok pod).
@@ -109,4 +109,31 @@ const LAG_INTERVAL_SECONDS: f64 = 10.0;
 
 fn total(counts: &std::collections::BTreeMap<String, f64>) -> f64 {
     counts.values().sum()
+}
+
+/// One row of the AnkkaFlows table: `flows` pipelines, their pods, and what the operator took.
+pub struct FlowsRow {
+    pub flows: usize,
+    pub pods: usize,
+    pub idle_rss: u64,
+    pub apply_ms: f64,
+    pub reconciled: f64,
+    pub ready: f64,
+    pub cpu_to_ready: f64,
+    pub rss: u64,
+    pub hwm: u64,
+    pub cpu_window: f64,
+    pub reapply_ms: f64,
+    pub restart_reconciled: f64,
+    pub restart_ready: f64,
+    pub restart_cpu: f64,
+    pub restart_rss: u64,
+    pub restart_hwm: u64,
+    pub delete_ms: f64,
+    /// Reconciles from the start until all were reconciled after the apply.
+    pub reconciles: f64,
+    /// Reconciles from the restart until all were reconciled.
+    pub restart_reconciles: f64,
+    /// Requests to the brokers per lag interval with all Ready, by request type.
+    pub lag_requests: Vec<(String, f64)>,
 }

@@ -5,14 +5,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flow_testbed::{bed, kafka};
-use rdkafka::admin::{AdminClient, AdminOptions};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use crate::k8s::streamlet;
-use crate::report::{median, ms_since};
-use crate::{Args, PIPELINE, RECORDS};
+use crate::RECORDS;
+use crate::measure::{median, ms_since};
 
 /// Medians (ms) over 5 runs of: creating a consumer with a group id and reading the group's committed
 /// offsets on topic `bench.p<partitions>` (a fresh client: bootstrap, coordinator lookup, OffsetFetch),
@@ -86,39 +83,4 @@ pub fn kafka_tool_reset(groups: &[&str], topic: &str) {
     cmd.args(["--topic", topic]);
     let o = cmd.output().expect("kafka-tool runs");
     assert!(o.status.success(), "kafka-tool failed: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-pub fn delete_kafka(args: &Args) {
-    let admin: AdminClient<DefaultClientContext> = kafka_config().create().expect("admin client");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let large = crate::large::sizes(&args.large);
-    let topics: Vec<String> =
-        args.partitions.iter().chain(large.iter().map(|(_, p)| p)).map(|p| format!("bench.p{p}")).collect();
-    let p0 = args.partitions.first().copied().unwrap_or(3);
-    let flows = args.flows.iter().copied().max().unwrap_or(0);
-    let groups: Vec<String> = args
-        .partitions
-        .iter()
-        .flat_map(|&p| {
-            (0..args.groups.iter().copied().max().unwrap_or(0))
-                .map(move |i| format!("{PIPELINE}.{}.in", streamlet(p, i)))
-        })
-        .chain((0..flows).map(|i| format!("bench-f{i}.{}.in", streamlet(p0, 0))))
-        .chain(["bench.probe".to_string(), format!("bench-running.{}.in", streamlet(3, 0))])
-        .chain(large.iter().flat_map(|(g, p)| crate::large::group_names(*p, *g)))
-        .collect();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    rt.block_on(async {
-        // Groups nobody ever committed in do not exist; the broker says so per group, which is fine.
-        for chunk in groups.chunks(200) {
-            let g: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            if let Err(e) = admin.delete_groups(&g, &opts).await {
-                eprintln!("deleting groups: {e}");
-            }
-        }
-        let t: Vec<&str> = topics.iter().map(String::as_str).collect();
-        if let Err(e) = admin.delete_topics(&t, &opts).await {
-            eprintln!("deleting topics: {e}");
-        }
-    });
 }

@@ -1,107 +1,12 @@
-//! The results: medians and spreads, and the markdown table the run prints and writes.
+//! The results: the markdown table the run prints and writes.
 
-use std::process::Command;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-use crate::{Args, floor, large, settle};
-
-pub fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
-
-pub fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-pub fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-}
-
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
-pub fn utc_now() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M:%S"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-/// The 1, 5 and 15 minute load averages.
-pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-/// Seconds since midnight UTC of a wall-clock time.
-pub fn wall_secs_of_day(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() % 86_400.0)
-}
-
-/// Seconds since midnight UTC of a log timestamp such as `2026-11-29T17:14:01.584169Z`.
-pub fn log_secs_of_day(ts: &str) -> Option<f64> {
-    let time = ts.split_once('T')?.1.strip_suffix('Z')?;
-    let mut f = time.split(':');
-    let (h, m, s) = (f.next()?.parse::<f64>().ok()?, f.next()?.parse::<f64>().ok()?, f.next()?.parse::<f64>().ok()?);
-    Some(h * 3600.0 + m * 60.0 + s)
-}
+use crate::flows::FlowsRow;
+use crate::measure::{max, median, min};
+use crate::resets::ResetRow;
+use crate::{Args, large, settle};
 
 /// A hyperfine result: median, mean and standard deviation in ms, and the number of runs.
 pub type Timing = (f64, f64, f64, usize);
-
-pub struct ResetRow {
-    pub groups: usize,
-    pub partitions: i32,
-    pub flow: f64,
-    pub flow_min: f64,
-    pub flow_max: f64,
-    pub flow_reps: usize,
-    /// From the watch's first sight of the request annotation to the done annotation.
-    pub request: f64,
-    pub request_min: f64,
-    pub request_max: f64,
-    pub per_group: f64,
-    pub per_group_reps: usize,
-    pub all: f64,
-    pub all_min: f64,
-    pub all_max: f64,
-    pub floor: floor::Floor,
-}
-
-pub struct FlowsRow {
-    pub flows: usize,
-    pub pods: usize,
-    pub idle_rss: u64,
-    pub apply_ms: f64,
-    pub reconciled: f64,
-    pub ready: f64,
-    pub cpu_to_ready: f64,
-    pub rss: u64,
-    pub hwm: u64,
-    pub cpu_window: f64,
-    pub reapply_ms: f64,
-    pub restart_reconciled: f64,
-    pub restart_ready: f64,
-    pub restart_cpu: f64,
-    pub restart_rss: u64,
-    pub restart_hwm: u64,
-    pub delete_ms: f64,
-    /// Reconciles from the start until all were reconciled after the apply.
-    pub reconciles: f64,
-    /// Reconciles from the restart until all were reconciled.
-    pub restart_reconciles: f64,
-    /// Requests to the brokers per lag interval with all Ready, by request type.
-    pub lag_requests: Vec<(String, f64)>,
-}
 
 #[derive(Default)]
 pub struct Report {

@@ -13,8 +13,8 @@ use flow_testbed::bed;
 
 use crate::groups::{check_reset, commit_all, kafka_tool_reset};
 use crate::k8s::{apply, kubectl_must, pipeline_yaml, streamlet, wait_reconciled};
+use crate::measure::{log_secs_of_day, max, median, min, ms_since, wall_secs_of_day};
 use crate::op::Op;
-use crate::report::{ResetRow, log_secs_of_day, max, median, min, ms_since, wall_secs_of_day};
 use crate::{Args, Ctx, NS, PIPELINE, RECORDS, Stopped, floor};
 
 /// One row of the reset table: `n` groups over `p` partitions, `flow reset` against Kafka's tool.
@@ -316,4 +316,24 @@ pub fn reset_until_done<T>(
             return (t, at.duration_since(t).as_secs_f64() * 1000.0);
         }
     }
+}
+
+/// One row of the reset table: `groups` groups over `partitions` partitions, medians and spreads in ms.
+pub struct ResetRow {
+    pub groups: usize,
+    pub partitions: i32,
+    pub flow: f64,
+    pub flow_min: f64,
+    pub flow_max: f64,
+    pub flow_reps: usize,
+    /// From the watch's first sight of the request annotation to the done annotation.
+    pub request: f64,
+    pub request_min: f64,
+    pub request_max: f64,
+    pub per_group: f64,
+    pub per_group_reps: usize,
+    pub all: f64,
+    pub all_min: f64,
+    pub all_max: f64,
+    pub floor: floor::Floor,
 }

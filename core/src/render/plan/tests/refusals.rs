@@ -184,7 +184,7 @@ fn the_name_check_covers_every_rendered_name() {
         graph.name = "g".repeat(len);
         let stage = neo4j_secret(&["uri", "username", "password"], "1");
         // render even what does not fit, to see what Kubernetes would get
-        let problems = crate::render::names::check(
+        let problems = crate::names::objects::check(
             &flow.spec.pipeline,
             &flow
                 .spec

@@ -18,6 +18,15 @@ use std::fmt;
 
 use crate::names::{LABEL_MANAGED_BY, LABEL_NAME, LABEL_PIPELINE, LABEL_STREAMLET, MANAGED_BY};
 
+/// Pod-template annotation holding the config hash.
+pub const ANNOTATION_CONFIG_HASH: &str = "flow.ankka.thinkmorestupidless.com/config-hash";
+/// The pod-template annotations the operator sets besides the config hash: the sidecar's metrics,
+/// for scrapers that discover pods by annotation.
+pub const RESERVED_ANNOTATIONS: [(&str, &str); 2] = [("prometheus.io/scrape", "true"), ("prometheus.io/port", "2050")];
+/// The parameter of a built-in that names its Neo4j Secret (which its pods mount, so the name is
+/// checked here too).
+pub const STAGE_SECRET_PARAM: &str = "secret";
+
 /// Longest label value.
 pub const LABEL_VALUE_MAX: usize = 63;
 /// Longest object name that is a DNS subdomain.
