@@ -3,6 +3,8 @@
 
 mod allocator;
 mod apply;
+#[cfg(test)]
+mod clock;
 mod clusters;
 mod connections;
 mod context;

@@ -35,7 +35,7 @@ use crate::writes::{Object, timed};
 
 pub(crate) fn now() -> Timestamp {
     #[cfg(test)]
-    if let Some(now) = crate::scenario::clock::now() {
+    if let Some(now) = crate::clock::now() {
         return now;
     }
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());

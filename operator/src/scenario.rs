@@ -34,32 +34,6 @@ use crate::fixtures;
 #[cfg(test)]
 mod tests;
 
-/// The wall clock of the mocked-API reset tests: one that moves with tokio's clock, so that a test
-/// that pauses it (`tokio::time::pause`) passes a reset's settle, retries and deadlines in no real
-/// time. Set per thread, by the test that runs the reconcile there (see [`World`](super::World)).
-pub mod clock {
-    use std::cell::Cell;
-
-    use flow_core::reset::Timestamp;
-
-    thread_local! {
-        static START: Cell<Option<(Timestamp, tokio::time::Instant)>> = const { Cell::new(None) };
-    }
-
-    /// From now on (on this thread), the wall clock reads `at` plus the time tokio's clock moved
-    /// since.
-    pub fn start_at(at: Timestamp) {
-        START.set(Some((at, tokio::time::Instant::now())));
-    }
-
-    /// The wall clock, when a test set it on this thread.
-    pub fn now() -> Option<Timestamp> {
-        let (at, since) = START.get()?;
-        let ms = i64::try_from(since.elapsed().as_millis()).unwrap_or(i64::MAX);
-        Some(Timestamp(at.0.saturating_add(ms)))
-    }
-}
-
 /// The example pipeline's consumer group: streamlet `router`, inlet `in`.
 pub const GROUP: &str = "cart.router.in";
 /// The topic it reads.
@@ -291,7 +265,7 @@ impl World {
         let (api, kafka, ledger, wall) =
             (Arc::clone(&self.api), Arc::clone(&self.kafka), self.ledger.clone(), self.wall);
         let ran = runtime.block_on(async move {
-            clock::start_at(wall);
+            crate::clock::start_at(wall);
             let (ctx, handle) = fixtures::context_with(Arc::clone(&kafka), &ledger, &args);
             tokio::spawn(Api::serve(Arc::clone(&api), Arc::clone(&kafka), handle));
             let crashed = api.crashed.notified();

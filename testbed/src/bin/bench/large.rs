@@ -14,7 +14,7 @@ use flow_testbed::{bed, kafka, kubectl};
 
 use crate::groups::{check_reset, commit_all, kafka_tool_reset};
 use crate::k8s::{apply, wait_reconciled};
-use crate::report::{median, ms_since};
+use crate::measure::{median, ms_since};
 use crate::resets::{reset_until_done, signed_ms, wait_pods};
 use crate::{Args, Ctx, NS, PIPELINE, RECORDS, Stopped, floor};
 
