@@ -2,7 +2,9 @@
 //! requests.
 
 mod allocator;
+mod api;
 mod apply;
+mod cluster_ids;
 mod clusters;
 mod connections;
 mod context;
@@ -17,6 +19,7 @@ mod metrics;
 mod observe;
 mod owners;
 mod probe;
+mod reconcile;
 mod reset;
 mod scope;
 mod settings;

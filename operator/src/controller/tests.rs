@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use flow_core::render::topics::LiveTopic;
+use flow_core::resource::AnkkaFlow;
 use http::{Method, StatusCode};
+use k8s_openapi::jiff::Timestamp;
+use kube::core::DeserializeGuard;
 use serde_json::json;
 
 use super::*;
@@ -299,6 +302,7 @@ mod quiet {
 /// A status write alone does not wake a reconcile; a spec change, a reset request and a deletion do.
 #[test]
 fn only_what_a_reconcile_acts_on_wakes_one() {
+    let acts_on = |f: &AnkkaFlow| acts_on(&DeserializeGuard(Ok(f.clone())));
     let flow = fixtures::cart();
     let before = acts_on(&flow);
     let mut status_only = flow.clone();
@@ -327,7 +331,11 @@ async fn the_cache_is_ready_after_the_first_list() {
     use futures::StreamExt;
     use kube::runtime::watcher::Event;
     let (store, writer) = reflector::store();
-    let events = futures::stream::iter([Ok(Event::Init), Ok(Event::InitApply(fixtures::cart())), Ok(Event::InitDone)]);
+    let events = futures::stream::iter([
+        Ok(Event::Init),
+        Ok(Event::InitApply(DeserializeGuard(Ok(fixtures::cart())))),
+        Ok(Event::InitDone),
+    ]);
     let changes = reflector::reflector(writer, events.modify(forget_managed_fields))
         .applied_objects()
         .predicate_filter(acts_on, Default::default());
@@ -447,7 +455,7 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
 #[tokio::test]
 async fn a_stop_before_the_first_list_ends_the_controller() {
     let (ctx, mut handle) = fixtures::context(Arc::new(FakeKafka::default()));
-    let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), "shop");
+    let api: Api<Guarded> = Api::namespaced(ctx.client.clone(), "shop");
     let (store, writer) = reflector::store();
     let changes = reflector(writer, watcher(api, listing())).applied_objects();
     let controller = Controller::for_stream(changes, store);
