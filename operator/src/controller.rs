@@ -370,4 +370,6 @@ fn quiet<R>(e: &kube::runtime::controller::Error<R, kube::runtime::watcher::Erro
 }
 
 #[cfg(test)]
-mod tests;
+mod results;
+#[cfg(test)]
+pub(crate) mod tests;

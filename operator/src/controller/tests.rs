@@ -14,7 +14,7 @@ use super::*;
 use crate::connections::fake::{FakeKafka, fake_topic_id};
 use crate::fixtures::{self, ApiServer};
 
-const SHOP: &str = "127.0.0.1:19092";
+pub(crate) const SHOP: &str = "127.0.0.1:19092";
 
 /// Where the operator keeps the record of the topics it created for `cart` (uid `5f0c1e2a-cart`).
 const RECORD: &str = "/api/v1/namespaces/ankka-flow/configmaps/flow-topics-5f0c1e2a-cart";
@@ -30,7 +30,7 @@ fn not_found() -> serde_json::Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
 }
 
-fn clusters() -> serde_json::Value {
+pub(crate) fn clusters() -> serde_json::Value {
     fixtures::secret_list(vec![
         fixtures::secret(
             "ankka-flow",
