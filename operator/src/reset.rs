@@ -166,8 +166,8 @@ pub async fn drive(
                 if let Some(e) = flow_core::reset::superseded_event(fresh.reset, &id) {
                     ctx.events.record(&flow, &e).await;
                 }
-                let refused = Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused"));
-                ctx.events.record(&flow, &refused).await;
+                let event = Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused"));
+                ctx.events.record(&flow, &event).await;
                 let mut refused = drive.status(now());
                 refused.phase = RequestPhase::Refused;
                 refused.detail = why;
