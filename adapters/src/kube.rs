@@ -259,9 +259,9 @@ pub fn request_written_at(flow: &AnkkaFlow) -> Option<String> {
 ///
 /// # Errors
 /// The API call's error other than 409 (for example 403 without RBAC for events).
-pub async fn record_event(
+pub async fn record_event<K: kube::Resource<DynamicType = ()>>(
     client: &Client,
-    flow: &AnkkaFlow,
+    flow: &K,
     event: &FlowEvent,
     instance: &str,
 ) -> Result<bool, kube::Error> {
@@ -282,8 +282,8 @@ pub async fn record_event(
         note: Some(event.note.clone()),
         reason: Some(event.reason.clone()),
         regarding: Some(ObjectReference {
-            api_version: Some(AnkkaFlow::api_version(&()).into_owned()),
-            kind: Some(AnkkaFlow::kind(&()).into_owned()),
+            api_version: Some(K::api_version(&()).into_owned()),
+            kind: Some(K::kind(&()).into_owned()),
             name: Some(flow.name_any()),
             namespace: Some(ns),
             uid: flow.uid(),

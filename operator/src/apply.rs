@@ -4,11 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use flow_adapters::kube as k;
 use flow_adapters::owned;
 use flow_adapters::topics::{Created, Deleted};
 use flow_core::connection::KafkaConnection;
-use flow_core::events::{Event, EventType};
 use flow_core::render::plan::{self, Action, Deletion, FINALIZER, Plan, Refusal, StreamletStep};
 use flow_core::render::status::ApplyOutcome;
 use flow_core::resource::{AnkkaFlow, AppliedDeployment};
@@ -17,7 +15,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::context::{Context, Error};
+use crate::api;
+use crate::context::Context;
 use crate::owners::Writer;
 
 /// The Kafka connection of each topic of the pipeline, by topic id.
@@ -27,25 +26,34 @@ pub type Connections = BTreeMap<String, KafkaConnection>;
 /// a few round trips, not one per streamlet.
 const STREAMLET_CONCURRENCY: usize = 8;
 
-/// Records `event` about `flow` (needs a client) and logs it as `<ns>/<name>: <reason>: <note>`. An
-/// event the API server refuses (no right to create events, say) is logged and skipped: it never
-/// fails the reconcile.
-pub async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
-    let ns = flow.namespace().unwrap_or_default();
-    let name = flow.name_any();
-    match event.type_ {
-        EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
-        EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
-    }
-    if let Err(e) = k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
-        tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
-    }
-}
-
 /// A refused resource (needs a client): one Warning event per problem. Nothing else is applied.
 pub async fn refusal(ctx: &Context, flow: &AnkkaFlow, refusal: &Refusal) {
     for event in &refusal.events {
-        record(ctx, flow, event).await;
+        ctx.events.record(flow, event).await;
+    }
+}
+
+/// Why the deletion of a resource failed: the finalizer stays, and the deletion is tried again.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    /// A managed topic could not be described or deleted (`onDelete.managedTopics: Delete`).
+    #[error("{0}")]
+    TopicDelete(String),
+    /// The record of the topics the operator created could not be read.
+    #[error("cannot read the record of the topics the operator created: {0}")]
+    Record(#[source] api::Error),
+    /// The finalizer could not be removed.
+    #[error("cannot remove the finalizer: {0}")]
+    Finalizer(#[source] api::Error),
+}
+
+impl DeleteError {
+    /// See `crate::reconcile::Error::category`.
+    pub fn category(&self) -> &'static str {
+        match self {
+            DeleteError::TopicDelete(_) => "TopicDeleteFailed",
+            DeleteError::Record(e) | DeleteError::Finalizer(e) => e.category(),
+        }
     }
 }
 
@@ -55,28 +63,34 @@ pub async fn refusal(ctx: &Context, flow: &AnkkaFlow, refusal: &Refusal) {
 /// created. Nothing else: the owner references let Kubernetes delete the rest.
 ///
 /// # Errors
-/// [`Error::TopicDelete`] when a topic the record names could not be described or deleted (the
-/// finalizer stays, and the deletion is tried again); the finalizer's removal failing.
-pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(), Error> {
+/// [`DeleteError::TopicDelete`] when a topic the record names could not be described or deleted (the
+/// finalizer stays, and the deletion is tried again); the record's read or the finalizer's removal
+/// failing.
+pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(), DeleteError> {
     let (ns, name) = (flow.namespace().unwrap_or_default(), flow.name_any());
     for why in &d.unresolved {
         tracing::warn!(namespace = %ns, name = %name, reason = %why, "managed topic left in Kafka: it does not resolve");
     }
-    let stored =
-        if d.candidates.is_empty() { crate::owners::Stored::default() } else { crate::owners::read(ctx, flow).await? };
+    let stored = if d.candidates.is_empty() {
+        crate::owners::Stored::default()
+    } else {
+        crate::owners::read(ctx, flow).await.map_err(DeleteError::Record)?
+    };
     let described = crate::observe::describe_topics(ctx, d.to_describe(&stored.record)).await;
     let topics = d.topics(&stored.record, &described);
     for event in &topics.kept {
-        record(ctx, flow, event).await;
+        ctx.events.record(flow, event).await;
     }
     if !topics.unreachable.is_empty() {
-        return Err(Error::TopicDelete(topics.unreachable.join("; ")));
+        return Err(DeleteError::TopicDelete(topics.unreachable.join("; ")));
     }
     let mut failures = Vec::new();
     for (t, event) in &topics.delete {
         for (topic, result) in ctx.kafka.delete(t.kafka_connection(), std::slice::from_ref(&t.name)).await {
             match result {
-                Ok(Deleted::Deleted) => record(ctx, flow, event).await,
+                Ok(Deleted::Deleted) => {
+                    ctx.events.record(flow, event).await;
+                }
                 Ok(Deleted::Missing) => {
                     tracing::info!(namespace = %ns, name = %name, %topic, "managed topic already gone")
                 }
@@ -85,12 +99,12 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
         }
     }
     if !failures.is_empty() {
-        return Err(Error::TopicDelete(failures.join("; ")));
+        return Err(DeleteError::TopicDelete(failures.join("; ")));
     }
     if d.remove_finalizer {
         // Back from Kafka: the API writes take a reconcile slot again (`crate::slots`).
         let _slot = ctx.slots.resume().await;
-        owned::remove_finalizer(&ctx.client, flow, FINALIZER).await?;
+        owned::remove_finalizer(&ctx.client, flow, FINALIZER).await.map_err(|e| DeleteError::Finalizer(e.into()))?;
         // The record goes after the finalizer: while the finalizer stays (its removal failed, and
         // the deletion is tried again), the record must still prove which topics were the
         // resource's, or a retry would report them as someone else's. A record left behind (the
@@ -102,6 +116,16 @@ pub async fn deletion(ctx: &Context, flow: &AnkkaFlow, d: &Deletion) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A step of a plan that was rejected, already reported: the note of its `ApplyFailed` event, and
+/// the outcome for the `Applied` condition.
+#[derive(Debug)]
+pub struct Rejected {
+    /// The event's note: what failed and why.
+    pub note: String,
+    /// The outcome for the `Applied` condition.
+    pub outcome: ApplyOutcome,
 }
 
 /// Each streamlet's Deployment as its apply left it, by streamlet, for the status's record of the
@@ -116,8 +140,9 @@ pub type Applied = BTreeMap<String, AppliedDeployment>;
 /// back while a topic is created in Kafka, taken again after (`crate::slots`).
 ///
 /// # Errors
-/// The first step that failed, already recorded as a Warning event ([`plan::apply_failed`]);
-/// the steps after it were not carried out. The outcome goes into the `Applied` condition.
+/// The first step that failed ([`Rejected`]), already recorded as a Warning event
+/// ([`plan::apply_failed`]); the steps after it were not carried out. The outcome goes into the
+/// `Applied` condition.
 pub async fn plan(
     ctx: &Context,
     flow: &AnkkaFlow,
@@ -125,7 +150,7 @@ pub async fn plan(
     conns: &Connections,
     owners: &Writer,
     slot: crate::slots::Slot,
-) -> Result<Applied, (Error, ApplyOutcome)> {
+) -> Result<Applied, Rejected> {
     let on = On { ctx, flow, conns, owners };
     let mut held = ctx.slots.held(slot);
     let outcome: Result<Applied, (Action<'_>, String)> = async {
@@ -165,9 +190,9 @@ pub async fn plan(
     match outcome {
         Ok(deployments) => Ok(deployments),
         Err((action, message)) => {
-            let (event, applied) = plan::apply_failed(&action, &message);
-            record(ctx, flow, &event).await;
-            Err((Error::Apply(event.note.clone()), applied))
+            let (event, outcome) = plan::apply_failed(&action, &message);
+            ctx.events.record(flow, &event).await;
+            Err(Rejected { note: event.note.clone(), outcome })
         }
     }
 }
@@ -235,7 +260,7 @@ async fn carry_out(on: &On<'_>, action: &Action<'_>) -> Result<Option<AppliedDep
             }
         }
         Action::Record(e) => {
-            record(ctx, flow, e).await;
+            ctx.events.record(flow, e).await;
             Ok(None)
         }
         Action::ApplyServiceAccount(o) => owned::apply(c, &ns, *o).await.map(|_| None).map_err(api),

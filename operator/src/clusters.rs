@@ -47,7 +47,7 @@ impl ClusterSecrets {
     /// # Errors
     /// The Secrets cannot be listed.
     pub async fn get(&self) -> Result<Clusters, kube::Error> {
-        let Some(seen) = self.seen.as_ref().filter(|s| crate::context::listed(s)) else {
+        let Some(seen) = self.seen.as_ref().filter(|s| crate::api::listed(s)) else {
             return k::clusters(&self.client, &self.namespace).await;
         };
         // The cluster Secrets the watch sees now, with their versions.

@@ -1,14 +1,13 @@
-//! The reconcile of one `AnkkaFlow`: a short list of steps, each saying whether it needs a client
-//! (Kubernetes, Kafka) or is pure (a decision of `flow-core`):
+//! The controllers of `AnkkaFlow`s: their watches and caches, what wakes a reconcile, and what
+//! becomes of each reconcile's result. The reconcile itself, a pipeline of named steps, is in
+//! `crate::reconcile`: read it there.
 //!
-//! ```text
-//! fetch (I/O) -> decide (pure) -> [delete | refuse | fetch topics and objects (I/O) -> build (pure)
-//!   -> apply (I/O)] -> reset (I/O) -> status (I/O, one write)
-//! ```
-//!
-//! What is applied and in which order is `flow_core::render::plan`'s decision; this module wires the
-//! steps and reports every failure (a Warning event whose reason is the error's category, and the
-//! `Applied` condition), never only in the log.
+//! An object that cannot be read as an `AnkkaFlow` stays in the watch as such
+//! ([`crate::context::Guarded`]): it never stops the watch of the others, and is reported on itself
+//! (a Warning event `ResourceMalformed`) instead of reconciled. Every result is reported: a success
+//! in the log, a failure as a Warning event whose reason is its category (`crate::reconcile::Error`),
+//! in the `Applied` condition and in the metrics; a permanent failure waits for a change of the
+//! resource, any other is retried with backoff ([`error_policy`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,23 +17,21 @@ use flow_adapters::kafka::Deadlines;
 use flow_core::connection::CLUSTER_SECRET_PREFIX;
 use flow_core::events::{Event, EventType};
 use flow_core::names::{LABEL_MANAGED_BY, MANAGED_BY};
-use flow_core::render::plan::{self, Decision, Inputs, Observed};
-use flow_core::render::status::{self, ApplyOutcome};
-use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::context::{Context, Error};
+use crate::api::{MayAct, Recorder};
+use crate::context::{Context, Guarded};
 use crate::leader::{Leadership, Stop};
+use crate::observe;
+use crate::reconcile::{Error, reconcile};
 use crate::settings::Settings;
-use crate::{apply, observe};
 
 /// Starts the controller and runs until SIGTERM or Ctrl-C.
 ///
@@ -46,8 +43,8 @@ use crate::{apply, observe};
 /// When no Kubernetes client can be built, the Lease cannot be used, or the ledger cannot be opened.
 pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let stop = Stop::listen().map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
-    // Every call but the watches has a timeout (see `crate::leader::clients`).
-    let (client, watches) = crate::leader::clients().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
+    // Every call but the watches has a timeout (see `crate::api::clients`).
+    let (client, watches) = crate::api::clients().await.map_err(|e| format!("cannot reach Kubernetes: {e}"))?;
     tracing::info!(
         ledger = %settings.ledger_dir.display(),
         clusters_namespace = %settings.clusters_namespace(),
@@ -77,11 +74,11 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     // One controller per watched namespace (one of every namespace by default): a watch covers one
     // namespace or all of them, and the operator's rights may be bound in the watched ones alone.
     let scope = crate::scope::Scope::of(&settings);
-    let (flows, deployments) = (scope.apis::<AnkkaFlow>(&watches), scope.apis::<Deployment>(&watches));
+    let (flows, deployments) = (scope.apis::<Guarded>(&watches), scope.apis::<Deployment>(&watches));
     // The pipelines' pods: when each streamlet stopped, which the reset's settle counts from.
     crate::stopped::spawn(scope.apis::<Pod>(&watches));
     let mut deployment_stores = Vec::new();
-    let controllers: Vec<Controller<AnkkaFlow>> = flows
+    let controllers: Vec<Controller<Guarded>> = flows
         .into_iter()
         .zip(deployments)
         .map(|(flows, deployments)| {
@@ -114,7 +111,10 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let all_flows = controllers.iter().map(Controller::store).collect();
     let (cluster_secrets, cluster_ticks) =
         watch_cluster_secrets(watches.clone(), settings.clusters_namespace(), controllers.len());
+    let may_act = leadership.as_ref().map_or_else(MayAct::always, Leadership::may_act);
     let ctx = Arc::new(Context {
+        events: Recorder::new(client.clone(), &settings.instance, metrics.clone()),
+        may_act,
         clusters: crate::clusters::ClusterSecrets::new(
             client.clone(),
             settings.clusters_namespace(),
@@ -135,7 +135,6 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         metrics,
         flows: all_flows,
         deployments: deployment_stores,
-        recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
         slots: crate::slots::Slots::new(usize::from(settings.max_concurrent_reconciles)),
         cluster_ids: Default::default(),
@@ -153,9 +152,13 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         .map(|(controller, ticks)| run_controller(controller, ticks, stop.clone(), ctx.clone()));
     let controller = futures::stream::select_all(runs).for_each(|res| async move {
         match res {
-            Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
+            Ok((obj, action)) => tracing::debug!(object = %obj, ?action, "reconciled"),
             Err(e) if quiet(&e) => tracing::debug!(error = %e, "watch restarted or object gone"),
-            Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+            // A reconcile's own failure was reported on its resource and logged by `error_policy`.
+            Err(kube::runtime::controller::Error::ReconcilerFailed(e, obj)) => {
+                tracing::debug!(object = %obj, step = e.step(), category = e.category(), "reconcile failed")
+            }
+            Err(e) => tracing::warn!(error = %e, "the controller failed"),
         }
     });
     match leadership {
@@ -182,7 +185,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
 /// shutdown ends the watch that would list it: a stop that came before the list would wait forever.
 /// Then no reconcile can have started, so the stream ends at once.
 fn run_controller(
-    controller: Controller<AnkkaFlow>,
+    controller: Controller<Guarded>,
     ticks: impl futures::Stream<Item = ()> + Send + Sync + 'static,
     stop: Stop,
     ctx: Arc<Context>,
@@ -192,7 +195,7 @@ fn run_controller(
         let stop = stop.clone();
         async move {
             stop.requested().await;
-            if crate::context::listed(&store) {
+            if crate::api::listed(&store) {
                 std::future::pending::<()>().await;
             }
         }
@@ -207,18 +210,43 @@ fn run_controller(
 
 /// What a controller's stream yields for each reconcile.
 type Reconciled =
-    Result<(ObjectRef<AnkkaFlow>, Action), kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>>;
+    Result<(ObjectRef<Guarded>, Action), kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>>;
 
-/// [`reconcile`], counted and timed by outcome for the metrics.
-async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// [`reconcile`] of an object that could be read as an `AnkkaFlow`, else the report of one that
+/// could not ([`malformed`]); counted and timed by outcome for the metrics.
+async fn reconcile_measured(guarded: Arc<Guarded>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
-    let result = reconcile(flow.clone(), ctx.clone()).await;
+    let result = match &guarded.0 {
+        Ok(flow) => {
+            let flow = Arc::new(flow.clone());
+            let result = reconcile(flow.clone(), ctx.clone()).await;
+            // The Kafka clients a reset would use, built in the background once the pipeline is applied.
+            if result.is_ok() {
+                crate::warm::ahead(&ctx, &flow);
+            }
+            result
+        }
+        Err(invalid) => Err(malformed(&ctx, guarded.as_ref(), invalid).await),
+    };
     ctx.metrics.reconciled(result.as_ref().map_or_else(Error::category, |_| "success"), started.elapsed());
-    // The Kafka clients a reset would use, built in the background once the pipeline is applied.
     if result.is_ok() {
-        crate::warm::ahead(&ctx, &flow);
+        ctx.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&ObjectRef::from_obj(guarded.as_ref()));
     }
     result
+}
+
+/// Reports an object that cannot be read as an `AnkkaFlow` (needs a client): a Warning event
+/// `ResourceMalformed` on it, saying why, once per generation of it. Nothing else is done for it:
+/// the controller waits for a change of it ([`error_policy`]), and goes on with the others.
+async fn malformed(ctx: &Context, guarded: &Guarded, invalid: &kube::core::error_boundary::InvalidObject) -> Error {
+    let e = Error::Malformed(invalid.error.clone());
+    if guarded.namespace().is_some() && ctx.may_act.now() {
+        let generation = guarded.meta().generation.unwrap_or_default();
+        let note = format!("{e}; it is not reconciled until it changes");
+        let event = Event::new(EventType::Warning, e.category(), note, format!("malformed/{generation}"));
+        ctx.events.record(guarded, &event).await;
+    }
+    e
 }
 
 /// What of an `AnkkaFlow` a reconcile acts on, hashed: its generation (the spec; the API server also
@@ -226,19 +254,19 @@ async fn reconcile_measured(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<A
 /// marks), its finalizers and its deletion. A change of anything else, the status above all, does
 /// not wake a reconcile: every reconcile writes the status, and without this filter each write woke
 /// one more reconcile that had nothing to do (see docs/performance.md, "1,000 AnkkaFlows").
-fn acts_on(flow: &AnkkaFlow) -> Option<u64> {
+fn acts_on(flow: &Guarded) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    flow.metadata.generation.hash(&mut h);
+    flow.meta().generation.hash(&mut h);
     flow.annotations().hash(&mut h);
     flow.finalizers().hash(&mut h);
-    flow.metadata.deletion_timestamp.as_ref().map(|t| t.0.to_string()).hash(&mut h);
+    flow.meta().deletion_timestamp.as_ref().map(|t| t.0.to_string()).hash(&mut h);
     Some(h.finish())
 }
 
 /// Drops an `AnkkaFlow`'s `metadata.managedFields` before it is cached: the operator never reads
 /// them (it writes with server-side apply), and they are a good part of each cached resource.
-fn forget_managed_fields(flow: &mut AnkkaFlow) {
+fn forget_managed_fields(flow: &mut Guarded) {
     flow.managed_fields_mut().clear();
 }
 
@@ -282,7 +310,20 @@ fn watch_cluster_secrets(
     (store, receivers)
 }
 
-fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action {
+/// What follows a failed reconcile: a permanent failure ([`Error::permanent`]) waits for a change
+/// of the resource; any other is retried, after a backoff that doubles with each failure in a row.
+fn error_policy(flow: Arc<Guarded>, err: &Error, ctx: Arc<Context>) -> Action {
+    if err.permanent() {
+        tracing::warn!(
+            namespace = flow.namespace(),
+            name = %flow.name_any(),
+            step = err.step(),
+            category = err.category(),
+            error = %err,
+            "waits for a change of the resource"
+        );
+        return Action::await_change();
+    }
     let key = ObjectRef::from_obj(flow.as_ref());
     let attempt = {
         let mut f = ctx.failures.lock().unwrap_or_else(|p| p.into_inner());
@@ -294,6 +335,7 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
     tracing::warn!(
         namespace = flow.namespace(),
         name = %flow.name_any(),
+        step = err.step(),
         category = err.category(),
         error = %err,
         attempt,
@@ -301,243 +343,6 @@ fn error_policy(flow: Arc<AnkkaFlow>, err: &Error, ctx: Arc<Context>) -> Action 
         "will retry"
     );
     Action::requeue(delay)
-}
-
-/// One reconcile: its steps, then its one status write, then, for a failure, a Warning event whose
-/// reason is the error's category. A failure also shows in the `Applied` condition: the status
-/// written is the computed one when the steps got that far (a failed step of the plan), else the
-/// stored one with the failure. It is returned for a retry with backoff.
-///
-/// Its API work runs in a reconcile slot, its Kafka waits in none (see `crate::slots`): the slot is
-/// taken for the read and the decision, given back for the Kafka work (the reset request's, the
-/// topics' describe and creation, the catch-up's lag), taken again for the apply, and for the status
-/// write.
-pub async fn reconcile(flow: Arc<AnkkaFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let Ending { status, result } = steps(&flow, &ctx).await;
-    let _slot = ctx.slots.resume().await;
-    let result = match status {
-        Some(status) => {
-            let written = write_status(&ctx, &flow, status.status, &status.outcome).await;
-            result.and_then(|action| written.map(|()| action))
-        }
-        None => result,
-    };
-    match &result {
-        Ok(_) => {
-            ctx.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&ObjectRef::from_obj(flow.as_ref()));
-        }
-        Err(e) => report_failure(&ctx, &flow, e).await,
-    }
-    result
-}
-
-/// What a reconcile's steps end with: the status to write (none while the resource is deleted), and
-/// what to return.
-struct Ending {
-    status: Option<Status>,
-    result: Result<Action, Error>,
-}
-
-/// A status to write, and the outcome of the apply for its `Applied` condition.
-struct Status {
-    status: AnkkaFlowStatus,
-    outcome: ApplyOutcome,
-}
-
-impl Ending {
-    /// Steps that stopped at `e` before computing a status: the stored status is written with the
-    /// failure in its `Applied` condition, unless the resource is being deleted.
-    fn failed(flow: &AnkkaFlow, e: Error) -> Self {
-        let status = (flow.metadata.deletion_timestamp.is_none() && flow.namespace().is_some()).then(|| Status {
-            status: flow.status.clone().unwrap_or_default(),
-            outcome: ApplyOutcome::Failed { message: format!("reconcile failed: {e}") },
-        });
-        Ending { status, result: Err(e) }
-    }
-}
-
-/// `result?` for [`steps`]: a failure ends the steps with [`Ending::failed`].
-macro_rules! step {
-    ($flow:expr, $result:expr) => {
-        match $result {
-            Ok(v) => v,
-            Err(e) => return Ending::failed($flow, Error::from(e)),
-        }
-    };
-}
-
-async fn steps(flow: &AnkkaFlow, ctx: &Context) -> Ending {
-    let resync = Action::requeue(Duration::from_secs(ctx.settings.resync_seconds));
-
-    // In a reconcile slot until its Kafka work (see [`reconcile`]).
-    let slot = ctx.slots.start().await;
-
-    // 1. Fetch (needs a client): the Kafka cluster Secrets, the Secrets the built-ins name.
-    let fetched = step!(flow, observe::fetch(ctx, flow).await);
-
-    // 2. Decide (pure): delete, refuse, or a valid pipeline.
-    let inputs = Inputs {
-        flow,
-        sidecar_image: ctx.settings.sidecar_image(),
-        clusters: &fetched.clusters,
-        token_endpoints: &ctx.token_endpoints,
-        stage_secrets: &fetched.stage_secrets,
-    };
-    let valid = match step!(flow, plan::decide(&inputs)) {
-        // 2a. Deletion (needs Kafka and a client): managed topics, then the finalizer. Nothing else,
-        // and no status.
-        Decision::Delete(deletion) => {
-            // Its topics are deleted in Kafka: without the slot, which the finalizer's removal takes again.
-            drop(slot);
-            let result = apply::deletion(ctx, flow, &deletion).await.map(|()| Action::await_change());
-            return Ending { status: None, result };
-        }
-        // 2b. Refusal (needs a client): one Warning event per problem, status Failed, nothing
-        // applied, no reset carried out.
-        Decision::Refuse(refusal) => {
-            apply::refusal(ctx, flow, &refusal).await;
-            let mut status = refusal.status.clone();
-            keep_reset(flow, &mut status);
-            return Ending { status: Some(Status { status, outcome: refusal.outcome() }), result: Ok(resync) };
-        }
-        Decision::Apply(valid) => valid,
-    };
-    // From here, Kafka work: the slot is given back, and the apply takes one again.
-    drop(slot);
-
-    // 3. Fetch (needs Kafka and a client): each topic described in Kafka, the pipeline's objects.
-    // 4. Build (pure, cannot fail): the ordered plan and the status it leads to.
-    // 5. Apply (needs Kafka and a client): topics before Deployments, per-pipeline objects, each
-    // streamlet's Secret then Deployment, removals. A failed step stops the plan; it is reported,
-    // and the reset and status steps still run.
-    let conns: apply::Connections =
-        valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect();
-    // A reset request being carried out comes first: the apply waits until the reset's Kafka work
-    // is under its settle (or the drive returned), so that its server-side applies do not compete
-    // with the reset's reads and writes on the API server's critical path. It changes nothing the
-    // reset acts on: a reset acts only on streamlets stopped already (docs/performance.md, "One
-    // status write per step, a lane per group").
-    let (annotation, done) = flow_adapters::kube::reset_annotations(flow);
-    let (quiet, reset_quiet) = tokio::sync::oneshot::channel::<()>();
-    let reset_first = flow_core::request::pending(annotation, done);
-    let pipeline = async {
-        if reset_first {
-            // Sent, or dropped when the drive ends: either way the apply goes on.
-            let _ = reset_quiet.await;
-        }
-        // 2c. Consumer groups this pipeline shares with another on the same Kafka cluster (needs
-        // Kafka, for the cluster ids, and a client): a warning only.
-        crate::tenancy::warn_shared_groups(ctx, flow, &fetched.clusters).await;
-        let topics = observe::describe_topics(ctx, valid.topics()).await;
-        let slot = ctx.slots.resume().await;
-        let owned = observe::owned(ctx, flow).await?;
-        // Who owns the managed topics: the record the operator keeps in its own namespace.
-        let record = if valid.topics().iter().any(|t| t.managed) {
-            crate::owners::read(ctx, flow).await?
-        } else {
-            crate::owners::Stored::default()
-        };
-        let now = Timestamp::now();
-        let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
-        let plan = valid.build(&Observed {
-            topics: &topics,
-            deployments: &owned.deployments,
-            secrets: &owned.secrets,
-            applied: stored,
-            record: &record.record,
-            now,
-            reapply_after: Duration::from_secs(ctx.settings.resync_seconds),
-        });
-        if plan.objects.clears_record_first(stored) {
-            crate::writes::Object::of(&ctx.client, flow)?.clear_applied().await?;
-        }
-        let owners = crate::owners::Writer::new(ctx, flow, record)?;
-        let applied = apply::plan(ctx, flow, &plan, &conns, &owners, slot).await;
-        let mut status = plan.status;
-        status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, now);
-        Ok::<_, Error>((status, applied.map(|_| plan.objects.reapply_in())))
-    };
-    // 6. Reset (needs Kafka and a client): the reset request as far as it can go now, beside steps
-    // 3-5, so that a request waits neither for the pipeline's objects to be read nor applied (a reset
-    // acts only on the spec's stopped streamlets, which the apply cannot start); then the catch-up of
-    // a finished one. The driver writes the status itself while it runs, ahead of each Kafka effect
-    // (its write-ahead persists, see docs/reset.md), on top of the stored status; the reconcile's own
-    // write comes after, with the reset's part of it.
-    let mut reset = flow.status.clone().unwrap_or_default();
-    let (pipeline, recheck) = tokio::join!(pipeline, crate::reset::drive(ctx, flow, &mut reset, quiet));
-    // A failure here keeps what the drive made of the reset in the status written, without the
-    // record of the last apply of the pipeline's objects: an apply may have stopped part-way.
-    let failed = |e: Error, reset: AnkkaFlowStatus| {
-        let mut ending = Ending::failed(flow, e);
-        if let Some(s) = ending.status.as_mut() {
-            s.status = AnkkaFlowStatus { applied: None, ..reset };
-        }
-        ending
-    };
-    let (mut status, applied) = match pipeline {
-        Ok(done) => done,
-        Err(e) => return failed(e, reset),
-    };
-    let recheck = match recheck {
-        Ok(r) => r,
-        Err(e) => return failed(e, reset),
-    };
-    status.reset = reset.reset;
-    status.reset_history = reset.reset_history;
-    let follow = crate::lag::follow_catch_up(ctx, flow, &mut status).await;
-    // A rebuild: whether it holds streamlets at 0 replicas (the plan above rendered them so), and
-    // whether its groups caught up, as conditions and, when that changes, an event.
-    let held = flow_core::rebuild::held(&flow.spec, annotation, done);
-    let rebuild = flow_core::rebuild::conditions(annotation, &held, status.reset.as_ref(), flow.metadata.generation);
-    let before = flow.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-    let events = flow_core::rebuild::events(annotation, &rebuild, before);
-    if !events.is_empty() && !crate::leader::may_act() {
-        // No event, and no status write either: another instance may hold the Lease by now.
-        return Ending { status: None, result: Err(Error::LeaseLost) };
-    }
-    for event in events {
-        apply::record(ctx, flow, &event).await;
-    }
-    status.conditions.extend(rebuild);
-    if let Some(problem) = ctx.ledger.problem().await {
-        status.conditions.push(status::ledger_condition(&problem, flow.metadata.generation));
-    }
-
-    // 7. Status (needs a client): one write, when it changed, done by [`reconcile`].
-    let (outcome, result) = match applied {
-        Ok(reapply) => {
-            let resync = Duration::from_secs(ctx.settings.resync_seconds);
-            let next = [recheck, follow, reapply].into_iter().flatten().min().map_or(resync, |r| r.min(resync));
-            (ApplyOutcome::Applied, Ok(Action::requeue(next)))
-        }
-        Err((e, outcome)) => (outcome, Err(e)),
-    };
-    Ending { status: Some(Status { status, outcome }), result }
-}
-
-/// The reset part of the stored status, for a status the reset driver does not fill in (a refused
-/// resource): kept as it is, since the server-side apply of the status would remove it otherwise.
-fn keep_reset(flow: &AnkkaFlow, status: &mut AnkkaFlowStatus) {
-    if let Some(stored) = &flow.status {
-        status.reset.clone_from(&stored.reset);
-        status.reset_history.clone_from(&stored.reset_history);
-    }
-}
-
-/// Adds the conditions and transition times to `status` and writes it when it differs from the
-/// stored one (needs a client).
-async fn write_status(
-    ctx: &Context,
-    flow: &AnkkaFlow,
-    status: AnkkaFlowStatus,
-    outcome: &ApplyOutcome,
-) -> Result<(), Error> {
-    let status = status::finish(status, flow.status.as_ref(), outcome, Timestamp::now());
-    if status::needs_write(flow.status.as_ref(), &status) {
-        // On the object read only, and only while this instance holds the Lease (`crate::writes`).
-        crate::writes::Object::of(&ctx.client, flow)?.status(&status).await?;
-    }
-    Ok(())
 }
 
 /// How the watches list what they watch, at a start and after a watch expired: in pages of
@@ -564,17 +369,7 @@ fn quiet<R>(e: &kube::runtime::controller::Error<R, kube::runtime::watcher::Erro
     }
 }
 
-/// Reports a failed reconcile on the resource (needs a client): a Warning event whose reason is the
-/// error's category (the `Applied` condition was set by the reconcile's status write). A failed
-/// step of the plan was reported where it failed. An event that cannot be recorded is logged.
-async fn report_failure(ctx: &Context, flow: &AnkkaFlow, e: &Error) {
-    // An apply reports itself; an instance that lost the Lease records nothing more.
-    if matches!(e, Error::Apply(_) | Error::LeaseLost) || flow.namespace().is_none() {
-        return;
-    }
-    let note = format!("reconcile failed: {e}");
-    apply::record(ctx, flow, &Event::new(EventType::Warning, e.category(), note.clone(), note)).await;
-}
-
 #[cfg(test)]
-mod tests;
+mod results;
+#[cfg(test)]
+pub(crate) mod tests;

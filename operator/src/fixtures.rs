@@ -82,7 +82,10 @@ pub fn context_with(kafka: Arc<FakeKafka>, dir: &std::path::Path, args: &[&str])
     )
     .settings;
     let settings_slots = settings.max_concurrent_reconciles;
+    let metrics = Arc::new(crate::metrics::Metrics::default());
     let ctx = Context {
+        may_act: crate::api::MayAct::always(),
+        events: crate::api::Recorder::new(client.clone(), &settings.instance, metrics.clone()),
         clusters: crate::clusters::ClusterSecrets::new(client.clone(), settings.clusters_namespace(), None),
         client,
         ledger: crate::ledger::Ledger::open(dir, Arc::new(crate::metrics::Metrics::default())),
@@ -90,10 +93,9 @@ pub fn context_with(kafka: Arc<FakeKafka>, dir: &std::path::Path, args: &[&str])
         token_endpoints: settings.token_endpoints(),
         settings,
         failures: Mutex::new(HashMap::new()),
-        metrics: Arc::new(crate::metrics::Metrics::default()),
+        metrics,
         flows: vec![kube::runtime::reflector::store().0],
         deployments: Vec::new(),
-        recorded: Mutex::new(HashMap::new()),
         lag_measured: Mutex::new(HashMap::new()),
         slots: crate::slots::Slots::new(usize::from(settings_slots)),
         cluster_ids: Default::default(),

@@ -102,7 +102,8 @@ async fn sample_forever(ctx: Arc<Context>) {
     let mut histories = Histories::new();
     loop {
         tokio::time::sleep(interval).await;
-        let flows: Vec<Arc<AnkkaFlow>> = ctx.flows.iter().flat_map(|store| store.state()).collect();
+        let cached = ctx.cached_flows();
+        let flows: Vec<&AnkkaFlow> = cached.iter().filter_map(|f| f.0.as_ref().ok()).collect();
         let now_in_use = sample(&ctx, &flows, &mut histories).await;
         // A connection no pipeline uses any more has nothing left to sample: its series go (else its
         // last success would age and say that sampling fails).
@@ -113,6 +114,7 @@ async fn sample_forever(ctx: Arc<Context>) {
         }
         in_use = now_in_use;
         drop(flows);
+        drop(cached);
         // The sample's buffers are freed now; their pages go back to the system.
         crate::allocator::release_free();
     }
@@ -121,7 +123,7 @@ async fn sample_forever(ctx: Arc<Context>) {
 /// One sample: the pending requests, the groups under a reset or rebuild, and the lag of every
 /// inlet of every pipeline. Returns the connections (by their label) that the inlets were sampled
 /// over.
-async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>], histories: &mut Histories) -> BTreeSet<String> {
+async fn sample(ctx: &Context, flows: &[&AnkkaFlow], histories: &mut Histories) -> BTreeSet<String> {
     let pending = flows
         .iter()
         .filter(|f| {
@@ -134,7 +136,7 @@ async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>], histories: &mut Histori
 
     let wanted: Vec<(&AnkkaFlow, InletTarget)> = flows
         .iter()
-        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (f.as_ref(), ts)))
+        .filter_map(|f| targets::select(&f.spec, &[]).ok().map(|ts| (*f, ts)))
         .flat_map(|(f, ts)| ts.into_iter().flat_map(|t| t.inlets).map(move |i| (f, i)))
         .collect();
     // Who each inlet is, for its labels: the AnkkaFlow's namespace and name, and the connection.
@@ -228,7 +230,7 @@ async fn sample(ctx: &Context, flows: &[Arc<AnkkaFlow>], histories: &mut Histori
 /// finished: what an alert on a lag that does not fall after a reset looks at. Rebuilt from the
 /// resources at each sample, so the series of a group go once its inlet or pipeline went, and a
 /// group's catch-up series once it caught up.
-fn publish_resets(ctx: &Context, flows: &[Arc<AnkkaFlow>]) {
+fn publish_resets(ctx: &Context, flows: &[&AnkkaFlow]) {
     ctx.metrics.rebuilding.clear();
     ctx.metrics.catch_up_started.clear();
     for flow in flows {

@@ -7,11 +7,11 @@
 //!   for the Lease like any other). Every durable effect of a reset is rebuilt from the status, the
 //!   ledger and Kafka's markers, so stopping mid-reconcile is safe, while reconciling on is not.
 //! - **Acting only with a margin.** Commits, events, status writes and the done write happen only
-//!   while [`may_act`] holds: less than the renewal deadline since the last renewal the API server
+//!   while the context's [`MayAct`] holds: less than the renewal deadline since the last renewal the API server
 //!   confirmed, counted from before it was sent, on the monotonic clock. A process paused past it (a
 //!   long GC pause, SIGSTOP) finds it false the moment it runs again, before it acts.
 //! - **Every API call with a timeout**: the client of every call but the watches answers within
-//!   [`API_TIMEOUT`] or fails ([`clients`]), and the Lease's own calls within what is left of the
+//!   [`API_TIMEOUT`] or fails (`crate::api::clients`), and the Lease's own calls within what is left of the
 //!   renewal deadline. A status write carries the resourceVersion this instance last read or wrote,
 //!   so one sent by a deposed holder after a new holder wrote is refused (`crate::writes`).
 //! - **Takeover conditional on the Lease's resourceVersion.** A candidate counts a holder as gone
@@ -31,7 +31,6 @@
 //! (the grace); the second is a window of the time between the last check and the send, a few
 //! milliseconds, in which Kafka itself refuses the commit if consumers have joined the group since.
 
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -41,40 +40,8 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::api::{API_TIMEOUT, MayAct};
 use crate::settings::{DEFAULT_INSTANCE, Settings};
-
-/// The longest any call to the API server may take, watches aside: no answer by then is a failure.
-pub const API_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The clients of the operator: one for its calls, which fail when the API server sends nothing for
-/// [`API_TIMEOUT`] (counted from when the request was sent), and one for its watches, whose streams
-/// stay quiet for minutes when nothing changes (the watcher has its own idle timeout).
-///
-/// A call's deadlines are layers around the request, not read timeouts on the connection: a read
-/// timeout also runs while a kept-alive connection waits in the pool, and closed every connection
-/// idle for [`API_TIMEOUT`], so that a burst of calls (a reset's events, one per consumer group)
-/// opened new TLS connections on its critical path (docs/performance.md, "Connections kept").
-///
-/// # Errors
-/// When no Kubernetes configuration is found, or no client can be built from it.
-pub async fn clients() -> Result<(Client, Client), kube::Error> {
-    let config = kube::Config::infer().await.map_err(kube::Error::InferConfig)?;
-    let watches = Client::try_from(config.clone())?;
-    Ok((calls_client(config, API_TIMEOUT)?, watches))
-}
-
-/// A client whose calls fail when the API server sends nothing for `timeout`: the response's head
-/// within `timeout` of sending the request (connecting included), then each part of its body within
-/// `timeout` of the one before. Its kept-alive connections wait in the pool without a deadline.
-fn calls_client(mut config: kube::Config, timeout: Duration) -> Result<Client, kube::Error> {
-    config.connect_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    config.read_timeout = None;
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&tower_http::timeout::ResponseBodyTimeoutLayer::new(timeout))
-        .with_layer(&tower::timeout::TimeoutLayer::new(timeout))
-        .build())
-}
 
 /// Set once SIGTERM or SIGINT arrived; a second signal ends the process at once.
 #[derive(Clone)]
@@ -234,33 +201,6 @@ impl Timing {
     }
 }
 
-/// When this instance last had its holding confirmed, shared with everything that must not act
-/// without it.
-#[derive(Debug)]
-struct Term {
-    renewed: Mutex<Instant>,
-    timing: Timing,
-}
-
-impl Term {
-    fn may_act(&self) -> bool {
-        self.renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < self.timing.renew_deadline
-    }
-
-    fn renewed_at(&self, at: Instant) {
-        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = at;
-    }
-}
-
-/// The term of this process, once it holds the Lease (never set without leader election).
-static TERM: OnceLock<Arc<Term>> = OnceLock::new();
-
-/// Whether this process may act now: it runs without leader election, or it holds the Lease and
-/// its last confirmed renewal is less than the renewal deadline old.
-pub fn may_act() -> bool {
-    TERM.get().is_none_or(|t| t.may_act())
-}
-
 /// The Lease, held by this instance.
 pub struct Leadership {
     lost: watch::Receiver<Option<String>>,
@@ -269,6 +209,7 @@ pub struct Leadership {
     namespace: String,
     name: String,
     identity: String,
+    may_act: MayAct,
 }
 
 /// The Lease of this election, and who this instance is in it.
@@ -400,13 +341,19 @@ impl Leadership {
                 }
             }
         };
-        let term = Arc::new(Term { renewed: Mutex::new(held.1), timing });
-        // Set once per process: a process holds the Lease at most once (losing it ends the process).
-        let _ = TERM.set(term.clone());
+        // What the reconciles are given in their context: a process holds the Lease at most once
+        // (losing it ends the process).
+        let may_act = MayAct::held(held.1, timing.renew_deadline);
         let (tx, lost) = watch::channel(None);
-        let task = tokio::spawn(renew(lease.clone(), held.0, term, tx));
+        let task = tokio::spawn(renew(lease.clone(), held.0, may_act.clone(), tx));
         tracing::info!(lease = %format!("{namespace}/{name}"), %identity, "holding the lease: this instance reconciles");
-        Ok(Some(Leadership { lost, task, lease, namespace, name, identity }))
+        Ok(Some(Leadership { lost, task, lease, namespace, name, identity, may_act }))
+    }
+
+    /// Whether this instance may act now, kept up to date by the renewals: what the reconciles'
+    /// context carries.
+    pub fn may_act(&self) -> MayAct {
+        self.may_act.clone()
     }
 
     /// One look at the Lease: the Lease as held by this instance once it took it, `None` while
@@ -489,7 +436,7 @@ impl Leadership {
 }
 
 /// Renews the Lease every retry period until it is lost; sends why.
-async fn renew(lease: LeaseApi, mut held: Lease, term: Arc<Term>, lost: watch::Sender<Option<String>>) {
+async fn renew(lease: LeaseApi, mut held: Lease, term: MayAct, lost: watch::Sender<Option<String>>) {
     let t = lease.timing;
     let mut renewed = Instant::now();
     loop {
@@ -523,87 +470,7 @@ async fn renew(lease: LeaseApi, mut held: Lease, term: Arc<Term>, lost: watch::S
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering;
-
     use super::*;
-
-    /// What a test API server does with each request it reads on a connection.
-    #[derive(Clone, Copy)]
-    enum Answer {
-        Whole,
-        Nothing,
-        HeadOnly,
-    }
-
-    /// An HTTP/1.1 server on loopback that answers the requests on each connection it accepts as
-    /// `answers` says, in order; returns its address and a count of the connections accepted.
-    async fn api_server(answers: Vec<Answer>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
-        let addr = format!("http://{}", listener.local_addr().expect("an address"));
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = accepted.clone();
-        let answers = Arc::new(Mutex::new(answers.into_iter()));
-        tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                let answers = answers.clone();
-                tokio::spawn(async move {
-                    let mut seen = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
-                        seen.extend_from_slice(&buf[..n]);
-                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                            seen.drain(..end + 4);
-                            let answer = answers.lock().unwrap_or_else(|p| p.into_inner()).next();
-                            let body = r#"{"major":"1","minor":"36","gitVersion":"v1.36.3"}"#;
-                            let head = format!(
-                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                                body.len()
-                            );
-                            match answer {
-                                Some(Answer::Whole) => {
-                                    let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
-                                }
-                                Some(Answer::HeadOnly) => {
-                                    let _ = conn.write_all(head.as_bytes()).await;
-                                }
-                                Some(Answer::Nothing) | None => {}
-                            }
-                        }
-                    }
-                });
-            }
-        });
-        (addr, accepted)
-    }
-
-    fn client(addr: &str, timeout: Duration) -> Client {
-        calls_client(kube::Config::new(addr.parse().expect("a URL")), timeout).expect("a client")
-    }
-
-    #[tokio::test]
-    async fn a_connection_idle_longer_than_the_deadline_is_used_again() {
-        let (addr, accepted) = api_server(vec![Answer::Whole, Answer::Whole]).await;
-        let client = client(&addr, Duration::from_millis(200));
-        client.apiserver_version().await.expect("the first answer");
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        client.apiserver_version().await.expect("the second answer");
-        assert_eq!(accepted.load(Ordering::SeqCst), 1, "both calls went over one connection");
-    }
-
-    #[tokio::test]
-    async fn a_call_without_an_answer_or_with_half_of_one_fails_at_its_deadline() {
-        for answer in [Answer::Nothing, Answer::HeadOnly] {
-            let (addr, _) = api_server(vec![answer]).await;
-            let client = client(&addr, Duration::from_millis(300));
-            let started = std::time::Instant::now();
-            let outcome = tokio::time::timeout(Duration::from_secs(5), client.apiserver_version()).await;
-            let took = started.elapsed();
-            assert!(matches!(outcome, Ok(Err(_))), "the call failed by itself");
-            assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
-        }
-    }
 
     #[test]
     fn a_deposed_holder_stops_acting_before_a_new_one_may_start() {
@@ -646,14 +513,5 @@ mod tests {
         let s = settings(&["--lease-duration-seconds", "4", "--kafka-request-timeout-seconds", "1"]);
         let why = Timing::of(&s).check(&s).unwrap_err();
         assert!(why.contains("the API timeout: an API call may run 10 s") && why.contains("at least 5"), "{why}");
-    }
-
-    #[test]
-    fn without_a_term_the_process_may_act() {
-        let term =
-            Term { renewed: Mutex::new(Instant::now()), timing: Timing::new(15, Duration::from_secs(10), API_TIMEOUT) };
-        assert!(term.may_act());
-        term.renewed_at(Instant::now() - Duration::from_secs(11));
-        assert!(!term.may_act());
     }
 }

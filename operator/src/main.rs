@@ -2,9 +2,11 @@
 //! requests.
 
 mod allocator;
+mod api;
 mod apply;
 #[cfg(test)]
 mod clock;
+mod cluster_ids;
 mod clusters;
 mod connections;
 mod context;
@@ -19,6 +21,7 @@ mod metrics;
 mod observe;
 mod owners;
 mod probe;
+mod reconcile;
 mod reset;
 #[cfg(test)]
 mod scenario;

@@ -399,6 +399,19 @@ impl Metrics {
         self.object_applies.get_or_create(&OutcomeLabels { outcome: outcome.to_string() }).inc();
     }
 
+    /// Counts an event created just now with `reason`, where it is a decision about a request that
+    /// needed approval (`ResetApproved`, `ResetDenied`, `ResetExpired`): events of a request are
+    /// named by their key, so each decision is counted once, by whichever instance recorded it.
+    pub fn event_created(&self, reason: &str) {
+        let decision = match reason {
+            "ResetApproved" => "approved",
+            "ResetDenied" => "denied",
+            "ResetExpired" => "expired",
+            _ => return,
+        };
+        self.reset_decisions.get_or_create(&DecisionLabels { decision: decision.into() }).inc();
+    }
+
     /// Records one reconcile: `outcome` is `success` or the error's category.
     pub fn reconciled(&self, outcome: &str, took: Duration) {
         let labels = ReconcileLabels { outcome: outcome.to_string() };

@@ -17,7 +17,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Secret};
 use kube::{Api, ResourceExt};
 
-use crate::context::{Context, Error};
+use crate::api::Error;
+use crate::context::Context;
 
 /// What the operator read from Kubernetes before deciding (needs a client).
 pub struct Fetched {
@@ -32,7 +33,7 @@ pub struct Fetched {
 /// # Errors
 /// The cluster Secrets cannot be listed. A built-in's Secret that cannot be read is no error: it is
 /// [`StageSecret::Unreadable`], which the decision refuses with the reason.
-pub async fn fetch(ctx: &Context, flow: &AnkkaFlow) -> Result<Fetched, Error> {
+pub async fn fetch(ctx: &Context, flow: &AnkkaFlow) -> Result<Fetched, kube::Error> {
     let clusters = ctx.clusters.get().await?;
     let ns = flow.namespace().unwrap_or_default();
     let mut stage_secrets = BTreeMap::new();
@@ -122,7 +123,7 @@ pub async fn owned(ctx: &Context, flow: &AnkkaFlow) -> Result<Owned, Error> {
     let uid = flow.uid().ok_or(Error::Incomplete("uid"))?;
     let pipeline = &flow.spec.pipeline;
     let observed = |d: &Deployment| Some((d.labels().get(LABEL_STREAMLET)?.clone(), observed_deployment(d)));
-    let cached = ctx.deployments.iter().all(crate::context::listed);
+    let cached = ctx.deployments.iter().all(crate::api::listed);
     let deployments: BTreeMap<String, ObservedDeployment> = if cached && !ctx.deployments.is_empty() {
         ctx.deployments
             .iter()

@@ -19,9 +19,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
-use crate::context::{Context, Error};
-use crate::leader::may_act;
-use crate::writes::timed;
+use crate::api::{Error, MayAct, timed};
+use crate::context::Context;
 
 /// A resource's record as read, and whether its ConfigMap exists.
 #[derive(Clone, Debug, Default)]
@@ -67,6 +66,7 @@ pub struct Writer {
     owner: Owner,
     namespace: String,
     state: Mutex<Stored>,
+    may_act: MayAct,
 }
 
 /// Attempts of the write that records a created topic's id: losing it costs the operator its proof
@@ -84,6 +84,7 @@ impl Writer {
             owner: owner(flow)?,
             namespace: ctx.settings.operator_namespace().to_string(),
             state: Mutex::new(stored),
+            may_act: ctx.may_act.clone(),
         })
     }
 
@@ -97,9 +98,7 @@ impl Writer {
     /// # Errors
     /// [`Error::LeaseLost`] when this instance may not act; the API server's refusal.
     pub async fn write(&self, record: &Record) -> Result<(), Error> {
-        if !may_act() {
-            return Err(Error::LeaseLost);
-        }
+        self.may_act.check()?;
         let stored = self.stored();
         if stored.exists {
             if let Some(patch) = record.patch(&stored.record) {
@@ -161,9 +160,7 @@ impl Writer {
 /// # Errors
 /// [`Error::LeaseLost`] when this instance may not act; the API server's refusal.
 pub async fn forget(ctx: &Context, uid: &str) -> Result<(), Error> {
-    if !may_act() {
-        return Err(Error::LeaseLost);
-    }
+    ctx.may_act.check()?;
     match timed(api(ctx).delete(&owners::record_name(uid), &DeleteParams::default())).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use flow_adapters::kafka::ResetCalls;
 use flow_adapters::kube as k;
@@ -27,20 +27,12 @@ use kube::{Api, ResourceExt};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::api::{Error, MayAct, Recorder, timed};
 use crate::connections::Connections;
-use crate::context::{Context, Error};
+use crate::context::{Context, now};
 use crate::faults;
-use crate::metrics::{DecisionLabels, Metrics, RequesterLabels};
-use crate::writes::{Object, timed};
-
-pub(crate) fn now() -> Timestamp {
-    #[cfg(test)]
-    if let Some(now) = crate::clock::now() {
-        return now;
-    }
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
-}
+use crate::metrics::RequesterLabels;
+use crate::writes::Object;
 
 /// How long until `at`, from now (zero once it has passed).
 fn until(at: Timestamp) -> Duration {
@@ -84,7 +76,7 @@ pub async fn drive(
         tokio::join!(timed(api.get(&name)), timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)));
     let flow = flow?;
     // Every write of this drive lands on the object just read, or nowhere (`crate::writes`).
-    let object = Arc::new(Object::of(&ctx.client, &flow)?);
+    let object = Arc::new(Object::of(ctx, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
     let flow_status = flow.status.as_ref();
     let written = k::request_written_at(&flow);
@@ -169,19 +161,13 @@ pub async fn drive(
         match crate::tenancy::shared_reset_verdict(ctx, &flow, drive.id(), &groups).await? {
             None => {}
             Some(Verdict::Refused(why)) => {
-                if !crate::leader::may_act() {
-                    return Err(Error::LeaseLost);
-                }
+                ctx.may_act.check()?;
                 let id = drive.id().to_string();
                 if let Some(e) = flow_core::reset::superseded_event(fresh.reset, &id) {
-                    record(ctx, &flow, &e).await;
+                    ctx.events.record(&flow, &e).await;
                 }
-                record(
-                    ctx,
-                    &flow,
-                    &Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused")),
-                )
-                .await;
+                let event = Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused"));
+                ctx.events.record(&flow, &event).await;
                 let mut refused = drive.status(now());
                 refused.phase = RequestPhase::Refused;
                 refused.detail = why;
@@ -196,11 +182,11 @@ pub async fn drive(
             }
             Some(Verdict::Waits(why)) => {
                 if let Some(e) = flow_core::reset::superseded_event(fresh.reset, drive.id()) {
-                    record(ctx, &flow, &e).await;
+                    ctx.events.record(&flow, &e).await;
                 }
                 // Once per distinct reason, as the waits for running streamlets.
                 let event = Event::new(EventType::Warning, "ResetRefused", why.clone(), why.clone());
-                crate::tenancy::record(ctx, &flow, &event).await;
+                ctx.events.record_once(&flow, &event).await;
                 let mut waiting = drive.status(now());
                 waiting.phase = RequestPhase::Waiting;
                 waiting.detail = why;
@@ -233,11 +219,11 @@ async fn answered(
     status: &mut AnkkaFlowStatus,
     answer: Answer,
 ) -> Result<Option<Duration>, Error> {
-    if !answer.events.is_empty() && !crate::leader::may_act() {
-        return Err(Error::LeaseLost);
+    if !answer.events.is_empty() {
+        ctx.may_act.check()?;
     }
     for event in &answer.events {
-        record(ctx, flow, event).await;
+        ctx.events.record(flow, event).await;
     }
     status.reset = Some(answer.reset);
     status.reset_history = answer.history;
@@ -290,11 +276,11 @@ impl Events {
     }
 
     /// Starts recording `event`.
-    fn record(&mut self, ctx: &Context, event: Event) {
-        let (client, instance, flow) = (ctx.client.clone(), ctx.settings.instance.clone(), Arc::clone(&self.flow));
-        let metrics = Arc::clone(&ctx.metrics);
-        self.recording
-            .push(tokio::spawn(async move { record_with(&client, &instance, &metrics, &flow, &event).await }));
+    fn record(&mut self, events: &Recorder, event: Event) {
+        let (events, flow) = (events.clone(), Arc::clone(&self.flow));
+        self.recording.push(tokio::spawn(async move {
+            events.record(flow.as_ref(), &event).await;
+        }));
     }
 
     /// Waits until every event started so far is recorded (or its failure logged).
@@ -336,7 +322,7 @@ impl Run<'_> {
                 // What commits (a fence too), publishes or writes happens only while this instance
                 // holds the Lease with a margin. Refused work was never started: the drive must not
                 // wait for it.
-                if work.acts() && !crate::leader::may_act() {
+                if work.acts() && !self.ctx.may_act.now() {
                     drive.not_started(&work);
                     drive.abandon();
                     failure.get_or_insert(Error::LeaseLost);
@@ -469,7 +455,8 @@ impl Run<'_> {
                 };
                 // A group outside the map (never expected) shares lane 0.
                 let lane = self.lanes.get(call.group()).copied().unwrap_or(0);
-                let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs).await;
+                let may_act = self.ctx.may_act.clone();
+                let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs, may_act).await;
                 calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
@@ -513,7 +500,7 @@ impl Run<'_> {
                     }),
                 });
             }
-            Work::Record(event) => self.events.record(self.ctx, event),
+            Work::Record(event) => self.events.record(&self.ctx.events, event),
             Work::WriteDone(id) => {
                 self.events.recorded().await;
                 faults::point("before-done").await;
@@ -597,6 +584,7 @@ async fn run_kafka(
     call: KafkaCall,
     at: Option<i64>,
     configs: BTreeMap<String, String>,
+    may_act: MayAct,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
     let pipeline = (flow.namespace().unwrap_or_default(), flow.spec.pipeline.clone());
@@ -638,7 +626,7 @@ async fn run_kafka(
             }
             KafkaCall::Fence { target, offsets, metadata } => {
                 faults::group_point("before-fence", group.as_str()).await;
-                let result = if crate::leader::may_act() {
+                let result = if may_act.now() {
                     async { client?.fence(target, offsets, metadata).await }.await
                 } else {
                     Err(KafkaFailure::unavailable(NOT_LEADER))
@@ -648,7 +636,7 @@ async fn run_kafka(
             KafkaCall::Commit { target, offsets, metadata } => {
                 // Checked again as late as can be: the claim may have waited. The read-back goes
                 // over the same client, to the same coordinator: behind the commit.
-                let result = if crate::leader::may_act() {
+                let result = if may_act.now() {
                     async {
                         let client = client?;
                         let ps: Vec<i32> = offsets.keys().copied().collect();
@@ -727,40 +715,5 @@ fn count_finished(ctx: &Context, drive: &mut Drive) {
     if let Ok(t) = requested_at.parse::<k8s_openapi::jiff::Timestamp>() {
         let secs = k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs_f64();
         ctx.metrics.reset_duration.observe(secs.max(0.0));
-    }
-}
-
-/// Records an event; a failure (for example no RBAC grant for events) is logged, never fatal.
-async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
-    record_with(&ctx.client, &ctx.settings.instance, &ctx.metrics, flow, event).await;
-}
-
-/// [`record`] with the client and the instance name (the event's reporting instance).
-///
-/// A decision about a request that needed approval is counted when its event is created: events of
-/// a request are named by their key, so each decision is counted once, by whichever instance
-/// recorded it.
-async fn record_with(client: &kube::Client, instance: &str, metrics: &Metrics, flow: &AnkkaFlow, event: &Event) {
-    let ns = flow.namespace().unwrap_or_default();
-    let name = flow.name_any();
-    match event.type_ {
-        EventType::Normal => tracing::info!("{ns}/{name}: {}: {}", event.reason, event.note),
-        EventType::Warning => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
-    }
-    match timed(k::record_event(client, flow, event, instance)).await {
-        Ok(created) => {
-            let decision = match event.reason.as_str() {
-                "ResetApproved" => "approved",
-                "ResetDenied" => "denied",
-                "ResetExpired" => "expired",
-                _ => return,
-            };
-            if created {
-                metrics.reset_decisions.get_or_create(&DecisionLabels { decision: decision.into() }).inc();
-            }
-        }
-        Err(e) => {
-            tracing::warn!(namespace = %ns, name = %name, reason = %event.reason, error = %e, "could not record the event");
-        }
     }
 }

@@ -276,7 +276,7 @@ impl World {
                     let flow = copy.unwrap_or_else(|| api.flow());
                     let flow = Arc::new(serde_json::from_value::<AnkkaFlow>(flow).expect("an AnkkaFlow"));
                     let before = api.writes();
-                    let result = crate::controller::reconcile(flow, Arc::clone(&ctx)).await;
+                    let result = crate::reconcile::reconcile(flow, Arc::clone(&ctx)).await;
                     results.push(result.map_err(|e| e.category()));
                     let flow: AnkkaFlow = serde_json::from_value(api.flow()).expect("an AnkkaFlow");
                     let (request, done) = flow_adapters::kube::reset_annotations(&flow);
@@ -296,7 +296,7 @@ impl World {
                 () = crashed => Ran { crashed: true, results: Vec::new() },
                 () = tokio::time::sleep(Duration::from_secs(24 * 3600)) => panic!("the operator hangs"),
             };
-            (outcome, crate::reset::now())
+            (outcome, crate::context::now())
         });
         // Every task of the process ends with its runtime, as they end with a process.
         runtime.shutdown_background();

@@ -4,11 +4,13 @@
 //! AnkkaFlows and of their Deployments is made through here, so that the operator never asks for
 //! objects outside the namespaces it watches, which RBAC would refuse it (403).
 
-use flow_core::resource::AnkkaFlow;
+use std::sync::Arc;
+
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 
+use crate::context::Guarded;
 use crate::settings::Settings;
 
 /// The namespaces the operator reconciles.
@@ -42,14 +44,15 @@ impl Scope {
     }
 
     /// Every AnkkaFlow the operator watches, read from the API server: one list per watched
-    /// namespace, or one of every namespace.
+    /// namespace, or one of every namespace. One that cannot be read as an `AnkkaFlow` is in the list
+    /// as such, as in the controllers' caches: it never fails the list of the others.
     ///
     /// # Errors
     /// The first list that fails.
-    pub async fn list_flows(&self, client: &Client) -> Result<Vec<AnkkaFlow>, kube::Error> {
+    pub async fn list_flows(&self, client: &Client) -> Result<Vec<Arc<Guarded>>, kube::Error> {
         let mut all = Vec::new();
-        for api in self.apis::<AnkkaFlow>(client) {
-            all.extend(api.list(&ListParams::default()).await?.items);
+        for api in self.apis::<Guarded>(client) {
+            all.extend(api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new));
         }
         Ok(all)
     }

@@ -156,7 +156,7 @@ pub fn spawn(apis: Vec<Api<Pod>>) {
         tokio::spawn(async move {
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(event) => SEEN.lock().unwrap_or_else(|p| p.into_inner()).take(event, crate::reset::now()),
+                    Ok(event) => SEEN.lock().unwrap_or_else(|p| p.into_inner()).take(event, crate::context::now()),
                     Err(e) => tracing::debug!(error = %e, "the watch of pods restarts"),
                 }
             }

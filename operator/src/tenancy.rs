@@ -3,58 +3,15 @@
 //! Kafka cluster's id, asked from the cluster itself) and applies (events, status); it decides
 //! nothing itself.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
 use flow_adapters::kafka;
-use flow_adapters::kube as k;
 use flow_core::connection::{Clusters, KafkaConnection};
-use flow_core::events::Event;
 use flow_core::names::GroupId;
 use flow_core::resource::AnkkaFlow;
 use flow_core::tenancy::{self, ClusterId, FlowRef, Pipeline, SharedGroup, Verdict};
 use kube::ResourceExt;
 
-use crate::context::{Context, Error};
-
-/// How long a cluster id learned over a connection is kept: ids do not change, but the brokers an
-/// address names may (a DNS name moved), so it is asked again after a while, as long as a pooled
-/// client is kept.
-const KEEP_KNOWN: Duration = Duration::from_secs(600);
-
-/// How long "no id" is kept: a request waiting for it looks again at each recheck
-/// ([`flow_core::reset::WAIT_RECHECK`]), and the warnings of the same reconcile do not ask twice.
-const KEEP_UNKNOWN: Duration = flow_core::reset::WAIT_RECHECK;
-
-/// The Kafka cluster ids learned so far, per connection: what `flow_core::tenancy` takes as an
-/// input to tell clusters apart.
-#[derive(Default)]
-pub struct ClusterIds {
-    learned: Mutex<Vec<(KafkaConnection, ClusterId, Instant)>>,
-}
-
-impl ClusterIds {
-    /// The ids still fresh, to look connections up in.
-    fn known(&self) -> Vec<(KafkaConnection, ClusterId)> {
-        let now = Instant::now();
-        let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
-        learned.retain(|(_, id, at)| now.duration_since(*at) < keep(id));
-        learned.iter().map(|(c, id, _)| (c.clone(), id.clone())).collect()
-    }
-
-    fn remember(&self, conn: KafkaConnection, id: ClusterId) {
-        let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
-        learned.retain(|(c, _, _)| *c != conn);
-        learned.push((conn, id, Instant::now()));
-    }
-}
-
-fn keep(id: &ClusterId) -> Duration {
-    match id {
-        ClusterId::Known(_) => KEEP_KNOWN,
-        ClusterId::Unknown(_) => KEEP_UNKNOWN,
-    }
-}
+use crate::api::{Error, timed};
+use crate::context::Context;
 
 /// Asks Kafka for the cluster id over each of `conns` not known yet, all at once, each in its
 /// connection's bulkhead and within twice the request deadline (a client's first metadata, then
@@ -92,16 +49,12 @@ async fn ask(ctx: &Context, conn: &KafkaConnection, home: &GroupId) -> Result<St
 
 /// `flow` and every `AnkkaFlow` of `all` of its pipeline id, as the check sees them, with the
 /// cluster Secrets, calling `f` with them.
-fn with_pipelines<T>(
-    flow: &AnkkaFlow,
-    all: &[Arc<AnkkaFlow>],
-    f: impl FnOnce(Pipeline<'_>, &[Pipeline<'_>]) -> T,
-) -> T {
+fn with_pipelines<T>(flow: &AnkkaFlow, all: &[&AnkkaFlow], f: impl FnOnce(Pipeline<'_>, &[Pipeline<'_>]) -> T) -> T {
     let ns = flow.namespace().unwrap_or_default();
     let name = flow.name_any();
     let me = Pipeline { namespace: &ns, name: &name, spec: &flow.spec };
     // Only a resource of the same pipeline id can map to the same groups.
-    let same: Vec<&Arc<AnkkaFlow>> = all.iter().filter(|f| f.spec.pipeline == flow.spec.pipeline).collect();
+    let same: Vec<&AnkkaFlow> = all.iter().copied().filter(|f| f.spec.pipeline == flow.spec.pipeline).collect();
     let keys: Vec<(String, String)> = same.iter().map(|f| (f.namespace().unwrap_or_default(), f.name_any())).collect();
     let others: Vec<Pipeline<'_>> =
         same.iter().zip(&keys).map(|(f, (namespace, name))| Pipeline { namespace, name, spec: &f.spec }).collect();
@@ -114,7 +67,7 @@ fn with_pipelines<T>(
 async fn shared_groups(
     ctx: &Context,
     flow: &AnkkaFlow,
-    all: &[Arc<AnkkaFlow>],
+    all: &[&AnkkaFlow],
     clusters: &Clusters,
     groups: Option<&[GroupId]>,
 ) -> Vec<SharedGroup> {
@@ -140,7 +93,8 @@ pub async fn warn_shared_groups(ctx: &Context, flow: &AnkkaFlow, clusters: &Clus
     // Right after the start, the caches may not have listed every resource yet.
     let ready = futures::future::join_all(ctx.flows.iter().map(|store| store.wait_until_ready()));
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ready).await;
-    let all: Vec<Arc<AnkkaFlow>> = ctx.flows.iter().flat_map(|store| store.state()).collect();
+    let cached = ctx.cached_flows();
+    let all: Vec<&AnkkaFlow> = cached.iter().filter_map(|f| f.0.as_ref().ok()).collect();
     let shared = shared_groups(ctx, flow, &all, clusters, None).await;
     if shared.is_empty() {
         return;
@@ -148,11 +102,11 @@ pub async fn warn_shared_groups(ctx: &Context, flow: &AnkkaFlow, clusters: &Clus
     let me = FlowRef { namespace: flow.namespace().unwrap_or_default(), name: flow.name_any() };
     for s in shared {
         for other in &s.others {
-            record(ctx, flow, &tenancy::shared_group_event(&s.group, other, s.allowed)).await;
+            ctx.events.record_once(flow, &tenancy::shared_group_event(&s.group, other, s.allowed)).await;
             let found =
                 all.iter().find(|f| f.namespace().as_deref() == Some(&other.namespace) && f.name_any() == other.name);
             if let Some(o) = found {
-                record(ctx, o, &tenancy::shared_group_event(&s.group, &me, s.allowed)).await;
+                ctx.events.record_once(*o, &tenancy::shared_group_event(&s.group, &me, s.allowed)).await;
             }
         }
     }
@@ -179,52 +133,15 @@ pub async fn shared_reset_verdict(
         return Ok(None);
     }
     let read = async {
-        let all: Vec<Arc<AnkkaFlow>> = match ctx.flows_listed() {
-            true => ctx.flows.iter().flat_map(kube::runtime::reflector::Store::state).collect(),
-            false => crate::scope::Scope::of(&ctx.settings)
-                .list_flows(&ctx.client)
-                .await?
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
+        let all = match ctx.flows_listed() {
+            true => ctx.cached_flows(),
+            false => crate::scope::Scope::of(&ctx.settings).list_flows(&ctx.client).await?,
         };
-        Ok::<_, Error>((all, ctx.clusters.get().await?))
+        Ok::<_, kube::Error>((all, ctx.clusters.get().await?))
     };
     // Its API calls answer within the client's timeout; this bounds the whole read.
-    let (all, clusters) = tokio::time::timeout(crate::leader::API_TIMEOUT, read)
-        .await
-        .map_err(|_| kube::Error::Service("the API server did not answer in time".into()))??;
+    let (all, clusters) = timed(read).await?;
+    let all: Vec<&AnkkaFlow> = all.iter().filter_map(|f| f.0.as_ref().ok()).collect();
     let shared = shared_groups(ctx, flow, &all, &clusters, Some(groups)).await;
     Ok(tenancy::reset_verdict(id, groups, &shared))
-}
-
-/// How long an event recorded by [`record`] is not asked for again.
-const RECORDED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// Records a Warning `event` about `flow`, and logs it the first time only: reconciles repeat these
-/// events, the API server keeps one of each (see `flow_adapters::kube::record_event`), and this
-/// instance does not ask again for [`RECORDED_FOR`] (events expire, so it asks again after that). A
-/// failure to record (for example no RBAC grant for events) is logged with the event's text, never
-/// fatal, and not retried sooner either.
-pub(crate) async fn record(ctx: &Context, flow: &AnkkaFlow, event: &Event) {
-    let ns = flow.namespace().unwrap_or_default();
-    let name = flow.name_any();
-    let key = format!("{ns}/{}", event.name_for(&name));
-    let now = std::time::Instant::now();
-    {
-        let mut recorded = ctx.recorded.lock().unwrap_or_else(|p| p.into_inner());
-        if recorded.get(&key).is_some_and(|at| now.duration_since(*at) < RECORDED_FOR) {
-            return;
-        }
-        recorded.retain(|_, at| now.duration_since(*at) < RECORDED_FOR);
-    }
-    match k::record_event(&ctx.client, flow, event, &ctx.settings.instance).await {
-        Ok(true) => tracing::warn!("{ns}/{name}: {}: {}", event.reason, event.note),
-        Ok(false) => {}
-        // Logged once, with what the event would have said; not asked again for a while either.
-        Err(e) => {
-            tracing::warn!(error = %e, "{ns}/{name}: {}: {} (not recorded as an event)", event.reason, event.note)
-        }
-    }
-    ctx.recorded.lock().unwrap_or_else(|p| p.into_inner()).insert(key, now);
 }

@@ -1,5 +1,8 @@
-//! The operator's writes to an `AnkkaFlow` it read: each lands on that object only (its
-//! `metadata.uid`), and only while this instance holds its Lease with a margin.
+//! The operator's writes to an `AnkkaFlow` it read, through one writer ([`Object`]): the status
+//! (the reconcile's own write, and the reset's writes while it runs), the done annotation, and the
+//! clearing of the record of the last apply. Each lands on that object only (its `metadata.uid`),
+//! and only while this instance holds its Lease with a margin (the context's
+//! [`crate::api::MayAct`]).
 //!
 //! - **The done annotation** is applied with the object's uid in the body: if the object was deleted
 //!   and another created under its name, the API server refuses the write (422: the uid is
@@ -16,10 +19,10 @@ use std::sync::Mutex;
 use flow_adapters::kube as k;
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use kube::core::Status;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 
-use crate::context::Error;
-use crate::leader::{API_TIMEOUT, may_act};
+use crate::api::{Error, MayAct, timed};
+use crate::context::Context;
 
 /// One `AnkkaFlow` as this instance read it, and the version it last saw of it.
 pub struct Object {
@@ -27,29 +30,24 @@ pub struct Object {
     name: String,
     uid: String,
     version: Mutex<Option<String>>,
-}
-
-/// `call` with [`API_TIMEOUT`] (the client's own deadlines bound the answer's head and each part of
-/// its body; this bounds the whole call, retries included).
-pub async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
-    tokio::time::timeout(API_TIMEOUT, call)
-        .await
-        .unwrap_or_else(|_| Err(kube::Error::Service("the API server did not answer in time".into())))
+    may_act: MayAct,
 }
 
 impl Object {
-    /// The object `flow` (read from the API server or the watch cache).
+    /// The object `flow` (read from the API server or the watch cache), written with the context's
+    /// client while the context's [`MayAct`] holds.
     ///
     /// # Errors
     /// [`Error::Incomplete`] when it has no namespace or uid.
-    pub fn of(client: &Client, flow: &AnkkaFlow) -> Result<Object, Error> {
+    pub fn of(ctx: &Context, flow: &AnkkaFlow) -> Result<Object, Error> {
         let ns = flow.namespace().ok_or(Error::Incomplete("namespace"))?;
         let uid = flow.uid().ok_or(Error::Incomplete("uid"))?;
         Ok(Object {
-            api: Api::namespaced(client.clone(), &ns),
+            api: Api::namespaced(ctx.client.clone(), &ns),
             name: flow.name_any(),
             uid,
             version: Mutex::new(flow.resource_version()),
+            may_act: ctx.may_act.clone(),
         })
     }
 
@@ -76,9 +74,7 @@ impl Object {
     pub async fn status(&self, status: &AnkkaFlowStatus) -> Result<(), Error> {
         let mut again = true;
         loop {
-            if !may_act() {
-                return Err(Error::LeaseLost);
-            }
+            self.may_act.check()?;
             match timed(k::write_status(&self.api, &self.name, status, self.version().as_deref())).await {
                 Ok(version) => {
                     self.saw(version);
@@ -107,9 +103,7 @@ impl Object {
     /// # Errors
     /// [`Error::LeaseLost`] when this instance may not act; the API server's refusal otherwise.
     pub async fn clear_applied(&self) -> Result<(), Error> {
-        if !may_act() {
-            return Err(Error::LeaseLost);
-        }
+        self.may_act.check()?;
         let version = timed(k::clear_applied(&self.api, &self.name)).await?;
         self.saw(version);
         Ok(())
@@ -120,9 +114,7 @@ impl Object {
     /// # Errors
     /// [`Error::LeaseLost`] when this instance may not act; the API server's refusal otherwise.
     pub async fn done(&self, id: &str) -> Result<(), Error> {
-        if !may_act() {
-            return Err(Error::LeaseLost);
-        }
+        self.may_act.check()?;
         let version = timed(k::write_done(&self.api, &self.name, &self.uid, id)).await?;
         self.saw(version);
         Ok(())

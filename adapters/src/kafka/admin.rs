@@ -13,8 +13,8 @@
 //! It also reads the cluster id librdkafka learned from the cluster's metadata (`rd_kafka_clusterid`):
 //! rdkafka's `fetch_cluster_id` never frees the copy librdkafka hands out for each call.
 //!
-//! This module is the only unsafe code of the project: the workspace denies `unsafe_code`, and only
-//! this file allows it. Every object librdkafka allocates for a call is owned by a guard and freed
+//! This module is unsafe code: the workspace denies `unsafe_code`, and it allows it for itself (the
+//! only other place that does is the operator's `allocator` module, for two calls). Every object librdkafka allocates for a call is owned by a guard and freed
 //! whatever path is taken; librdkafka copies the request objects it is given, so they are freed right
 //! after the call.
 

@@ -4,14 +4,17 @@
 use std::sync::Arc;
 
 use flow_core::render::topics::LiveTopic;
+use flow_core::resource::AnkkaFlow;
 use http::{Method, StatusCode};
+use k8s_openapi::jiff::Timestamp;
+use kube::core::DeserializeGuard;
 use serde_json::json;
 
 use super::*;
 use crate::connections::fake::{FakeKafka, fake_topic_id};
 use crate::fixtures::{self, ApiServer};
 
-const SHOP: &str = "127.0.0.1:19092";
+pub(crate) const SHOP: &str = "127.0.0.1:19092";
 
 /// Where the operator keeps the record of the topics it created for `cart` (uid `5f0c1e2a-cart`).
 const RECORD: &str = "/api/v1/namespaces/ankka-flow/configmaps/flow-topics-5f0c1e2a-cart";
@@ -27,7 +30,7 @@ fn not_found() -> serde_json::Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
 }
 
-fn clusters() -> serde_json::Value {
+pub(crate) fn clusters() -> serde_json::Value {
     fixtures::secret_list(vec![
         fixtures::secret(
             "ankka-flow",
@@ -299,6 +302,7 @@ mod quiet {
 /// A status write alone does not wake a reconcile; a spec change, a reset request and a deletion do.
 #[test]
 fn only_what_a_reconcile_acts_on_wakes_one() {
+    let acts_on = |f: &AnkkaFlow| acts_on(&DeserializeGuard(Ok(f.clone())));
     let flow = fixtures::cart();
     let before = acts_on(&flow);
     let mut status_only = flow.clone();
@@ -327,7 +331,11 @@ async fn the_cache_is_ready_after_the_first_list() {
     use futures::StreamExt;
     use kube::runtime::watcher::Event;
     let (store, writer) = reflector::store();
-    let events = futures::stream::iter([Ok(Event::Init), Ok(Event::InitApply(fixtures::cart())), Ok(Event::InitDone)]);
+    let events = futures::stream::iter([
+        Ok(Event::Init),
+        Ok(Event::InitApply(DeserializeGuard(Ok(fixtures::cart())))),
+        Ok(Event::InitDone),
+    ]);
     let changes = reflector::reflector(writer, events.modify(forget_managed_fields))
         .applied_objects()
         .predicate_filter(acts_on, Default::default());
@@ -447,7 +455,7 @@ async fn a_pending_reset_reads_before_the_apply_starts() {
 #[tokio::test]
 async fn a_stop_before_the_first_list_ends_the_controller() {
     let (ctx, mut handle) = fixtures::context(Arc::new(FakeKafka::default()));
-    let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), "shop");
+    let api: Api<Guarded> = Api::namespaced(ctx.client.clone(), "shop");
     let (store, writer) = reflector::store();
     let changes = reflector(writer, watcher(api, listing())).applied_objects();
     let controller = Controller::for_stream(changes, store);
