@@ -43,9 +43,10 @@ pub fn marker(metadata: &str) -> Option<Marker> {
     }
 }
 
-/// Issues of the machine and its driver that the model found and that are left open, reported to
-/// the lead (docs/ledger-tests.md, "Known issues"). A check told to accept one accepts exactly the
-/// history that shows it, and nothing else.
+/// Issues of the machine and its driver that the model found, fixed since (docs/ledger-tests.md,
+/// "What the model found", items 3 and 4): a test that runs the old behaviour accepts one to show
+/// that the model still catches it. A check told to accept one accepts exactly the history that
+/// shows it, and nothing else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KnownIssue {
     /// The operator stops between a group's persisted intent and its reset commit; the streamlet runs

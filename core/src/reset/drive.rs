@@ -41,9 +41,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::approval::ApprovalPolicy;
-use super::intake::Stamps;
 use super::machine::{DEFAULT_SETTLE, Done, ResetMachine, State};
 use super::retry::DEFAULT_RETRY_FOR;
+use super::status::Stamps;
 use super::vocabulary::{Effect, GroupOutcome, Input, Intent, Timestamp};
 use crate::events::Event;
 use crate::names::GroupId;

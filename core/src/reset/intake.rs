@@ -19,7 +19,7 @@ use super::approval::{Asked, Gate, gate};
 use super::destination::Destination;
 use super::drive::{Drive, DriveOptions};
 use super::machine::{ResetMachine, State};
-use super::status::{failing_since, merge_progress, progress_from_status};
+use super::status::{Stamps, failing_since, merge_progress, progress_from_status};
 use super::vocabulary::{GroupProgress, LedgerEntry, Timestamp};
 use crate::events::{Event, EventType, fit_note};
 use crate::names::GroupId;
@@ -104,33 +104,6 @@ pub enum Started {
     Answered(Box<Answer>),
     /// The request runs.
     Drive(Box<Drive>),
-}
-
-/// When a request was written, when the operator first saw it, who requested it, how it was
-/// approved, and when it finished: kept across reconciles.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Stamps {
-    pub uid: String,
-    pub written_at: Option<String>,
-    pub requested_at: String,
-    pub requested_by: Option<String>,
-    pub approval: Option<Approval>,
-    pub finished_at: Option<String>,
-}
-
-impl Stamps {
-    /// `r` with the stamps; a finished request is stamped finished at `now` the first time.
-    pub fn apply(&mut self, mut r: ResetStatus, now: Timestamp) -> ResetStatus {
-        r.uid = Some(self.uid.clone());
-        r.written_at.clone_from(&self.written_at);
-        r.requested_at = Some(self.requested_at.clone());
-        r.requested_by.clone_from(&self.requested_by);
-        r.approval.clone_from(&self.approval);
-        if r.phase.finished() {
-            r.finished_at = Some(self.finished_at.get_or_insert_with(|| now.rfc3339()).clone());
-        }
-        r
-    }
 }
 
 /// Decides what the request of `fresh` needs, at `now`.
