@@ -87,6 +87,7 @@ mod order;
 mod plan;
 mod recovery;
 mod retry;
+mod run;
 mod status;
 mod summary;
 mod survey;
@@ -107,6 +108,7 @@ pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
 pub use order::Pins;
+pub use run::{End, Ended, Need, Next, Report, Run};
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
 pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};

@@ -195,7 +195,7 @@ pub async fn shared_reset_verdict(
         .await
         .map_err(|_| kube::Error::Service("the API server did not answer in time".into()))??;
     let shared = shared_groups(ctx, flow, &all, &clusters, Some(groups)).await;
-    Ok(tenancy::reset_verdict(id, groups, &shared))
+    Ok(tenancy::reset_verdict(id, groups, &shared, flow_core::reset::WAIT_RECHECK))
 }
 
 /// How long an event recorded by [`record`] is not asked for again.
