@@ -108,8 +108,8 @@ pub use machine::{
     DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
 };
 pub use order::Pins;
-pub use run::{End, Ended, Need, Next, Report, Run};
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
+pub use run::{End, Ended, Need, Next, Report, Run};
 pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
 pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};
 pub use vocabulary::{

@@ -14,6 +14,7 @@ use flow_core::names::GroupId;
 use flow_core::reset::{
     Drive, DriveOptions, Ended, Fresh, GroupPhase, Input, KafkaCall, Need, Next, Persist, Report, Run, State, Work,
 };
+use flow_core::tenancy::Verdict;
 use std::collections::BTreeMap;
 
 use flow_core::resource::{GroupStage, RequestPhase, ResetStatus};
@@ -169,7 +170,10 @@ impl World {
             match run.poll(self.now) {
                 Next::Start(work) => {
                     started += 1;
-                    assert!(started <= MAX_WORK, "the run of request {id:?} did not end after {MAX_WORK} pieces of work");
+                    assert!(
+                        started <= MAX_WORK,
+                        "the run of request {id:?} did not end after {MAX_WORK} pieces of work"
+                    );
                     // As the operator: work that acts is refused once the Lease's margin is gone.
                     if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
                         run.handle(Report::NotStarted(work), self.now);
@@ -211,11 +215,16 @@ impl World {
                 }
                 Next::Need(need) => {
                     let report = match need {
-                        Need::Ledger(of) => {
-                            Report::Ledger((!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&of)))
-                        }
+                        Need::Ledger(of) => Report::Ledger(
+                            (!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&of)),
+                        ),
                         Need::Pods => Report::Pods { pods: self.kube.pod_counts(), stopped: BTreeMap::new() },
-                        Need::Shared(_) => Report::Shared(self.shared.clone()),
+                        Need::Shared(_) => {
+                            if let (Some(Verdict::Refused(_)), Some(id)) = (&self.shared, &id) {
+                                self.facts.push(Fact::SharedRefused { id: id.clone() });
+                            }
+                            Report::Shared(self.shared.clone())
+                        }
                         // A cache behind a broken watch shows no request at all.
                         Need::Requested { fresh } => {
                             let seen = (fresh || !self.stale_cache).then(|| self.kube.request.clone()).flatten();

@@ -129,6 +129,11 @@ impl World {
         })
     }
 
+    /// Whether the shared-group rule refused request `id` before fact `until`.
+    pub fn refused_for_a_shared_group(&self, id: &str, until: usize) -> bool {
+        self.facts[..until].iter().any(|f| matches!(f, Fact::SharedRefused { id: refused } if refused == id))
+    }
+
     fn reported_reset_is_true(&self, id: &str, s: Streamlet, at: usize, accepted: &[KnownIssue]) -> bool {
         self.landed_reset(id, s).is_some_and(|j| j < at)
             || accepted.contains(&KnownIssue::SettleAmbiguity) && self.consumer_ran_after_intent(id, s, at)
@@ -488,6 +493,11 @@ impl World {
                     }
                 }
                 Some(_) if self.refused_for_an_earlier_object(id, i) => {}
+                // Refused for a shared group, reported first: its groups not finished are never
+                // reset for it. (A refusal cut short before its event is no refusal: the request
+                // may finish later like any other.)
+                Some(_)
+                    if self.refused_for_a_shared_group(id, i) && before("ResetRefused", &format!("{id}/refused")) => {}
                 Some(targets) => {
                     for s in targets {
                         let reset = self.reported_reset_is_true(id, s, i, accepted);
@@ -556,6 +566,7 @@ impl World {
                 if done.contains(id.as_str())
                     && names.is_empty()
                     && !self.refused_for_an_earlier_object(id, self.facts.len())
+                    && !self.refused_for_a_shared_group(id, self.facts.len())
                 {
                     out.push(format!("request {id} is done, but {} has no outcome event", s.group()));
                 }

@@ -15,6 +15,7 @@ use flow_core::tenancy::Verdict;
 use flow_ledger_tests::world::{Fact, request_id};
 use flow_ledger_tests::{Ask, Init, Reconciled, Streamlet, TopicInit, World};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 fn topic_init() -> impl Strategy<Value = TopicInit> {
     let partition = (0i64..40, 1i64..80, proptest::option::of(0i64..140))
@@ -60,7 +61,11 @@ fn refusals(world: &World, from: usize) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/decisions.txt"))),
+        ..ProptestConfig::default()
+    })]
 
     /// A request whose groups another resource maps to on the same cluster touches no group: it is
     /// refused, its status says why before the done write, and a request that did something before
@@ -93,7 +98,8 @@ proptest! {
             prop_assert!(shown.finished_at.is_some());
             prop_assert_eq!(!shown.groups.is_empty(), resumed, "groups kept only for a resumed request");
             prop_assert_eq!(w.kube.status_reset.as_ref().map(|r| r.phase), Some(RequestPhase::Refused));
-            prop_assert!(refusals(&w, from).contains(&format!("{id}/refused")));
+            let key = format!("{id}/refused");
+            prop_assert!(refusals(&w, from).contains(&key), "no ResetRefused event keyed {}", key);
         }
         check(&w)?;
     }

@@ -422,13 +422,7 @@ fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) -> GroupPha
 /// at once when the settle had passed since its streamlet stopped before the commit was handed out
 /// (`settled`, see [`Rules::settled`]); or, without a settle, reset now (`added`: partitions a read
 /// found beyond the intent).
-fn landed(
-    target: &InletTarget,
-    intent: Intent,
-    added: Vec<i32>,
-    settled: bool,
-    cx: &mut Cx<'_>,
-) -> GroupPhase {
+fn landed(target: &InletTarget, intent: Intent, added: Vec<i32>, settled: bool, cx: &mut Cx<'_>) -> GroupPhase {
     if cx.rules.settle.is_zero() {
         finish(target, intent.into_reset(&target.topic, added), cx)
     } else if settled {

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::retry::Retry;
-use super::vocabulary::{GroupOutcome, Intent, KafkaFailure, Position, Positions, Timestamp, fence_marker, reset_marker};
+use super::vocabulary::{
+    GroupOutcome, Intent, KafkaFailure, Position, Positions, Timestamp, fence_marker, reset_marker,
+};
 use super::wording::{join, named};
 use crate::targets::InletTarget;
 

@@ -251,15 +251,8 @@ impl Run {
     /// A run of the request of `fresh` (a read of the resource straight from the API server, never
     /// a cache), whose spec is `spec`, at `now`.
     pub fn new(fresh: &Fresh<'_>, spec: AnkkaFlowSpec, options: DriveOptions, now: Timestamp) -> Run {
-        let mut run = Run {
-            phase: Phase::Moving,
-            id: None,
-            spec,
-            options,
-            superseded: None,
-            taken_up: false,
-            slept: false,
-        };
+        let mut run =
+            Run { phase: Phase::Moving, id: None, spec, options, superseded: None, taken_up: false, slept: false };
         run.phase = match intake(fresh, now) {
             Intake::Idle => Phase::Ended(End::of(Ended::NoRequest, None, None), None),
             Intake::Answered(answer) => {
@@ -364,10 +357,12 @@ impl Run {
     /// Reports what happened, at `now`. A report that answers nothing the run asked for is ignored.
     pub fn handle(&mut self, report: Report, now: Timestamp) {
         match std::mem::replace(&mut self.phase, Phase::Moving) {
-            Phase::Undo(admitted) => self.phase = match report {
-                Report::Ledger(entries) => Phase::Progress(Box::new(admitted.undo_from(entries))),
-                _ => Phase::Undo(admitted),
-            },
+            Phase::Undo(admitted) => {
+                self.phase = match report {
+                    Report::Ledger(entries) => Phase::Progress(Box::new(admitted.undo_from(entries))),
+                    _ => Phase::Undo(admitted),
+                }
+            }
             Phase::Progress(admitted) => match report {
                 Report::Ledger(entries) => self.start(*admitted, entries, now),
                 _ => self.phase = Phase::Progress(admitted),
@@ -488,7 +483,8 @@ impl Run {
                 }
                 refused.finished_at = Some(now.rfc3339());
                 let settle = Some((persist(refused.clone(), history.clone()), id));
-                let end = End { how: Ended::SharedRefused, reset: Some(refused), history: Some(history), recheck: None };
+                let end =
+                    End { how: Ended::SharedRefused, reset: Some(refused), history: Some(history), recheck: None };
                 Phase::Answering(Box::new(Answering::new(events, settle, end)))
             }
             Some(Verdict::Waits(why)) => {
