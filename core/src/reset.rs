@@ -27,10 +27,12 @@
 //! fails, the driver drops the machine and starts over later from durable state. Recording an event
 //! may fail without stopping anything (a missing RBAC grant must not block a reset).
 //!
-//! The operator does not follow these rules by hand: [`intake`] turns a fresh read of the resource
-//! into a [`Drive`], which holds the machine's effects by these rules and hands out only the work
-//! that may start now (see [`drive`]). The model tests in `ledger-tests/` run the same intake and the
-//! same drive against a simulated world.
+//! The operator does not follow these rules by hand: a [`Run`] (see [`run`]) takes a fresh read of
+//! the resource through the [`intake`], the facts it needs (the ledger, the pods, the shared-group
+//! verdict, whether the request still stands after a sleep) and every completion as [`Report`]s, and
+//! says what to do [`Next`]; its [`Drive`] holds the machine's effects by these rules and hands out
+//! only the work that may start now (see [`drive`]). The operator and the model tests in
+//! `ledger-tests/` run the same `Run`, each with its own I/O.
 //!
 //! # Why a group is never reset twice
 //! Offsets alone cannot tell "the reset never landed" from "it landed and the streamlet has since
