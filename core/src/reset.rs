@@ -127,6 +127,8 @@ mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
 #[cfg(test)]
+mod run_tests;
+#[cfg(test)]
 mod survey_tests;
 #[cfg(test)]
 mod tests;
