@@ -95,8 +95,9 @@ pub struct Admitted {
     destination: Option<Destination>,
     decision: Option<String>,
     decided_by: Option<String>,
-    /// For an undo: what the status still lists of the request it undoes.
-    undo: Option<Undo>,
+    /// For an undo: what the status still lists of the request it undoes (boxed: few requests are
+    /// undos).
+    undo: Option<Box<Undo>>,
 }
 
 /// An undo's request, and what the fresh status lists of it: the latest request only, recorded for
@@ -162,13 +163,13 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
     }
     let same = same.filter(|p| p.uid.as_deref().is_none_or(|u| u == fresh.uid));
     let undo = match &request.to {
-        Some(To::Undo(undone)) => Some(Undo {
+        Some(To::Undo(undone)) => Some(Box::new(Undo {
             undone: undone.clone(),
             from_status: previous
                 .filter(|p| p.id == *undone && p.uid.as_deref().is_none_or(|u| u == fresh.uid))
                 .map(progress_from_status)
                 .unwrap_or_default(),
-        }),
+        })),
         _ => None,
     };
     // The fresh read holds the status the finishing reconcile wrote (a cache may not yet).

@@ -228,7 +228,7 @@ enum Phase {
     /// An answer is carried out.
     Answering(Box<Answering>),
     /// Over.
-    Ended(End, Option<Box<Drive>>),
+    Ended(Box<End>, Option<Box<Drive>>),
     /// Between two phases (never seen outside a transition).
     Moving,
 }
@@ -254,7 +254,7 @@ impl Run {
         let mut run =
             Run { phase: Phase::Moving, id: None, spec, options, superseded: None, taken_up: false, slept: false };
         run.phase = match intake(fresh, now) {
-            Intake::Idle => Phase::Ended(End::of(Ended::NoRequest, None, None), None),
+            Intake::Idle => Phase::Ended(Box::new(End::of(Ended::NoRequest, None, None)), None),
             Intake::Answered(answer) => {
                 let malformed = answer.reset.id.is_empty();
                 run.id = (!malformed).then(|| answer.reset.id.clone());
@@ -320,11 +320,11 @@ impl Run {
             Phase::Pods(_) => return Next::Need(Need::Pods),
             Phase::Shared(_, groups) => return Next::Need(Need::Shared(groups.clone())),
             Phase::Woken(_, fresh) => return Next::Need(Need::Requested { fresh: *fresh }),
-            Phase::Ended(end, _) => return Next::Finished(end.clone()),
+            Phase::Ended(end, _) => return Next::Finished((**end).clone()),
             Phase::Moving => return Next::Finished(End::of(Ended::Stalled, None, None)),
             Phase::Answering(a) => match a.poll() {
-                Ok(next) => return next,
-                Err(end) => end,
+                Next::Finished(end) => end,
+                next => return next,
             },
             Phase::Driving(drive) => {
                 if let Some(work) = drive.poll_work(now) {
@@ -421,7 +421,7 @@ impl Run {
                     let history = Some(drive.history().to_vec());
                     let reset = Some(drive.status(now));
                     let end = End { how: Ended::Superseded, reset, history, recheck: Some(Duration::ZERO) };
-                    self.phase = Phase::Ended(end, Some(drive));
+                    self.phase = Phase::Ended(Box::new(end), Some(drive));
                 }
                 _ => self.phase = Phase::Woken(drive, asked),
             },
@@ -454,7 +454,7 @@ impl Run {
             Phase::Ended(_, d) => d,
             _ => None,
         };
-        self.phase = Phase::Ended(end, drive);
+        self.phase = Phase::Ended(Box::new(end), drive);
     }
 
     /// Builds the drive from the request's durable progress (`ledger`: its entries).
@@ -508,29 +508,29 @@ impl Run {
 
 impl Answering {
     /// The next work of the answer, or its end.
-    fn poll(&mut self) -> Result<Next, End> {
+    fn poll(&mut self) -> Next {
         if self.abandoned {
             if self.writing {
-                return Ok(Next::Wait(None));
+                return Next::Wait(None);
             }
-            return Err(End::of(Ended::Abandoned, None, self.end.history.clone()));
+            return Next::Finished(End::of(Ended::Abandoned, None, None));
         }
         if let Some(event) = self.events.pop_front() {
-            return Ok(Next::Start(Work::Record(event)));
+            return Next::Start(Work::Record(event));
         }
         match self.settle.take() {
             Some((status, id)) if !self.durable => {
                 if self.writing {
                     self.settle = Some((status, id));
-                    return Ok(Next::Wait(None));
+                    return Next::Wait(None);
                 }
                 self.writing = true;
                 let work = Work::Persist(status.clone());
                 self.settle = Some((status, id));
-                Ok(Next::Start(work))
+                Next::Start(work)
             }
-            Some((_, id)) => Ok(Next::Start(Work::WriteDone(id))),
-            None => Err(self.end.clone()),
+            Some((_, id)) => Next::Start(Work::WriteDone(id)),
+            None => Next::Finished(self.end.clone()),
         }
     }
 }
