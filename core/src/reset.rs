@@ -27,10 +27,12 @@
 //! fails, the driver drops the machine and starts over later from durable state. Recording an event
 //! may fail without stopping anything (a missing RBAC grant must not block a reset).
 //!
-//! The operator does not follow these rules by hand: [`intake`] turns a fresh read of the resource
-//! into a [`Drive`], which holds the machine's effects by these rules and hands out only the work
-//! that may start now (see [`drive`]). The model tests in `ledger-tests/` run the same intake and the
-//! same drive against a simulated world.
+//! The operator does not follow these rules by hand: a [`Run`] (see [`run`]) takes a fresh read of
+//! the resource through the [`intake`], the facts it needs (the ledger, the pods, the shared-group
+//! verdict, whether the request still stands after a sleep) and every completion as [`Report`]s, and
+//! says what to do [`Next`]; its [`Drive`] holds the machine's effects by these rules and hands out
+//! only the work that may start now (see [`drive`]). The operator and the model tests in
+//! `ledger-tests/` run the same `Run`, each with its own I/O.
 //!
 //! # Why a group is never reset twice
 //! Offsets alone cannot tell "the reset never landed" from "it landed and the streamlet has since
@@ -87,6 +89,7 @@ mod order;
 mod plan;
 mod recovery;
 mod retry;
+mod run;
 mod status;
 mod summary;
 mod survey;
@@ -108,6 +111,7 @@ pub use machine::{
 };
 pub use order::Pins;
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
+pub use run::{End, Ended, Need, Next, Report, Run};
 pub use status::{catching_up, failing_since, merge_progress, progress_from_status};
 pub use summary::{LISTED_GROUPS, LISTED_OFFSETS, MESSAGE_LIMIT, group_message};
 pub use vocabulary::{
@@ -122,6 +126,8 @@ mod bounded_tests;
 mod destination_tests;
 #[cfg(test)]
 mod drive_tests;
+#[cfg(test)]
+mod run_tests;
 #[cfg(test)]
 mod survey_tests;
 #[cfg(test)]

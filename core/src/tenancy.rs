@@ -24,6 +24,7 @@
 //! says what an administrator decides.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use crate::connection::{self, Clusters, DEFAULT_CLUSTER, KafkaConnection, TokenEndpoints};
 use crate::events::{Event, EventType};
@@ -323,8 +324,9 @@ pub enum Verdict {
 /// What the shared-group rule says of reset request `id`, which targets `groups`: refused when
 /// another resource maps to one of them on the same cluster, waiting when one may (a cluster id
 /// could not be learned), unless every cluster Secret involved allows shared groups. `None` when
-/// nothing holds it back.
-pub fn reset_verdict(id: &str, groups: &[GroupId], shared: &[SharedGroup]) -> Option<Verdict> {
+/// nothing holds it back. A request that waits is looked at again every `recheck`
+/// (`crate::reset::WAIT_RECHECK`), which its reason says.
+pub fn reset_verdict(id: &str, groups: &[GroupId], shared: &[SharedGroup], recheck: Duration) -> Option<Verdict> {
     let blocking: Vec<&SharedGroup> = shared.iter().filter(|s| !s.allowed && groups.contains(&s.group)).collect();
     let listed = |names: Vec<String>| {
         let n = names.len();
@@ -375,7 +377,7 @@ pub fn reset_verdict(id: &str, groups: &[GroupId], shared: &[SharedGroup]) -> Op
         "reset {id} waits: {}, on a Kafka cluster that cannot be told apart from this one's yet, and a reset would move \
          its offsets too if it is the same; looked at again every {} s; give one of the pipelines another name{}",
         waiting.join("; "),
-        crate::reset::WAIT_RECHECK.as_secs(),
+        recheck.as_secs(),
         allow_hint(&secrets)
     )))
 }
@@ -398,6 +400,9 @@ mod tests {
     use super::*;
     use crate::connection::{ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, Cluster};
     use crate::targets::tests::cart;
+
+    /// The operator's recheck of a waiting request.
+    const RECHECK: Duration = crate::reset::WAIT_RECHECK;
 
     fn cluster(name: &str, brokers: &str, shared: bool) -> (String, Cluster) {
         let data = BTreeMap::from([("bootstrap.servers".to_string(), brokers.to_string())]);
@@ -443,7 +448,7 @@ mod tests {
     }
 
     fn refused(id: &str, groups: &[GroupId], shared: &[SharedGroup]) -> Option<String> {
-        match reset_verdict(id, groups, shared) {
+        match reset_verdict(id, groups, shared, RECHECK) {
             Some(Verdict::Refused(why)) => Some(why),
             Some(Verdict::Waits(why)) => panic!("waits, not refused: {why}"),
             None => None,
@@ -481,7 +486,7 @@ mod tests {
              have an administrator annotate Secret 'kafka-cluster-shop' with \
              flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups: \"true\""
         );
-        assert_eq!(reset_verdict("u1", &[GroupId::from_raw("cart.other.in")], &shared), None);
+        assert_eq!(reset_verdict("u1", &[GroupId::from_raw("cart.other.in")], &shared, RECHECK), None);
     }
 
     #[test]
@@ -560,7 +565,7 @@ mod tests {
                 s.undecided,
                 [(FlowRef { namespace: "tenant".into(), name: "cart".into() }, reason.to_string())]
             );
-            match reset_verdict("u1", std::slice::from_ref(&router), &shared) {
+            match reset_verdict("u1", std::slice::from_ref(&router), &shared, RECHECK) {
                 Some(Verdict::Waits(why)) => assert_eq!(
                     why,
                     format!(
@@ -588,7 +593,7 @@ mod tests {
         let clusters: Clusters = [cluster("shop", "127.0.0.1:9092", true)].into();
         let shared = shared_groups(all[0], &all, &clusters, &TokenEndpoints::default(), &ids);
         assert!(shared.iter().all(|s| s.allowed && s.secrets == ["kafka-cluster-shop"]));
-        assert_eq!(reset_verdict("u1", std::slice::from_ref(&router), &shared), None);
+        assert_eq!(reset_verdict("u1", std::slice::from_ref(&router), &shared, RECHECK), None);
     }
 
     #[test]
@@ -637,7 +642,7 @@ mod tests {
         assert_eq!(router.others, [FlowRef { namespace: "shop".into(), name: "cart".into() }]);
         // The cluster involved allows shared groups: the reset is not refused.
         assert!(router.allowed);
-        assert_eq!(reset_verdict("u1", std::slice::from_ref(&router.group), &shared), None);
+        assert_eq!(reset_verdict("u1", std::slice::from_ref(&router.group), &shared, RECHECK), None);
         // Two resources with their own brokers and no Secret: nobody can allow it.
         let all = [
             Pipeline { namespace: "a", name: "cart", spec: &elsewhere },

@@ -82,6 +82,9 @@ pub fn reached(world: &World) -> Vec<&'static str> {
     if facts.iter().any(|f| matches!(f, Fact::Commit(c) if c.late)) {
         out.push("a write the broker held was carried out late");
     }
+    if facts.iter().any(|f| matches!(f, Fact::SharedRefused { .. })) {
+        out.push("a request was refused for a shared group");
+    }
     if facts.iter().any(|f| matches!(f, Fact::Pinned { .. })) {
         out.push("a group's call went behind its held write, not over its lane");
     }

@@ -1,6 +1,7 @@
 //! The simulated operator: one reconcile of the resource's reset request, running the operator's own
-//! request intake (`flow_core::reset::intake`) and its own effect ordering (`flow_core::reset::Drive`)
-//! against the simulated world. Only the I/O is simulated, as `operator/src/reset.rs` carries it out:
+//! run loop (`flow_core::reset::Run`: the intake, the undo's source, the shared-group rule, the
+//! effect ordering of its `Drive`, the supersede check) against the simulated world. Only the I/O is
+//! simulated, as `operator/src/reset.rs` carries it out:
 //! Kafka calls and status writes are started, and complete later, in an order the history chooses;
 //! the ledger is written when a persist starts; events and the done write happen at once.
 //!
@@ -11,9 +12,9 @@
 
 use flow_core::names::GroupId;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupPhase, Idle, Input, Intake, KafkaCall, Persist, Started, State, Work,
-    intake,
+    Drive, DriveOptions, Ended, Fresh, GroupPhase, Input, KafkaCall, Need, Next, Persist, Report, Run, State, Work,
 };
+use flow_core::tenancy::Verdict;
 use std::collections::BTreeMap;
 
 use flow_core::resource::{GroupStage, RequestPhase, ResetStatus};
@@ -42,6 +43,10 @@ pub enum Reconciled {
     /// The machine reached `Done` (refused, or every group finished), or the request was refused
     /// without one (taken up for an earlier object of the resource's name) and marked done.
     Done,
+    /// Refused by the shared-group rule (`World::shared`): its status, then the done write.
+    SharedRefused,
+    /// Held back by the shared-group rule until the clusters can be told apart.
+    SharedWaits,
     /// The machine stayed `Resetting` with nothing scheduled (never expected).
     Stalled,
     /// A status or done write failed: the drive was abandoned once nothing was in flight.
@@ -86,6 +91,15 @@ pub enum Pending {
     Write(Persist),
 }
 
+/// Each group's lane, as the operator gives them: its place among the request's groups (shifted by
+/// `shift`, see `World::lane_shift`).
+fn lanes_of(run: &Run, shift: usize) -> BTreeMap<GroupId, usize> {
+    match run.drive().map(|d| d.machine().state()) {
+        Some(State::Resetting(r)) => r.groups.keys().enumerate().map(|(i, g)| (g.clone(), (i + shift) % 16)).collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
 /// The groups of the machine that wait out their settle before their verifying read.
 fn settling_now(drive: &Drive) -> Vec<Streamlet> {
     match drive.machine().state() {
@@ -121,17 +135,6 @@ impl World {
         }
     }
 
-    fn answer(&mut self, answer: &Answer, request: Option<String>) {
-        for event in &answer.events {
-            self.record_event(event, request.clone());
-        }
-        // As the operator: the done write right after the events, the status at the reconcile's end.
-        if let Some(id) = &answer.done {
-            self.write_done(id);
-        }
-        self.write_status(&answer.reset, &answer.history);
-    }
-
     /// One reconcile, completing work in the order `order` picks; the operator crashes after the
     /// `crash_after`-th piece of work it starts when given.
     ///
@@ -155,156 +158,146 @@ impl World {
             history: &history,
             ..Fresh::default()
         };
-        let admitted = match intake(&fresh, self.now) {
-            Intake::Idle => return Reconciled::NoRequest,
-            Intake::Answered(answer) => {
-                let malformed = answer.reset.id.is_empty();
-                self.answer(&answer, (!malformed).then(|| answer.reset.id.clone()));
-                return match (malformed, &answer.done) {
-                    (true, _) => Reconciled::Malformed,
-                    (false, Some(_)) => Reconciled::Done,
-                    (false, None) => Reconciled::AlreadyDone,
-                };
-            }
-            Intake::Admitted(admitted) => admitted,
-        };
-        let id = admitted.id().to_string();
-        let ledger = (!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&id));
         let options = DriveOptions { settle: self.settle, ..DriveOptions::default() };
-        let mut drive = match admitted.start(ledger, options, self.now) {
-            Started::Answered(answer) => {
-                self.answer(&answer, Some(id));
-                // Refused for good (taken up for an earlier object), or done by its progress.
-                return if answer.done.is_some() { Reconciled::Done } else { Reconciled::AlreadyDone };
-            }
-            Started::Drive(drive) => *drive,
-        };
-        drive.observe(self.kube.spec(), self.kube.pod_counts(), self.now);
-        // Each group's lane, as the operator gives them: its place among the request's groups
-        // (shifted as the history likes, see `World::lane_shift`).
+        let mut run = Run::new(&fresh, self.kube.spec(), options, self.now);
+        let id = run.id().map(str::to_string);
         let shift = std::mem::take(&mut self.lane_shift);
-        let lanes: BTreeMap<GroupId, usize> = match drive.machine().state() {
-            State::Resetting(r) => r.groups.keys().enumerate().map(|(i, g)| (g.clone(), (i + shift) % 16)).collect(),
-            _ => BTreeMap::new(),
-        };
-
+        let mut lanes: Option<BTreeMap<GroupId, usize>> = None;
         let crash_after = crash_after.map(usize::from);
         let mut started = 0usize;
         let mut pending: Vec<Pending> = Vec::new();
         loop {
-            while let Some(work) = drive.poll_work(self.now) {
-                started += 1;
-                assert!(started <= MAX_WORK, "the drive of request {id} did not end after {MAX_WORK} pieces of work");
-                // As the operator: work that acts is refused once the Lease's margin is gone, and
-                // never waited for.
-                if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
-                    drive.not_started(&work);
-                    drive.abandon();
-                    continue;
-                }
-                match work {
-                    Work::Kafka(call) => {
-                        let conn = self.connection(call.group(), &lanes);
-                        pending.push(Pending::Call(call, conn));
+            match run.poll(self.now) {
+                Next::Start(work) => {
+                    started += 1;
+                    assert!(
+                        started <= MAX_WORK,
+                        "the run of request {id:?} did not end after {MAX_WORK} pieces of work"
+                    );
+                    // As the operator: work that acts is refused once the Lease's margin is gone.
+                    if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
+                        run.handle(Report::NotStarted(work), self.now);
+                        continue;
                     }
-                    Work::Persist(persist) => {
-                        // The ledger is written when the persist starts; the status write runs on.
-                        if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
-                            self.ledger.put(&id, &uid, &persist.writes);
+                    match work {
+                        Work::Kafka(call) => {
+                            let lanes = lanes.get_or_insert_with(|| lanes_of(&run, shift));
+                            let conn = self.connection(call.group(), lanes);
+                            pending.push(Pending::Call(call, conn));
                         }
-                        pending.push(Pending::Write(persist));
-                    }
-                    Work::Record(event) => self.record_event(&event, Some(id.clone())),
-                    Work::WriteDone(done_id) => {
-                        if self.take_kube_fault(KubeFault::DoneWrite) {
-                            drive.abandon();
-                        } else {
-                            self.write_done(&done_id);
+                        Work::Persist(persist) => {
+                            // The ledger is written when the persist starts; the status write runs on.
+                            if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
+                                self.ledger.put(id.as_deref().unwrap_or_default(), &uid, &persist.writes);
+                            }
+                            pending.push(Pending::Write(persist));
                         }
-                    }
-                }
-                if crash_after == Some(started) {
-                    // The process dies here: what was under way reached its server or not.
-                    for item in std::mem::take(&mut pending) {
-                        if schedule.reached() {
-                            self.complete(&id, &drive, item);
+                        Work::Record(event) => self.record_event(&event, id.clone()),
+                        Work::WriteDone(done_id) => {
+                            if self.take_kube_fault(KubeFault::DoneWrite) {
+                                run.handle(Report::Failed, self.now);
+                            } else {
+                                self.write_done(&done_id);
+                            }
                         }
                     }
-                    self.facts.push(Fact::Crash { effects: started });
-                    self.end_process();
-                    return Reconciled::Crashed { effects: started };
-                }
-            }
-            // The operator waits for the tasks it started, and only for them: what the drive counts
-            // in flight must be exactly what is under way, or it would wait forever.
-            assert_eq!(drive.in_flight(), pending.len(), "the drive counts in flight what was started");
-            if !pending.is_empty() {
-                // The history picks what happens next: a piece of work under way ends, or the
-                // broker carries out a call it holds, at any moment it likes.
-                let holding = self.holding();
-                let pick = schedule.pick(pending.len() + holding.len());
-                if let Some(conn) = pick.checked_sub(pending.len()).and_then(|i| holding.get(i)) {
-                    self.carry_out_oldest(*conn);
-                    continue;
-                }
-                let item = pending.remove(pick);
-                match self.complete(&id, &drive, item) {
-                    Done::Call(input) => drive.handle(input, self.now),
-                    Done::Written(token) => drive.persisted(token),
-                    Done::WriteFailed(token) => {
-                        drive.abandon();
-                        drive.persisted(token);
-                    }
-                }
-                if drive.abandoned() && !self.wait_on_abandon {
-                    // The driver as it was: it returned at once, and the calls it had started ran on.
-                    for item in std::mem::take(&mut pending) {
-                        match item {
-                            Pending::Call(call, _) => self.kafka.late.push(call),
-                            Pending::Write(_) => {}
+                    if crash_after == Some(started) {
+                        // The process dies here: what was under way reached its server or not.
+                        for item in std::mem::take(&mut pending) {
+                            if schedule.reached() {
+                                self.complete(id.as_deref().unwrap_or_default(), run.drive(), item);
+                            }
                         }
+                        self.facts.push(Fact::Crash { effects: started });
+                        self.end_process();
+                        return Reconciled::Crashed { effects: started };
                     }
-                    self.facts.push(Fact::Abandoned);
-                    return Reconciled::Abandoned;
                 }
-                continue;
-            }
-            match drive.idle() {
-                Idle::Done => {
-                    let reset = drive.status(self.now);
-                    self.write_status(&reset, drive.history());
-                    return Reconciled::Done;
+                Next::Need(need) => {
+                    let report = match need {
+                        Need::Ledger(of) => Report::Ledger(
+                            (!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&of)),
+                        ),
+                        Need::Pods => Report::Pods { pods: self.kube.pod_counts(), stopped: BTreeMap::new() },
+                        Need::Shared(_) => {
+                            if let (Some(Verdict::Refused(_)), Some(id)) = (&self.shared, &id) {
+                                self.facts.push(Fact::SharedRefused { id: id.clone() });
+                            }
+                            Report::Shared(self.shared.clone())
+                        }
+                        // A cache behind a broken watch shows no request at all.
+                        Need::Requested { fresh } => {
+                            let seen = (fresh || !self.stale_cache).then(|| self.kube.request.clone()).flatten();
+                            Report::Requested { annotation: seen, fresh }
+                        }
+                    };
+                    run.handle(report, self.now);
                 }
-                Idle::Stalled => return Reconciled::Stalled,
-                Idle::Abandoned => {
-                    self.facts.push(Fact::Abandoned);
-                    return Reconciled::Abandoned;
+                Next::Wait(_) => {
+                    // The operator waits for the tasks it started, and only for them: what the run
+                    // counts in flight must be exactly what is under way, or it would wait forever.
+                    assert_eq!(run.in_flight(), pending.len(), "the run counts in flight what was started");
+                    assert!(!pending.is_empty(), "the run waits with nothing in flight");
+                    // The history picks what happens next: a piece of work under way ends, or the
+                    // broker carries out a call it holds, at any moment it likes.
+                    let holding = self.holding();
+                    let pick = schedule.pick(pending.len() + holding.len());
+                    if let Some(conn) = pick.checked_sub(pending.len()).and_then(|i| holding.get(i)) {
+                        self.carry_out_oldest(*conn);
+                        continue;
+                    }
+                    let item = pending.remove(pick);
+                    let report = match self.complete(id.as_deref().unwrap_or_default(), run.drive(), item) {
+                        Done::Call(input) => Report::Kafka(input),
+                        Done::Written(token) => Report::Persisted(token),
+                        Done::WriteFailed(token) => Report::PersistFailed(token),
+                    };
+                    run.handle(report, self.now);
+                    if run.drive().is_some_and(Drive::abandoned) && !self.wait_on_abandon {
+                        // The driver as it was: it returned at once, and the calls it had started ran on.
+                        for item in std::mem::take(&mut pending) {
+                            match item {
+                                Pending::Call(call, _) => self.kafka.late.push(call),
+                                Pending::Write(_) => {}
+                            }
+                        }
+                        self.facts.push(Fact::Abandoned);
+                        return Reconciled::Abandoned;
+                    }
                 }
-                Idle::Waiting(_) => {
-                    let reset = drive.status(self.now);
-                    self.write_status(&reset, drive.history());
-                    return Reconciled::Waiting;
-                }
-                Idle::Members => {
-                    let reset = drive.status(self.now);
-                    self.write_status(&reset, drive.history());
-                    return Reconciled::Members;
-                }
-                Idle::Sleep(at) => {
+                Next::Sleep(at) => {
+                    assert!(pending.is_empty(), "the run sleeps with work in flight");
                     // Aimed at the settle: what the test armed happens while a group waits to be
                     // verified.
-                    self.while_settling(&settling_now(&drive));
+                    self.while_settling(&run.drive().map(settling_now).unwrap_or_default());
                     self.sleep_until(at);
                     if let Some((n, ask)) = self.replace.take() {
                         self.write_request(n, ask);
                     }
-                    // A newer request supersedes this one: stop, the next reconcile takes it.
-                    if self.kube.request.as_deref() != Some(drive.annotation()) {
-                        let reset = drive.status(self.now);
-                        self.write_status(&reset, drive.history());
-                        return Reconciled::Superseded;
+                    run.handle(Report::Tick, self.now);
+                }
+                Next::Finished(end) => {
+                    // As the operator: the reconcile's own status write, with what the run shows.
+                    if let Some(reset) = &end.reset {
+                        let history = end.history.clone().unwrap_or_else(|| self.kube.status_history.clone());
+                        self.write_status(reset, &history);
                     }
-                    drive.tick(self.now);
+                    return match end.how {
+                        Ended::NoRequest => Reconciled::NoRequest,
+                        Ended::Malformed => Reconciled::Malformed,
+                        Ended::Answered { done: true } | Ended::Done => Reconciled::Done,
+                        Ended::Answered { done: false } => Reconciled::AlreadyDone,
+                        Ended::SharedRefused => Reconciled::SharedRefused,
+                        Ended::SharedWaits => Reconciled::SharedWaits,
+                        Ended::Waiting => Reconciled::Waiting,
+                        Ended::Members => Reconciled::Members,
+                        Ended::Superseded => Reconciled::Superseded,
+                        Ended::Stalled => Reconciled::Stalled,
+                        Ended::Abandoned => {
+                            self.facts.push(Fact::Abandoned);
+                            Reconciled::Abandoned
+                        }
+                    };
                 }
             }
         }
@@ -354,7 +347,7 @@ impl World {
     }
 
     /// Completes a piece of work under way: a Kafka call is applied, a status write lands (or fails).
-    fn complete(&mut self, id: &str, drive: &Drive, item: Pending) -> Done {
+    fn complete(&mut self, id: &str, drive: Option<&Drive>, item: Pending) -> Done {
         match item {
             Pending::Call(call, conn) => {
                 if let KafkaCall::Read(target) = &call
@@ -362,8 +355,8 @@ impl World {
                 {
                     // Which read it is, only to tell the two apart in the log (the invariants treat
                     // both as reads of the group).
-                    let verifying = match drive.machine().state() {
-                        State::Resetting(r) => {
+                    let verifying = match drive.map(|d| d.machine().state()) {
+                        Some(State::Resetting(r)) => {
                             matches!(r.groups.get(&target.group).map(|g| &g.phase), Some(GroupPhase::Verifying { .. }))
                         }
                         _ => false,

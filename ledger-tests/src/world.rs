@@ -13,6 +13,7 @@ use flow_core::reset::{
 };
 use flow_core::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus, StreamletSpec, TopicSpec};
 use flow_core::targets::InletTarget;
+use flow_core::tenancy::Verdict;
 
 mod facts;
 mod model;
@@ -81,6 +82,11 @@ pub struct World {
     /// connection (`flow_core::reset::Pins`). Off: the operator as it was, whose calls of a group
     /// went over its lane of the request at hand, whatever connection an unanswered write took.
     pub pin_unanswered: bool,
+    /// What the shared-group rule says of the request's groups (another resource maps to them on
+    /// the same cluster, or on one that cannot be told apart yet); `None`: nothing holds it back.
+    pub shared: Option<Verdict>,
+    /// On: the operator's cache of the resource is behind a broken watch and shows no request.
+    pub stale_cache: bool,
 }
 
 impl World {
@@ -120,6 +126,8 @@ impl World {
             replace: None,
             lane_shift: 0,
             pin_unanswered: true,
+            shared: None,
+            stale_cache: false,
         }
     }
 
@@ -556,6 +564,7 @@ impl World {
 
     /// Writes the done annotation.
     pub fn write_done(&mut self, id: &str) {
+        self.kube.status_at_done = self.kube.status_reset.clone();
         self.kube.done = Some(id.to_string());
         self.facts.push(Fact::Done { id: id.to_string() });
     }

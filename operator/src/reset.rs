@@ -1,7 +1,7 @@
-//! Drives one resource's reset request: `flow_core::reset::intake` decides from a fresh read what the
-//! request needs, and a `flow_core::reset::Drive` hands out the work that may start now, which this
-//! module carries out against Kubernetes, Kafka and the ledger (see the run loop in
-//! `flow_core::reset`'s `drive` module). Every decision, and the order of every effect, is core's;
+//! Drives one resource's reset request: a `flow_core::reset::Run`, built from a fresh read, says
+//! what to start, what fact it needs, and what to wait for, and this module carries it out against
+//! Kubernetes, Kafka and the ledger, feeding back what happened (see the run loop in
+//! `flow_core::reset`'s `run` module). Every decision, and the order of every effect, is core's;
 //! this is the I/O.
 
 use std::collections::{BTreeMap, HashSet};
@@ -12,15 +12,13 @@ use std::time::Duration;
 use flow_adapters::kafka::ResetCalls;
 use flow_adapters::kube as k;
 use flow_adapters::ledger::Owner;
-use flow_core::events::{Event, EventType};
+use flow_core::events::Event;
 use flow_core::names::{self, GroupId};
-use flow_core::request::To;
 use flow_core::reset::{
-    Answer, Drive, DriveOptions, Fresh, GroupOutcome, GroupPhase, Idle, Input, Inspection, Intake, KafkaCall,
-    KafkaFailure, Pins, Started, State, Timestamp, WAIT_RECHECK, Work,
+    Drive, DriveOptions, Ended, Fresh, GroupOutcome, Input, Inspection, KafkaCall, KafkaFailure, Need, Next, Pins,
+    Report, Run, State, Timestamp, Work,
 };
-use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus, RequestPhase};
-use flow_core::tenancy::Verdict;
+use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kube::{Api, ResourceExt};
@@ -67,14 +65,16 @@ pub async fn drive(
     }
     // Act only on a fresh read: the watch cache may predate our own done write (case D2). The
     // pipeline's pods are listed at the same time (for the pipeline id the cache has, and again
-    // below in the rare case the fresh read names another): the list does not depend on the read,
-    // and the group's members, checked in Kafka before any commit, stay the guard of last resort.
+    // when the run needs them in the rare case the fresh read names another): the list does not
+    // depend on the read, and the group's members, checked in Kafka before any commit, stay the
+    // guard of last resort.
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let name = cached.name_any();
     let (flow, pods) =
         tokio::join!(timed(api.get(&name)), timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)));
     let flow = flow?;
+    let pods = pods.ok().filter(|_| flow.spec.pipeline == cached.spec.pipeline);
     // Every write of this drive lands on the object just read, or nowhere (`crate::writes`).
     let object = Arc::new(Object::of(ctx, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
@@ -92,161 +92,36 @@ pub async fn drive(
         decision: annotation(names::ANNOTATION_DECISION),
         decided_by: annotation(names::ANNOTATION_DECIDED_BY),
     };
-    let admitted = match flow_core::reset::intake(&fresh, now()) {
-        Intake::Idle => return Ok(None),
-        Intake::Answered(answer) => return answered(ctx, &flow, &object, status, answer).await,
-        Intake::Admitted(admitted) => admitted,
-    };
-    // Counted when first taken up: before its first status write, the status names another request.
-    if fresh.reset.is_none_or(|r| r.id != admitted.id()) {
-        let requester = flow_core::reset::requester_kind(fresh.requested_by).to_string();
-        ctx.metrics.reset_requests.get_or_create(&RequesterLabels { requester }).inc();
-    }
-    let name = flow.name_any();
-    let owner = Owner { namespace: &ns, name: &name, uid: object.uid() };
-    // An undo puts back what the ledger recorded of the request it undoes; when the ledger was lost,
-    // what the status still lists of it (the latest request only, and its small groups' offsets).
-    let admitted = match &admitted.request().to {
-        Some(To::Undo(undone)) => {
-            // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
-            // Only what was recorded for this object: another's progress is never taken as its own.
-            let entries = ctx.ledger.progress(owner, undone).await.unwrap_or_default();
-            let mut recorded: Vec<_> =
-                entries.into_iter().filter(|e| e.belongs_to(object.uid())).map(|e| e.progress).collect();
-            if recorded.is_empty()
-                && let Some(r) = flow_status
-                    .and_then(|s| s.reset.as_ref())
-                    .filter(|r| r.id == *undone && r.uid.as_deref().is_none_or(|u| u == object.uid()))
-            {
-                recorded = flow_core::reset::progress_from_status(r);
-            }
-            let destination = flow_core::reset::undo(undone, admitted.request().force, &recorded);
-            admitted.with_destination(destination)
-        }
-        _ => admitted,
-    };
-    // The ledger only caches progress that the status holds too: one that cannot be read leaves
-    // the status to stand in for it, and never blocks a reset.
-    let progress = ctx.ledger.progress(owner, admitted.id()).await;
     let options = DriveOptions {
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),
         concurrency: usize::from(ctx.settings.reset_concurrency),
         retry_for: Duration::from_secs(ctx.settings.reset_retry_seconds),
         approval: ctx.settings.approval_policy(&ns, annotation(names::ANNOTATION_APPROVAL)),
     };
-    let mut drive = match admitted.start(progress, options, now()) {
-        Started::Answered(answer) => return answered(ctx, &flow, &object, status, *answer).await,
-        Started::Drive(drive) => *drive,
-    };
-    status.reset_history = drive.history().to_vec();
-    let pods = match pods {
-        Ok(pods) if flow.spec.pipeline == cached.spec.pipeline => pods,
-        _ => timed(k::running_pods(&ctx.client, &ns, &flow.spec.pipeline)).await?,
-    };
-    // When this process saw each streamlet stopped, by its own watch: the settle counts from it.
-    drive.seen_stopped(crate::stopped::stopped(&ns, &flow.spec.pipeline));
-    drive.observe(flow.spec.clone(), pods, now());
-    // About to touch Kafka: refused if another resource maps to one of the groups it has still to
-    // move on the same cluster, held back while that cannot be told (the drive is dropped before it
-    // hands out anything). Checked at every drive, a resumed request's too: whether it ran before is
-    // read from its progress, which its status holds, and no status decides a security rule.
-    if let State::Resetting(r) = drive.machine().state() {
-        let groups: Vec<GroupId> = r
-            .groups
-            .iter()
-            .filter(|(_, g)| !matches!(g.phase, GroupPhase::Finished(_)))
-            .map(|(group, _)| group.clone())
-            .collect();
-        let resumed = drive.machine().resumed();
-        match crate::tenancy::shared_reset_verdict(ctx, &flow, drive.id(), &groups).await? {
-            None => {}
-            Some(Verdict::Refused(why)) => {
-                ctx.may_act.check()?;
-                let id = drive.id().to_string();
-                if let Some(e) = flow_core::reset::superseded_event(fresh.reset, &id) {
-                    ctx.events.record(&flow, &e).await;
-                }
-                let event = Event::new(EventType::Warning, "ResetRefused", why.clone(), format!("{id}/refused"));
-                ctx.events.record(&flow, &event).await;
-                let mut refused = drive.status(now());
-                refused.phase = RequestPhase::Refused;
-                refused.detail = why;
-                // A resumed request keeps what it did before (a group reset stays listed, for an undo).
-                if !resumed {
-                    refused.groups.clear();
-                }
-                refused.finished_at = Some(now().rfc3339());
-                status.reset = Some(refused);
-                refuse(&object, status, &id).await?;
-                return Ok(None);
-            }
-            Some(Verdict::Waits(why)) => {
-                if let Some(e) = flow_core::reset::superseded_event(fresh.reset, drive.id()) {
-                    ctx.events.record(&flow, &e).await;
-                }
-                // Once per distinct reason, as the waits for running streamlets.
-                let event = Event::new(EventType::Warning, "ResetRefused", why.clone(), why.clone());
-                ctx.events.record_once(&flow, &event).await;
-                let mut waiting = drive.status(now());
-                waiting.phase = RequestPhase::Waiting;
-                waiting.detail = why;
-                status.reset = Some(waiting);
-                return Ok(Some(WAIT_RECHECK));
-            }
-        }
+    let mut run = Run::new(&fresh, flow.spec.clone(), options, now());
+    // Counted when first taken up: before its first status write, the status names another request.
+    if run.taken_up() {
+        let requester = flow_core::reset::requester_kind(fresh.requested_by).to_string();
+        ctx.metrics.reset_requests.get_or_create(&RequesterLabels { requester }).inc();
     }
-    let events = Events::new(&flow);
-    let run = Run {
+    let name = flow.name_any();
+    let io = Io {
         ctx,
         flow: &flow,
         api: &api,
         object: Arc::clone(&object),
-        owner,
+        owner: Owner { namespace: &ns, name: &name, uid: object.uid() },
         connections: Connections::new(ctx),
-        lanes: lanes(&drive),
-        events,
+        pods,
+        lanes: None,
+        events: Events::new(&flow),
         quiet: Some(quiet),
     };
-    run.run(&mut drive, status).await
+    io.run(&mut run, status).await
 }
 
-/// A request answered without Kafka: its events, the done annotation when the answer settles the
-/// request, and its status (written by the reconcile's status step).
-async fn answered(
-    ctx: &Context,
-    flow: &AnkkaFlow,
-    object: &Object,
-    status: &mut AnkkaFlowStatus,
-    answer: Answer,
-) -> Result<Option<Duration>, Error> {
-    if !answer.events.is_empty() {
-        ctx.may_act.check()?;
-    }
-    for event in &answer.events {
-        ctx.events.record(flow, event).await;
-    }
-    status.reset = Some(answer.reset);
-    status.reset_history = answer.history;
-    if let Some(id) = &answer.done {
-        refuse(object, status, id).await?;
-    }
-    // A request awaiting approval expires without anything written: looked at again then (a little
-    // after, so that the expiry has passed by the operator's clock too).
-    Ok(answer.recheck_at.map(|at| until(at) + Duration::from_secs(1)))
-}
-
-/// Marks refused request `id` done, its status (`status`, saying why) written first: the done
-/// annotation alone reads as done (see [`flow_core::reset::Drive`]), so a refusal is never shown as
-/// done, even for a moment.
-async fn refuse(object: &Object, status: &AnkkaFlowStatus, id: &str) -> Result<(), Error> {
-    let mut status = status.clone();
-    flow_core::render::status::sync_reset_complete(&mut status, k8s_openapi::jiff::Timestamp::now());
-    object.status(&status).await?;
-    object.done(id).await
-}
-
-/// What one drive of a request works with.
-struct Run<'a> {
+/// What one run of a request works with: its I/O.
+struct Io<'a> {
     ctx: &'a Context,
     flow: &'a AnkkaFlow,
     /// For reads: whether a newer request superseded this one.
@@ -255,16 +130,18 @@ struct Run<'a> {
     object: Arc<Object>,
     owner: Owner<'a>,
     connections: Connections<'a>,
-    /// The lane of each group's Kafka calls.
-    lanes: BTreeMap<GroupId, usize>,
+    /// The pipeline's running pods, listed beside the fresh read (when it names the same pipeline).
+    pods: Option<BTreeMap<String, u32>>,
+    /// The lane of each group's Kafka calls, given at the first call.
+    lanes: Option<BTreeMap<GroupId, usize>>,
     /// Sent when the drive first sleeps (see [`drive`]).
     quiet: Option<oneshot::Sender<()>>,
-    /// The drive's events being recorded: they are off the reset's critical path, all at once, and
+    /// The run's events being recorded: they are off the reset's critical path, all at once, and
     /// awaited before the done write, so that a request shows done only with its events recorded.
     events: Events,
 }
 
-/// Events being recorded beside the drive's other work (see [`Run`]).
+/// Events being recorded beside the run's other work (see [`Io`]).
 struct Events {
     flow: Arc<AnkkaFlow>,
     recording: Vec<JoinHandle<()>>,
@@ -308,153 +185,164 @@ enum Woke {
     Tick,
 }
 
-impl Run<'_> {
-    /// Carries out the drive's work until the request is done, waits, or fails.
-    async fn run(mut self, drive: &mut Drive, status: &mut AnkkaFlowStatus) -> Result<Option<Duration>, Error> {
+impl Io<'_> {
+    /// Carries out what `run` says until it is over: the run loop of `flow_core::reset::Run`.
+    async fn run(mut self, run: &mut Run, status: &mut AnkkaFlowStatus) -> Result<Option<Duration>, Error> {
         // Kafka calls and status writes run as tasks of their own, beside each other. They are never
-        // aborted: a drive that stops early waits for them (a blocking Kafka call cannot be
-        // cancelled, and one that outlived its drive unnoticed could land after a newer drive's).
+        // aborted: a run that stops early waits for them (a blocking Kafka call cannot be cancelled,
+        // and one that outlived its run unnoticed could land after a newer run's).
         let mut calls: FuturesUnordered<JoinHandle<Input>> = FuturesUnordered::new();
         let mut writing: Option<Writing> = None;
         let mut failure: Option<Error> = None;
         loop {
-            while let Some(work) = drive.poll_work(now()) {
-                // What commits (a fence too), publishes or writes happens only while this instance
-                // holds the Lease with a margin. Refused work was never started: the drive must not
-                // wait for it.
-                if work.acts() && !self.ctx.may_act.now() {
-                    drive.not_started(&work);
-                    drive.abandon();
-                    failure.get_or_insert(Error::LeaseLost);
-                    continue;
-                }
-                if let Err(e) = self.start(work, drive, status, &mut calls, &mut writing).await {
-                    drive.abandon();
-                    failure.get_or_insert(e);
-                }
-            }
-            // Waits only for tasks that exist: the drive's count of work in flight is the same.
-            debug_assert_eq!(drive.in_flight(), calls.len() + usize::from(writing.is_some()));
-            if !calls.is_empty() || writing.is_some() {
-                let tick = drive.poll_timeout();
-                let written = async {
-                    match writing.as_mut() {
-                        Some(w) => (&mut w.task).await,
-                        None => std::future::pending().await,
+            match run.poll(now()) {
+                Next::Start(work) => {
+                    // What commits (a fence too), publishes or writes happens only while this
+                    // instance holds the Lease with a margin. Refused work was never started.
+                    if work.acts() && !self.ctx.may_act.now() {
+                        run.handle(Report::NotStarted(work), now());
+                        failure.get_or_insert(Error::LeaseLost);
+                        continue;
                     }
-                };
-                let woke = tokio::select! {
-                    Some(joined) = calls.next(), if !calls.is_empty() => Woke::Kafka(joined),
-                    w = written => Woke::Written(w),
-                    () = tokio::time::sleep(tick.map_or(Duration::MAX, until)), if tick.is_some() => Woke::Tick,
-                };
-                match woke {
-                    Woke::Kafka(joined) => self.result(drive, joined, &mut failure),
-                    Woke::Written(written) => {
-                        let Some(done) = writing.take() else { continue };
-                        match written.map_err(Error::Task).and_then(|w| w) {
-                            Ok(()) => {
-                                tracing::debug!(token = done.token, "persist durable");
-                                if done.intent {
-                                    faults::point("after-intent").await;
+                    if let Err(e) = self.start(work, run, status, &mut calls, &mut writing).await {
+                        run.handle(Report::Failed, now());
+                        failure.get_or_insert(e);
+                    }
+                }
+                // Asked with nothing in flight: a failure here ends the run at once.
+                Next::Need(need) => {
+                    let report = self.need(need, run.id().unwrap_or_default()).await?;
+                    run.handle(report, now());
+                }
+                Next::Wait(tick) => {
+                    // Waits only for tasks that exist: the run's count of work in flight is the same.
+                    debug_assert_eq!(run.in_flight(), calls.len() + usize::from(writing.is_some()));
+                    let written = async {
+                        match writing.as_mut() {
+                            Some(w) => (&mut w.task).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let woke = tokio::select! {
+                        Some(joined) = calls.next(), if !calls.is_empty() => Woke::Kafka(joined),
+                        w = written => Woke::Written(w),
+                        () = tokio::time::sleep(tick.map_or(Duration::MAX, until)), if tick.is_some() => Woke::Tick,
+                    };
+                    match woke {
+                        Woke::Kafka(joined) => result(run, joined, &mut failure),
+                        Woke::Written(written) => {
+                            let Some(done) = writing.take() else { continue };
+                            match written.map_err(Error::Task).and_then(|w| w) {
+                                Ok(()) => {
+                                    tracing::debug!(token = done.token, "persist durable");
+                                    if done.intent {
+                                        faults::point("after-intent").await;
+                                    }
+                                    if done.outcome {
+                                        faults::point("after-outcome").await;
+                                    }
+                                    run.handle(Report::Persisted(done.token), now());
                                 }
-                                if done.outcome {
-                                    faults::point("after-outcome").await;
+                                Err(e) => {
+                                    run.handle(Report::PersistFailed(done.token), now());
+                                    failure.get_or_insert(e);
                                 }
-                                drive.persisted(done.token);
-                            }
-                            Err(e) => {
-                                drive.abandon();
-                                drive.persisted(done.token);
-                                failure.get_or_insert(e);
                             }
                         }
+                        Woke::Tick => run.handle(Report::Tick, now()),
                     }
-                    Woke::Tick => drive.tick(now()),
+                    // Every Kafka result that came in meanwhile is taken now, so that their persists
+                    // share one ledger flush and one status write.
+                    while let Some(Some(joined)) = futures::FutureExt::now_or_never(calls.next()) {
+                        result(run, joined, &mut failure);
+                    }
                 }
-                // Every Kafka result that came in meanwhile is taken now, so that their persists
-                // share one ledger flush and one status write.
-                while let Some(Some(joined)) = futures::FutureExt::now_or_never(calls.next()) {
-                    self.result(drive, joined, &mut failure);
-                }
-                continue;
-            }
-            match drive.idle() {
-                Idle::Done | Idle::Stalled => {
-                    self.events.recorded().await;
-                    break;
-                }
-                Idle::Abandoned => return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset"))),
-                Idle::Waiting(_) | Idle::Members => {
-                    // The events that say why it waits are recorded before the drive lets the
-                    // apply start, so that they come in the order they were decided.
-                    self.events.recorded().await;
-                    status.reset = Some(drive.status(now()));
-                    return Ok(Some(WAIT_RECHECK));
-                }
-                Idle::Sleep(at) => {
+                Next::Sleep(at) => {
                     if let Some(quiet) = self.quiet.take() {
                         // Nobody may be waiting: the apply waits only when the reconcile began
                         // with a request pending, and may have ended already.
                         let _ = quiet.send(());
                     }
                     tokio::time::sleep(until(at)).await;
-                    // A newer request (`flow reset --replace`) supersedes this one: stop here and let
-                    // the next reconcile take the new one. Looked up in the controllers' cache,
-                    // which the watch keeps within milliseconds of the API server (a request
-                    // written in those milliseconds is as late as one written just after a fresh
-                    // read), and confirmed by a fresh read only when the cache shows another (or
-                    // none), so that a cache behind a broken watch never stops the drive.
-                    let ours = |f: &AnkkaFlow| k::reset_annotations(f).0 == Some(drive.annotation());
-                    let superseded = !self.ctx.cached(self.flow).is_some_and(|f| ours(&f))
-                        && !ours(&timed(self.api.get(&self.flow.name_any())).await?);
-                    if superseded {
-                        status.reset = Some(drive.status(now()));
-                        return Ok(Some(Duration::ZERO));
+                    run.handle(Report::Tick, now());
+                }
+                Next::Finished(end) => {
+                    // The events that say why it waits are recorded before the drive lets the
+                    // apply start, so that they come in the order they were decided.
+                    self.events.recorded().await;
+                    if matches!(end.how, Ended::Done | Ended::Stalled) {
+                        count_finished(self.ctx, run);
                     }
-                    drive.tick(now());
+                    if let Some(reset) = end.reset {
+                        status.reset = Some(reset);
+                    }
+                    if let Some(history) = end.history {
+                        status.reset_history = history;
+                    }
+                    if end.how == Ended::Abandoned {
+                        return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset")));
+                    }
+                    return Ok(end.recheck);
                 }
             }
         }
-        count_finished(self.ctx, drive);
-        status.reset = Some(drive.status(now()));
-        status.reset_history = drive.history().to_vec();
-        Ok(None)
     }
 
-    /// Feeds a Kafka call's result back; a call that panicked stops the drive.
-    fn result(&self, drive: &mut Drive, joined: Result<Input, tokio::task::JoinError>, failure: &mut Option<Error>) {
-        match joined {
-            Ok(input) => drive.handle(input, now()),
-            Err(e) => {
-                drive.abandon();
-                drive.call_lost();
-                failure.get_or_insert(Error::Task(e));
+    /// Reads the fact the run needs (`id`: its request).
+    async fn need(&mut self, need: Need, id: &str) -> Result<Report, Error> {
+        let (ctx, flow) = (self.ctx, self.flow);
+        Ok(match need {
+            // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
+            Need::Ledger(of) => Report::Ledger(ctx.ledger.progress(self.owner, &of).await),
+            Need::Pods => {
+                let pods = match self.pods.take() {
+                    Some(pods) => pods,
+                    None => timed(k::running_pods(&ctx.client, self.owner.namespace, &flow.spec.pipeline)).await?,
+                };
+                // When this process saw each streamlet stopped, by its own watch: the settle counts from it.
+                let stopped = crate::stopped::stopped(self.owner.namespace, &flow.spec.pipeline);
+                Report::Pods { pods, stopped }
             }
-        }
+            // About to touch Kafka: the shared-group rule, asked at every run, a resumed request's
+            // too (no status decides a security rule).
+            Need::Shared(groups) => Report::Shared(crate::tenancy::shared_reset_verdict(ctx, flow, id, &groups).await?),
+            // Looked up in the controllers' cache, which the watch keeps within milliseconds of the
+            // API server (a request written in those milliseconds is as late as one written just
+            // after a fresh read); the run asks for a fresh read when the cache shows another.
+            Need::Requested { fresh: false } => {
+                let annotation = ctx.cached(flow).and_then(|f| k::reset_annotations(&f).0.map(str::to_string));
+                Report::Requested { annotation, fresh: false }
+            }
+            Need::Requested { fresh: true } => {
+                let read = timed(self.api.get(&flow.name_any())).await?;
+                Report::Requested { annotation: k::reset_annotations(&read).0.map(str::to_string), fresh: true }
+            }
+        })
     }
 
     /// Starts one piece of work (the caller checked that it may act).
     async fn start(
         &mut self,
         work: Work,
-        drive: &Drive,
+        run: &Run,
         status: &mut AnkkaFlowStatus,
         calls: &mut FuturesUnordered<JoinHandle<Input>>,
         writing: &mut Option<Writing>,
     ) -> Result<(), Error> {
         match work {
             Work::Kafka(call) => {
-                let at = drive.machine().destination().time().map(|t| t.0);
+                let machine = run.drive().map(Drive::machine);
+                let at = machine.and_then(|m| m.destination().time()).map(|t| t.0);
                 // A dry run's plan warns about the topic's retention and compaction.
                 let configs = match &call {
-                    KafkaCall::Inspect(target) if drive.machine().dry_run() => {
+                    KafkaCall::Inspect(target) if machine.is_some_and(|m| m.dry_run()) => {
                         topic_configs(self.ctx, &mut self.connections, self.flow, target).await
                     }
                     _ => BTreeMap::new(),
                 };
                 // A group outside the map (never expected) shares lane 0.
-                let lane = self.lanes.get(call.group()).copied().unwrap_or(0);
+                let lanes = self.lanes.get_or_insert_with(|| lanes(run));
+                let lane = lanes.get(call.group()).copied().unwrap_or(0);
                 let may_act = self.ctx.may_act.clone();
                 let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs, may_act).await;
                 calls.push(tokio::spawn(call));
@@ -469,7 +357,7 @@ impl Run<'_> {
                 let (intent, outcome) = (persist.carries_intent(), persist.carries_outcome());
                 let ledger = self.ctx.ledger.clone();
                 let (namespace, name, id) =
-                    (self.owner.namespace.to_string(), self.flow.name_any(), drive.id().to_string());
+                    (self.owner.namespace.to_string(), self.flow.name_any(), run.id().unwrap_or_default().to_string());
                 *writing = Some(Writing {
                     token: persist.token,
                     intent,
@@ -510,6 +398,17 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Reports a Kafka call's result; a call that panicked stops the run.
+fn result(run: &mut Run, joined: Result<Input, tokio::task::JoinError>, failure: &mut Option<Error>) {
+    match joined {
+        Ok(input) => run.handle(Report::Kafka(input), now()),
+        Err(e) => {
+            run.handle(Report::KafkaLost, now());
+            failure.get_or_insert(Error::Task(e));
+        }
     }
 }
 
@@ -688,15 +587,16 @@ async fn topic_configs(
 /// request's groups, so that up to `LANES` groups each have a connection of their own (a hash of
 /// the name put 3 of 10 groups on one lane). Each group keeps to its lane for the whole drive, so
 /// that its calls stay in order over one connection.
-fn lanes(drive: &Drive) -> BTreeMap<GroupId, usize> {
-    match drive.machine().state() {
-        State::Resetting(r) => r.groups.keys().enumerate().map(|(i, g)| (g.clone(), i)).collect(),
+fn lanes(run: &Run) -> BTreeMap<GroupId, usize> {
+    match run.drive().map(|d| d.machine().state()) {
+        Some(State::Resetting(r)) => r.groups.keys().enumerate().map(|(i, g)| (g.clone(), i)).collect(),
         _ => BTreeMap::new(),
     }
 }
 
 /// Counts the groups of a request that just finished, and its duration since it was first seen.
-fn count_finished(ctx: &Context, drive: &mut Drive) {
+fn count_finished(ctx: &Context, run: &mut Run) {
+    let Some(drive) = run.drive_mut() else { return };
     let Some(groups) = drive.outcomes() else { return };
     let mut counted: BTreeMap<&'static str, u64> = BTreeMap::new();
     for (_, outcome) in groups.values() {
@@ -717,3 +617,4 @@ fn count_finished(ctx: &Context, drive: &mut Drive) {
         ctx.metrics.reset_duration.observe(secs.max(0.0));
     }
 }
+

@@ -143,5 +143,5 @@ pub async fn shared_reset_verdict(
     let (all, clusters) = timed(read).await?;
     let all: Vec<&AnkkaFlow> = all.iter().filter_map(|f| f.0.as_ref().ok()).collect();
     let shared = shared_groups(ctx, flow, &all, &clusters, Some(groups)).await;
-    Ok(tenancy::reset_verdict(id, groups, &shared))
+    Ok(tenancy::reset_verdict(id, groups, &shared, flow_core::reset::WAIT_RECHECK))
 }

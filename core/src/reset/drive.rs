@@ -22,28 +22,29 @@
 //!   calls of a group that is under way (fences, reads, commits) go before new inspections, so that
 //!   groups finish early and few are open at once.
 //!
-//! # Run loop
-//! 1. Build it with [`super::intake`] and [`super::Admitted::start`], then feed the pods with
-//!    [`Drive::observe`].
-//! 2. Take [`Drive::poll_work`] until it returns `None`, starting each [`Work`]: feed a Kafka call's
-//!    result with [`Drive::handle`] and a persist's success with [`Drive::persisted`], in any order,
-//!    whenever they arrive.
-//! 3. While [`Drive::in_flight`] is not zero, wait for a result or for [`Drive::poll_timeout`] (then
-//!    [`Drive::tick`]), and go back to 2.
-//! 4. With nothing in flight and no work, [`Drive::idle`] says what now: sleep until an instant and
+//! # Drive contract
+//! A [`super::Run`] drives it (see the run loop there); these are the rules it keeps:
+//! 1. built by [`super::Admitted::start`], it is fed the pods with [`Drive::observe`];
+//! 2. [`Drive::poll_work`] is taken until it returns `None`, each [`Work`] started: a Kafka call's
+//!    result is fed with [`Drive::handle`] and a persist's success with [`Drive::persisted`], in any
+//!    order, whenever they arrive;
+//! 3. while [`Drive::in_flight`] is not zero, the driver waits for a result or for
+//!    [`Drive::poll_timeout`] (then [`Drive::tick`]), and goes back to 2;
+//! 4. with nothing in flight and no work, [`Drive::idle`] says what now: sleep until an instant and
 //!    [`Drive::tick`], look again later (the request waits), or stop (done).
 //!
 //! A persist that fails, or any reason to stop early, is [`Drive::abandon`]: no work is handed out
-//! any more (work handed out and refused before it started is [`Drive::not_started`]), and the driver waits until nothing is in flight before it drops the drive, so that no
-//! call of an abandoned drive outlives it unnoticed. The next drive starts from durable state.
+//! any more (work handed out and refused before it started is [`Drive::not_started`]), and the
+//! driver waits until nothing is in flight before it drops the drive, so that no call of an
+//! abandoned drive outlives it unnoticed. The next drive starts from durable state.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::approval::ApprovalPolicy;
-use super::intake::Stamps;
 use super::machine::{DEFAULT_SETTLE, Done, ResetMachine, State};
 use super::retry::DEFAULT_RETRY_FOR;
+use super::status::Stamps;
 use super::vocabulary::{Effect, GroupOutcome, Input, Intent, Timestamp};
 use crate::events::Event;
 use crate::names::GroupId;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::destination::Destination;
-use super::recovery::{self, Reread};
+use super::recovery::{self, Found, Reading, Reread};
 use super::retry::Retry;
 use super::vocabulary::{
     Committed, Effect, GroupOutcome, Inspection, Intent, KafkaFailure, Positions, Timestamp, fence_marker, reset_marker,
@@ -175,10 +175,10 @@ pub(super) fn advance(target: &InletTarget, phase: GroupPhase, input: GroupInput
             read_back(target, retry, intent, settled, result, cx)
         }
         (P::Recovering { retry, intent }, In::Read(result)) if retry.next.is_none() => {
-            recovery::reread(Reread::Recovering, target, retry, intent, result, cx)
+            reread(Reread::Recovering, target, retry, intent, result, cx)
         }
         (P::Verifying { retry, intent }, In::Read(result)) if retry.next.is_none() => {
-            recovery::reread(Reread::Verifying, target, retry, intent, result, cx)
+            reread(Reread::Verifying, target, retry, intent, result, cx)
         }
         (P::Reporting { reason, intent }, In::Read(result)) => {
             let held = match result {
@@ -188,6 +188,32 @@ pub(super) fn advance(target: &InletTarget, phase: GroupPhase, input: GroupInput
             finish(target, failure(target, reason + &held), cx)
         }
         (phase, _) => phase,
+    }
+}
+
+/// A read after a commit (see [`recovery::reread`]), and the phase it leads to.
+fn reread(
+    which: Reread,
+    target: &InletTarget,
+    retry: Retry,
+    intent: Intent,
+    result: Result<Positions, KafkaFailure>,
+    cx: &mut Cx<'_>,
+) -> GroupPhase {
+    let reading = Reading {
+        id: cx.id,
+        now: cx.now,
+        retry_for: cx.rules.retry_for,
+        own_offsets: cx.rules.destination.describe().is_some(),
+    };
+    match recovery::reread(which, target, retry, intent, result, reading) {
+        Found::Again(retry, intent) => match which {
+            Reread::Recovering => GroupPhase::Recovering { retry, intent },
+            Reread::Verifying => GroupPhase::Verifying { retry, intent },
+        },
+        Found::NeverLanded(retry) => never_landed(target, retry, cx),
+        Found::Landed(intent, added) => landed(target, intent, added, false, cx),
+        Found::Ends(outcome) => finish(target, outcome, cx),
     }
 }
 
@@ -383,7 +409,7 @@ fn report(target: &InletTarget, reason: String, intent: Intent, cx: &mut Cx<'_>)
 /// The commit of an intent never landed: the group starts again from inspection; after a failed
 /// commit or read (for example Kafka refusing the commit because consumers are active), once the
 /// backoff has passed, with Kafka's reason shown meanwhile.
-pub(super) fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) -> GroupPhase {
+fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) -> GroupPhase {
     if retry.last_error.is_some() {
         GroupPhase::Pending { retry: retry.after_backoff(cx.now) }
     } else {
@@ -396,13 +422,7 @@ pub(super) fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) 
 /// at once when the settle had passed since its streamlet stopped before the commit was handed out
 /// (`settled`, see [`Rules::settled`]); or, without a settle, reset now (`added`: partitions a read
 /// found beyond the intent).
-pub(super) fn landed(
-    target: &InletTarget,
-    intent: Intent,
-    added: Vec<i32>,
-    settled: bool,
-    cx: &mut Cx<'_>,
-) -> GroupPhase {
+fn landed(target: &InletTarget, intent: Intent, added: Vec<i32>, settled: bool, cx: &mut Cx<'_>) -> GroupPhase {
     if cx.rules.settle.is_zero() {
         finish(target, intent.into_reset(&target.topic, added), cx)
     } else if settled {
@@ -427,12 +447,12 @@ fn failed(target: &InletTarget, retry: Retry, failure: KafkaFailure, cx: &mut Cx
     }
 }
 
-pub(super) fn failure(target: &InletTarget, reason: String) -> GroupOutcome {
+fn failure(target: &InletTarget, reason: String) -> GroupOutcome {
     GroupOutcome::Failed { topic: target.topic.clone(), reason }
 }
 
 /// The group ends with `outcome`: made durable, then reported.
-pub(super) fn finish(target: &InletTarget, mut outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
+fn finish(target: &InletTarget, mut outcome: GroupOutcome, cx: &mut Cx<'_>) -> GroupPhase {
     if let GroupOutcome::Reset { to: to @ None, .. } | GroupOutcome::Planned { to: to @ None, .. } = &mut outcome {
         *to = cx.rules.describe(&target.group);
     }

@@ -16,14 +16,14 @@
 use std::collections::BTreeMap;
 
 use super::approval::{Asked, Gate, gate};
-use super::destination::Destination;
+use super::destination::{Destination, undo};
 use super::drive::{Drive, DriveOptions};
 use super::machine::{ResetMachine, State};
-use super::status::{failing_since, merge_progress, progress_from_status};
+use super::status::{Stamps, failing_since, merge_progress, progress_from_status};
 use super::vocabulary::{GroupProgress, LedgerEntry, Timestamp};
 use crate::events::{Event, EventType, fit_note};
 use crate::names::GroupId;
-use crate::request::{MalformedRequest, ResetRequest, parse_instant};
+use crate::request::{MalformedRequest, ResetRequest, To, parse_instant};
 use crate::resource::{Approval, ApprovalDecision, RequestPhase, ResetHistoryEntry, ResetStatus};
 
 /// How many earlier requests `status.resetHistory` keeps.
@@ -95,6 +95,17 @@ pub struct Admitted {
     destination: Option<Destination>,
     decision: Option<String>,
     decided_by: Option<String>,
+    /// For an undo: what the status still lists of the request it undoes (boxed: few requests are
+    /// undos).
+    undo: Option<Box<Undo>>,
+}
+
+/// An undo's request, and what the fresh status lists of it: the latest request only, recorded for
+/// this object, with the offsets of its small groups (see [`progress_from_status`]).
+#[derive(Debug)]
+struct Undo {
+    undone: String,
+    from_status: Vec<GroupProgress>,
 }
 
 /// How [`Admitted::start`] went.
@@ -104,33 +115,6 @@ pub enum Started {
     Answered(Box<Answer>),
     /// The request runs.
     Drive(Box<Drive>),
-}
-
-/// When a request was written, when the operator first saw it, who requested it, how it was
-/// approved, and when it finished: kept across reconciles.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Stamps {
-    pub uid: String,
-    pub written_at: Option<String>,
-    pub requested_at: String,
-    pub requested_by: Option<String>,
-    pub approval: Option<Approval>,
-    pub finished_at: Option<String>,
-}
-
-impl Stamps {
-    /// `r` with the stamps; a finished request is stamped finished at `now` the first time.
-    pub fn apply(&mut self, mut r: ResetStatus, now: Timestamp) -> ResetStatus {
-        r.uid = Some(self.uid.clone());
-        r.written_at.clone_from(&self.written_at);
-        r.requested_at = Some(self.requested_at.clone());
-        r.requested_by.clone_from(&self.requested_by);
-        r.approval.clone_from(&self.approval);
-        if r.phase.finished() {
-            r.finished_at = Some(self.finished_at.get_or_insert_with(|| now.rfc3339()).clone());
-        }
-        r
-    }
 }
 
 /// Decides what the request of `fresh` needs, at `now`.
@@ -178,6 +162,16 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
         return Intake::Answered(taken_up_elsewhere(&request.id, &other, stamps(None), history, events, now));
     }
     let same = same.filter(|p| p.uid.as_deref().is_none_or(|u| u == fresh.uid));
+    let undo = match &request.to {
+        Some(To::Undo(undone)) => Some(Box::new(Undo {
+            undone: undone.clone(),
+            from_status: previous
+                .filter(|p| p.id == *undone && p.uid.as_deref().is_none_or(|u| u == fresh.uid))
+                .map(progress_from_status)
+                .unwrap_or_default(),
+        })),
+        _ => None,
+    };
     // The fresh read holds the status the finishing reconcile wrote (a cache may not yet).
     if fresh.done == Some(request.id.as_str())
         && let Some(kept) = same.filter(|p| p.phase.finished())
@@ -193,6 +187,7 @@ pub fn intake(fresh: &Fresh<'_>, now: Timestamp) -> Intake {
         destination: None,
         decision: fresh.decision.map(str::to_string),
         decided_by: fresh.decided_by.map(str::to_string),
+        undo,
         request,
         events,
         history,
@@ -210,12 +205,34 @@ impl Admitted {
         &self.request
     }
 
-    /// Where the groups go, when the request needs offsets the driver reads (an undo's, from the
-    /// ledger): see [`Destination`].
+    /// Where the groups go, when the request needs offsets the driver reads: see [`Destination`].
     #[must_use]
     pub fn with_destination(mut self, destination: Destination) -> Self {
         self.destination = Some(destination);
         self
+    }
+
+    /// For an undo, the request it undoes: [`Admitted::undo_from`] needs the ledger's entries of it.
+    pub fn undone(&self) -> Option<&str> {
+        self.undo.as_ref().map(|u| u.undone.as_str())
+    }
+
+    /// An undo puts back what the ledger recorded of the request it undoes (`ledger`, its entries;
+    /// `None` when the ledger cannot be read), only what was recorded for this object: another's
+    /// progress is never taken as its own. When the ledger holds nothing of it for this object
+    /// (lost, unreadable), what the status still lists of it stands in: the latest request only,
+    /// and its small groups' offsets. Any other request is left as it is.
+    #[must_use]
+    pub fn undo_from(mut self, ledger: Option<Vec<LedgerEntry>>) -> Self {
+        let Some(u) = self.undo.take() else { return self };
+        let uid = &self.stamps.uid;
+        let mut recorded: Vec<GroupProgress> =
+            ledger.unwrap_or_default().into_iter().filter(|e| e.belongs_to(uid)).map(|e| e.progress).collect();
+        if recorded.is_empty() {
+            recorded = u.from_status;
+        }
+        let destination = undo(&u.undone, self.request.force, &recorded);
+        self.with_destination(destination)
     }
 
     /// Builds the request's machine from its durable progress: the ledger's entries of this request
@@ -234,6 +251,7 @@ impl Admitted {
             destination,
             decision,
             decided_by,
+            undo: _,
         } = self;
         let (own, other): (Vec<LedgerEntry>, Vec<LedgerEntry>) =
             ledger.unwrap_or_default().into_iter().partition(|e| e.belongs_to(&stamps.uid));

@@ -4,19 +4,51 @@
 
 use std::collections::BTreeMap;
 
-use super::group::{Cx, GroupPhase, failure, finish, landed, never_landed};
+use std::time::Duration;
+
 use super::retry::Retry;
-use super::vocabulary::{Intent, KafkaFailure, Position, Positions, fence_marker, reset_marker};
+use super::vocabulary::{
+    GroupOutcome, Intent, KafkaFailure, Position, Positions, Timestamp, fence_marker, reset_marker,
+};
 use super::wording::{join, named};
 use crate::targets::InletTarget;
 
 /// Which read of a group after its commit.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Reread {
-    /// The read that learns whether the commit of an intent landed ([`GroupPhase::Recovering`]).
+    /// The read that learns whether the commit of an intent landed (`GroupPhase::Recovering`).
     Recovering,
-    /// The read after the settle delay ([`GroupPhase::Verifying`]).
+    /// The read after the settle delay (`GroupPhase::Verifying`).
     Verifying,
+}
+
+/// What a read after a commit found; the group's transitions (`super::group`) take it from there.
+/// Kept apart from the phases, so that this module decides from the read alone.
+#[derive(Debug)]
+pub(super) enum Found {
+    /// The read failed and may be tried again after the backoff.
+    Again(Retry, Intent),
+    /// The commit never landed: the group starts over.
+    NeverLanded(Retry),
+    /// The commit landed and nothing moved since: the settle, then the verifying read (`added`:
+    /// partitions beyond the intent).
+    Landed(Intent, Vec<i32>),
+    /// The group ends with this outcome.
+    Ends(GroupOutcome),
+}
+
+/// What a read goes by: the request, the instant, how long a group retries, and whether the
+/// request moves groups to offsets of its own rather than to the log start offsets.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reading<'a> {
+    pub id: &'a str,
+    pub now: Timestamp,
+    pub retry_for: Duration,
+    pub own_offsets: bool,
+}
+
+fn failure(target: &InletTarget, reason: String) -> Found {
+    Found::Ends(GroupOutcome::Failed { topic: target.topic.clone(), reason })
 }
 
 /// The answer to a read of a group after its commit. A read that failed is read again after the
@@ -28,24 +60,22 @@ pub(super) fn reread(
     retry: Retry,
     intent: Intent,
     result: Result<Positions, KafkaFailure>,
-    cx: &mut Cx<'_>,
-) -> GroupPhase {
+    cx: Reading<'_>,
+) -> Found {
     let f = match (result, which) {
         (Ok(read), Reread::Recovering) => return recovered(target, retry, intent, &read, cx),
-        (Ok(read), Reread::Verifying) => return verified(target, intent, &read, cx),
+        (Ok(read), Reread::Verifying) => return verified(target, intent, &read),
         (Err(f), _) => f,
     };
-    let reason = match retry.fail(f, cx.now, cx.rules.retry_for) {
-        Ok(retry) if matches!(which, Reread::Recovering) => return GroupPhase::Recovering { retry, intent },
-        Ok(retry) => return GroupPhase::Verifying { retry, intent },
+    let reason = match retry.fail(f, cx.now, cx.retry_for) {
+        Ok(retry) => return Found::Again(retry, intent),
         Err(reason) => reason,
     };
     let reason = match which {
         Reread::Recovering => format!("could not learn whether an earlier commit landed: {reason}"),
         // The reset landed and read back once, but whether it held is unknown: never a success.
         Reread::Verifying => {
-            let at =
-                if cx.rules.destination.describe().is_some() { "its new offsets" } else { "the log start offsets" };
+            let at = if cx.own_offsets { "its new offsets" } else { "the log start offsets" };
             format!(
                 "the reset was committed and read back at {at}, but reading the offsets again after the settle \
                  failed: {reason}; check that a consumer did not move them (kafka-consumer-groups --describe \
@@ -54,11 +84,11 @@ pub(super) fn reread(
             )
         }
     };
-    finish(target, failure(target, reason), cx)
+    failure(target, reason)
 }
 
 /// The read that learns whether the commit of an intent landed.
-fn recovered(target: &InletTarget, retry: Retry, intent: Intent, read: &Positions, cx: &mut Cx<'_>) -> GroupPhase {
+fn recovered(target: &InletTarget, retry: Retry, intent: Intent, read: &Positions, cx: Reading<'_>) -> Found {
     if intent.is_summary() {
         return recovered_by_markers(target, retry, intent, read, cx);
     }
@@ -90,19 +120,19 @@ fn recovered(target: &InletTarget, retry: Retry, intent: Intent, read: &Position
     if partial {
         let reason = "the reset commit landed on some partitions only".to_string();
         let held = holdings(&intent, read, cx.id);
-        finish(target, failure(target, format!("{reason}; Kafka holds now: {held}; request a new reset")), cx)
+        failure(target, format!("{reason}; Kafka holds now: {held}; request a new reset"))
     } else if fenced && !landed_untouched {
-        never_landed(target, retry, cx)
+        Found::NeverLanded(retry)
     } else if landed_untouched {
         // Landed, and no consumer committed since: wait the settle and read again, as after a
         // read-back.
         let added = added_partitions(&intent, read);
         // When the commit was sent is not known here: the full settle.
-        landed(target, intent, added, false, cx)
+        Found::Landed(intent, added)
     } else if behind_before {
         // Landed; a consumer committed since (it ran after the reset), which is its progress to keep.
         let added = added_partitions(&intent, read);
-        finish(target, intent.into_reset(&target.topic, added), cx)
+        Found::Ends(intent.into_reset(&target.topic, added))
     } else {
         // A consumer committed after the fence, at or beyond where the group was: the streamlet ran,
         // but from the reset or from where it was, Kafka cannot tell. Never reset again (that could
@@ -110,7 +140,7 @@ fn recovered(target: &InletTarget, retry: Retry, intent: Intent, read: &Position
         let reason = "cannot tell whether the reset landed: the operator stopped during the reset, and a consumer \
                       has committed since at or beyond the offsets the group had before; if the streamlet did not \
                       read its input again, request a new reset";
-        finish(target, failure(target, reason.to_string()), cx)
+        failure(target, reason.to_string())
     }
 }
 
@@ -146,8 +176,8 @@ fn recovered_by_markers(
     retry: Retry,
     intent: Intent,
     read: &Positions,
-    cx: &mut Cx<'_>,
-) -> GroupPhase {
+    cx: Reading<'_>,
+) -> Found {
     let (fence, reset) = (fence_marker(cx.id), reset_marker(cx.id));
     let marked = |p: &Option<Position>, m: &str| p.as_ref().is_none_or(|x| x.metadata == m);
     let landed: BTreeMap<i32, i64> = read
@@ -155,29 +185,29 @@ fn recovered_by_markers(
         .filter_map(|(p, pos)| pos.as_ref().filter(|x| x.metadata == reset).map(|x| (*p, x.offset)))
         .collect();
     if landed.is_empty() && read.values().all(|p| marked(p, &fence)) {
-        return never_landed(target, retry, cx);
+        return Found::NeverLanded(retry);
     }
     let covered = u32::try_from(landed.len()).unwrap_or(u32::MAX);
     if covered < intent.partitions && read.values().all(|p| marked(p, &fence) || marked(p, &reset)) {
         let held = holdings(&intent, read, cx.id);
         let reason =
             format!("the reset commit landed on some partitions only; Kafka holds now: {held}; request a new reset");
-        return finish(target, failure(target, reason), cx);
+        return failure(target, reason);
     }
     if covered >= intent.partitions && read.values().all(|p| marked(p, &reset)) {
         let added = read.keys().filter(|p| !landed.contains_key(p)).copied().collect();
         let found = Intent { target: landed, ..intent };
-        return self::landed(target, found, added, false, cx);
+        return Found::Landed(found, added);
     }
     let reason = "cannot tell whether the reset landed: the operator stopped during the reset, a consumer has \
                   committed since, and the offsets the group had before were kept only in the lost ledger; if the \
                   streamlet did not read its input again, request a new reset";
-    finish(target, failure(target, reason.to_string()), cx)
+    failure(target, reason.to_string())
 }
 
 /// The read after the settle delay: the group is reset only if every partition of its intent is
 /// still at its target.
-fn verified(target: &InletTarget, intent: Intent, read: &Positions, cx: &mut Cx<'_>) -> GroupPhase {
+fn verified(target: &InletTarget, intent: Intent, read: &Positions) -> Found {
     let moved: Vec<String> = intent
         .target
         .iter()
@@ -189,7 +219,7 @@ fn verified(target: &InletTarget, intent: Intent, read: &Positions, cx: &mut Cx<
         .collect();
     let added = added_partitions(&intent, read);
     if moved.is_empty() {
-        return finish(target, intent.into_reset(&target.topic, added), cx);
+        return Found::Ends(intent.into_reset(&target.topic, added));
     }
     let mut reason = format!(
         "a consumer overwrote the reset after it was read back: {}; stop every consumer of the group (a pod still \
@@ -202,7 +232,7 @@ fn verified(target: &InletTarget, intent: Intent, read: &Positions, cx: &mut Cx<
             join(&added)
         );
     }
-    finish(target, failure(target, reason), cx)
+    failure(target, reason)
 }
 
 /// Partitions in `read` (the topic's partitions now) that `intent` did not cover.

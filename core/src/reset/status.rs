@@ -10,8 +10,35 @@ use super::summary::group_status;
 use super::vocabulary::{Committed, GroupOutcome, GroupProgress, Intent, Timestamp};
 use crate::events::fit_note;
 use crate::names::GroupId;
-use crate::resource::{GroupStage, GroupStatus, RequestPhase, ResetStatus};
+use crate::resource::{Approval, GroupStage, GroupStatus, RequestPhase, ResetStatus};
 use crate::targets::RunningProblem;
+
+/// When a request was written, when the operator first saw it, who requested it, how it was
+/// approved, and when it finished: kept across reconciles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Stamps {
+    pub uid: String,
+    pub written_at: Option<String>,
+    pub requested_at: String,
+    pub requested_by: Option<String>,
+    pub approval: Option<Approval>,
+    pub finished_at: Option<String>,
+}
+
+impl Stamps {
+    /// `r` with the stamps; a finished request is stamped finished at `now` the first time.
+    pub fn apply(&mut self, mut r: ResetStatus, now: Timestamp) -> ResetStatus {
+        r.uid = Some(self.uid.clone());
+        r.written_at.clone_from(&self.written_at);
+        r.requested_at = Some(self.requested_at.clone());
+        r.requested_by.clone_from(&self.requested_by);
+        r.approval.clone_from(&self.approval);
+        if r.phase.finished() {
+            r.finished_at = Some(self.finished_at.get_or_insert_with(|| now.rfc3339()).clone());
+        }
+        r
+    }
+}
 
 impl ResetMachine {
     /// The request's status, as written to `status.reset` of the resource (without its stamps).

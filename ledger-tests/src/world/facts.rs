@@ -108,6 +108,12 @@ pub enum Fact {
     },
     /// A write failed and the operator abandoned the drive, once nothing it started was in flight.
     Abandoned,
+    /// The shared-group rule refused request `id` (`World::shared`): another resource maps to one
+    /// of its groups on the same cluster, so its groups not finished are never reset for it.
+    SharedRefused {
+        /// The request.
+        id: String,
+    },
     /// The operator crashed after starting `effects` pieces of work of a reconcile.
     Crash {
         /// Effects carried out.

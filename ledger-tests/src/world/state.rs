@@ -90,6 +90,8 @@ pub struct Kube {
     pub status_reset: Option<ResetStatus>,
     /// `status.resetHistory`.
     pub status_history: Vec<ResetHistoryEntry>,
+    /// `status.reset` as it stood when the done annotation was last written.
+    pub status_at_done: Option<ResetStatus>,
     /// Names of the Event objects that exist (the API server refuses a second one: 409).
     pub event_names: BTreeSet<String>,
     /// How many of the operator's next writes of each kind fail.
