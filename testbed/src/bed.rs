@@ -83,7 +83,9 @@ pub fn serial() -> Serial {
     static LOCK: Mutex<()> = Mutex::new(());
     let in_process = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let file = e2e_lock_file();
+    let asked = Instant::now();
     file.lock().unwrap_or_else(|e| panic!("cannot take e2e.lock: {e}"));
+    report_wait("every other end-to-end test", asked);
     Serial { _across_processes: file, _in_process: in_process }
 }
 
@@ -115,8 +117,19 @@ pub struct Serial {
 ///   another operator's metrics.
 pub fn side_by_side() -> SideBySide {
     let file = e2e_lock_file();
+    let asked = Instant::now();
     file.lock_shared().unwrap_or_else(|e| panic!("cannot take e2e.lock (shared): {e}"));
+    report_wait("a test that runs alone", asked);
     SideBySide { _across_processes: file }
+}
+
+/// Says on stderr how long a test waited for `e2e.lock`, when it waited a second or more: a test's
+/// time as the runner prints it includes that wait.
+fn report_wait(what: &str, asked: Instant) {
+    let waited = asked.elapsed();
+    if waited >= Duration::from_secs(1) {
+        eprintln!("e2e.lock: waited {:.1} s for {what} to finish", waited.as_secs_f64());
+    }
 }
 
 /// Held while an isolated test runs; see [`side_by_side`].
