@@ -102,13 +102,11 @@ pub use approval::{
 };
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
 pub use drive::{Drive, DriveOptions, GATHER, Idle, KafkaCall, Persist, ProgressWrite, Work};
-pub use group::GroupPhase;
+pub use group::{Group, GroupPhase};
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,
 };
-pub use machine::{
-    DEFAULT_SETTLE, Done, Group, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting,
-};
+pub use machine::{DEFAULT_SETTLE, Done, MEMBERS_IN_DRIVE, ResetMachine, Resetting, State, WAIT_RECHECK, Waiting};
 pub use order::Pins;
 pub use retry::{DEFAULT_RETRY_FOR, FIRST_BACKOFF, MAX_BACKOFF, Retry, backoff};
 pub use run::{End, Ended, Need, Next, Report, Run};

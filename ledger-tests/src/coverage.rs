@@ -1,8 +1,7 @@
 //! What a generated history reached: the states that matter, read off the world's facts, which the
 //! coverage test of `tests/reset_machine.rs` counts over a fixed sample of histories.
 
-use crate::invariants::{Marker, marker};
-use crate::world::{Committer, Fact, World};
+use crate::world::{Committer, Fact, Marker, World, marker};
 
 /// What one history reached, read off the world's facts.
 pub fn reached(world: &World) -> Vec<&'static str> {

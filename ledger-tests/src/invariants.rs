@@ -6,42 +6,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_core::reset::{HISTORY_LEN, fence_marker, reset_marker};
+use flow_core::reset::HISTORY_LEN;
 
-use crate::world::{AppliedCommit, Committer, EventRecord, Fact, Streamlet, World};
+use crate::world::{AppliedCommit, Committer, EventRecord, Fact, Marker, Streamlet, World, marker};
 
 /// Distinct wait situations of one request: each of its (at most two) targets runs, lingers
 /// (scaled to 0, pod still there) or is stopped, and at least one is not stopped: 3 × 3 − 1.
 pub const WAIT_SITUATIONS: usize = 8;
-
-/// What an operator commit's metadata says it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Marker {
-    /// [`fence_marker`] of the request.
-    Fence(String),
-    /// [`reset_marker`] of the request.
-    Reset(String),
-}
-
-impl Marker {
-    /// The request id.
-    pub fn id(&self) -> &str {
-        match self {
-            Marker::Fence(id) | Marker::Reset(id) => id,
-        }
-    }
-}
-
-/// Reads a commit's metadata back into a marker (checked against core's own formatting).
-pub fn marker(metadata: &str) -> Option<Marker> {
-    let rest = metadata.strip_prefix("ankka-flow/reset/")?;
-    match rest.strip_suffix("/fence") {
-        Some(id) if fence_marker(id) == metadata => Some(Marker::Fence(id.to_string())),
-        Some(_) => None,
-        None if reset_marker(rest) == metadata => Some(Marker::Reset(rest.to_string())),
-        None => None,
-    }
-}
 
 /// Issues of the machine and its driver that the model found, fixed since (docs/ledger-tests.md,
 /// "What the model found", items 3 and 4): a test that runs the old behaviour accepts one to show

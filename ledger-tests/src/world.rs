@@ -9,7 +9,7 @@ use flow_core::names::GroupId;
 use flow_core::request::ResetRequest;
 use flow_core::reset::{
     Committed, DEFAULT_SETTLE, GroupProgress, Input, Inspection, KafkaCall, KafkaFailure, LedgerEntry, Pins, Position,
-    Positions, ProgressWrite, Timestamp, WAIT_RECHECK,
+    Positions, ProgressWrite, Timestamp, WAIT_RECHECK, fence_marker, reset_marker,
 };
 use flow_core::resource::{AnkkaFlowSpec, ResetHistoryEntry, ResetStatus, StreamletSpec, TopicSpec};
 use flow_core::targets::InletTarget;
@@ -347,7 +347,7 @@ impl World {
         let done = self.kube.done.clone();
         if let (KafkaCall::Fence { metadata, .. } | KafkaCall::Commit { metadata, .. }, Some(group)) =
             (&call, Streamlet::of_group(call.group()))
-            && let Some(m) = crate::invariants::marker(metadata)
+            && let Some(m) = marker(metadata)
         {
             self.facts.push(Fact::Held { id: m.id().to_string(), group });
         }
@@ -567,5 +567,34 @@ impl World {
         self.kube.status_at_done = self.kube.status_reset.clone();
         self.kube.done = Some(id.to_string());
         self.facts.push(Fact::Done { id: id.to_string() });
+    }
+}
+
+/// What an operator commit's metadata says it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Marker {
+    /// [`fence_marker`] of the request.
+    Fence(String),
+    /// [`reset_marker`] of the request.
+    Reset(String),
+}
+
+impl Marker {
+    /// The request id.
+    pub fn id(&self) -> &str {
+        match self {
+            Marker::Fence(id) | Marker::Reset(id) => id,
+        }
+    }
+}
+
+/// Reads a commit's metadata back into a marker (checked against core's own formatting).
+pub fn marker(metadata: &str) -> Option<Marker> {
+    let rest = metadata.strip_prefix("ankka-flow/reset/")?;
+    match rest.strip_suffix("/fence") {
+        Some(id) if fence_marker(id) == metadata => Some(Marker::Fence(id.to_string())),
+        Some(_) => None,
+        None if reset_marker(rest) == metadata => Some(Marker::Reset(rest.to_string())),
+        None => None,
     }
 }

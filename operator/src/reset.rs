@@ -617,4 +617,3 @@ fn count_finished(ctx: &Context, run: &mut Run) {
         ctx.metrics.reset_duration.observe(secs.max(0.0));
     }
 }
-

@@ -1,4 +1,4 @@
-//! The test bed's coordinates, the lock that serialises end-to-end tests, the workspace's binaries,
+//! The test bed's coordinates, the lock that keeps end-to-end tests apart, the workspace's binaries,
 //! and waiting on a condition.
 
 use std::path::PathBuf;
@@ -56,29 +56,85 @@ fn group_coordinator_ready(kafka: &str) {
     });
 }
 
-/// Serialises the end-to-end tests: they share one cluster and one broker, and reuse the example's
-/// fixed topic and consumer group. Within a test binary by a mutex; across test binaries and `cargo
-/// test` runs (several people on one test bed, several worktrees) by an exclusive lock on
-/// `e2e.lock` in the test bed's run directory, which the OS drops when the process ends.
-pub fn serial() -> Serial {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let in_process = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+/// The end-to-end tests' lock, `e2e.lock` in the test bed's run directory, opened for locking. One
+/// file for every test binary, `cargo test` run and worktree on the test bed; the OS drops a lock
+/// when its process ends.
+fn e2e_lock_file() -> std::fs::File {
     let run = std::env::var_os("FLOW_TESTBED_RUN").map_or_else(|| bed().root.join("target/testbed"), PathBuf::from);
     let path = run.join("e2e.lock");
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
-    file.lock().unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()))
+}
+
+/// Runs an end-to-end test alone: no other end-to-end test runs beside it, in this process or any
+/// other on the test bed. Within a test binary by a mutex; across test binaries and runs
+/// (several worktrees, `tb restart-kafka`) by an exclusive lock on `e2e.lock`.
+///
+/// For every test that is not [isolated](side_by_side): one that uses the cart example (its fixed
+/// topic `shop.cart-events.v1`, consumer group `cart.router.in` and managed topics `cart.*`), stops,
+/// restarts or freezes a part of the test bed, changes a shared or cluster-scoped object, runs an
+/// operator that watches every namespace, or reads what other tests change (every topic or group of
+/// a broker, Kafka's ACLs).
+pub fn serial() -> Serial {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let in_process = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let file = e2e_lock_file();
+    let asked = Instant::now();
+    file.lock().unwrap_or_else(|e| panic!("cannot take e2e.lock: {e}"));
+    report_wait("every other end-to-end test", asked);
     Serial { _across_processes: file, _in_process: in_process }
 }
 
-/// Held while a test runs; see [`serial`].
+/// Held while a test runs alone; see [`serial`].
 pub struct Serial {
     _across_processes: std::fs::File,
     _in_process: MutexGuard<'static, ()>,
+}
+
+/// Runs an isolated end-to-end test: beside other isolated tests (in this process or any other on
+/// the test bed), never beside a [`serial`] one. A shared lock on `e2e.lock`, which the exclusive
+/// lock of [`serial`] (and `tb restart-kafka`) waits for.
+///
+/// A test is isolated when everything it creates or changes is its own, so that no other test can
+/// see it, and it reads nothing another test changes (docs/testbed.md, "Writing an end-to-end
+/// test"):
+/// - its own namespaces, named for it alone;
+/// - its own topics and consumer groups (a pipeline named for it alone has groups of its own), on
+///   the main broker;
+/// - an operator started with `FLOW_WATCH_NAMESPACE` set to its own namespace (so it has a Lease of
+///   its own and reconciles nothing of another test), or none;
+/// - its own cluster Secrets in `ankka-flow` if it needs any (named for it, allowing its namespaces
+///   only), and nothing else changed there or in the cluster beyond applying what every test applies
+///   identically ([`crate::install_crd`], [`crate::install_cluster_secret`],
+///   [`crate::install_operator_rights`]);
+/// - no stop, restart or freeze of Kafka, the API server or etcd, no change of the kwok node, no
+///   ACLs;
+/// - no reading of what is not its own: every topic or group of the broker, every pod of the node,
+///   another operator's metrics.
+pub fn side_by_side() -> SideBySide {
+    let file = e2e_lock_file();
+    let asked = Instant::now();
+    file.lock_shared().unwrap_or_else(|e| panic!("cannot take e2e.lock (shared): {e}"));
+    report_wait("a test that runs alone", asked);
+    SideBySide { _across_processes: file }
+}
+
+/// Says on stderr how long a test waited for `e2e.lock`, when it waited a second or more: a test's
+/// time as the runner prints it includes that wait.
+fn report_wait(what: &str, asked: Instant) {
+    let waited = asked.elapsed();
+    if waited >= Duration::from_secs(1) {
+        eprintln!("e2e.lock: waited {:.1} s for {what} to finish", waited.as_secs_f64());
+    }
+}
+
+/// Held while an isolated test runs; see [`side_by_side`].
+pub struct SideBySide {
+    _across_processes: std::fs::File,
 }
 
 /// Path of a workspace binary; panics when it was not built.

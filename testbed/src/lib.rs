@@ -5,7 +5,8 @@
 //! (`make test` does it). Nothing here is a mock: every call goes to the real broker, the real API
 //! server, or the real `flow` and `flow-operator` binaries built from this workspace.
 //!
-//! - `bed`: the coordinates, [`serial`] (one end-to-end test at a time), [`bin`], [`wait_until`];
+//! - `bed`: the coordinates, [`serial`] (an end-to-end test alone) and [`side_by_side`] (isolated
+//!   tests together), [`bin`], [`wait_until`];
 //! - `kube`: `kubectl` and what tests read from the API server;
 //! - `operator`: a running [`Operator`] and its `/metrics`;
 //! - [`kafka`], [`groups`]: topics, records and consumer groups on the broker;
@@ -25,7 +26,9 @@ mod pipeline;
 mod rights;
 pub mod standin;
 
-pub use bed::{Bed, Serial, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, wait_until};
+pub use bed::{
+    Bed, Serial, SideBySide, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, side_by_side, wait_until,
+};
 pub use cart::{cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_cluster_secret};
 pub use kube::*;
 pub use operator::{Operator, SIDECAR_IMAGE, group_series, http_get, lag_in_metrics, metrics_address};

@@ -15,6 +15,7 @@ fn status_lag(ns: &str) -> (Option<i64>, Option<String>) {
 
 #[test]
 fn lag_starts_at_the_input_size_and_falls_to_zero() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-catch-up";
     let started = std::time::Instant::now();

@@ -368,6 +368,7 @@ impl Drop for CrdBack {
 
 #[test]
 fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_service_account() {
+    // Serial: a Helm release that takes the CRD over, and the cart example.
     let _serial = serial();
     let (release_ns, ns, name) = ("flow-helm", "shop-helm", "ankka-flow-helm");
     install_crd();

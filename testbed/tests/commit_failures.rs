@@ -128,7 +128,7 @@ fn assert_failed_naming(ns: &str, p: &str, g: &str, topic: &str, id: &str, faili
 /// fails; the failure names partitions 0, 1 and 2.
 #[test]
 fn c4_a_topic_deleted_before_the_commit_fails_the_group_naming_its_partitions() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics, group and operator
     let (ns, p, topic) = ("cf-c4-deleted", "cf-c4-deleted", "cf.c4-deleted");
     let g = format!("{p}.router.in");
     let op = paused_operator(ns, "after-intent", 5);
@@ -155,7 +155,7 @@ fn c4_a_topic_deleted_before_the_commit_fails_the_group_naming_its_partitions() 
 /// commit. Partition 2's commit fails and partitions 0 and 1 land: the group fails, naming partition 2.
 #[test]
 fn c4_one_partition_gone_before_the_commit_fails_the_group_naming_it() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics, group and operator
     let (ns, p, topic) = ("cf-c4-one", "cf-c4-one", "cf.c4-one");
     let g = format!("{p}.router.in");
     let op = paused_operator(ns, "after-intent", 8);
@@ -186,7 +186,7 @@ fn c4_one_partition_gone_before_the_commit_fails_the_group_naming_it() {
 /// group must not be reported reset: a failure naming partition 1.
 #[test]
 fn c4_offsets_reading_back_otherwise_than_committed_fail_the_group_naming_them() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics, group and operator
     let (ns, p, topic) = ("cf-c4-moved", "cf-c4-moved", "cf.c4-moved");
     let g = format!("{p}.router.in");
     let op = paused_operator(ns, "after-commit", 5);
@@ -334,7 +334,7 @@ impl Watch<'_> {
 #[test]
 fn a4_a_member_that_joins_before_the_commit_is_refused_by_kafka_and_the_reset_waits_for_it() {
     const PAUSE: u64 = 10;
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics, group and operator
     let (ns, p, topic, other) = ("cf-a4-commit", "cf-a4-commit", "cf.a4-commit", "cf.a4-commit-other");
     let g = format!("{p}.router.in");
     let op = paused_operator(ns, "after-intent", PAUSE);

@@ -71,6 +71,7 @@ fn count(text: &str, needle: &str) -> usize {
 
 #[test]
 fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
+    // Serial: the cart example, and ClusterRoles and bindings of its own changed beside the shipped ones.
     let _serial = serial();
     let ns = "shop-rbac";
     install_operator_rights();
@@ -242,6 +243,7 @@ subjects: [{{kind: ServiceAccount, name: {NOEVENTS_SA}, namespace: ankka-flow}}]
 
 #[test]
 fn without_rights_on_events_the_reset_still_happens_once() {
+    // Serial: the cart example, and ClusterRoles and bindings of its own changed beside the shipped ones.
     let _serial = serial();
     let ns = "shop-noevents";
     install_operator_rights();
@@ -292,6 +294,7 @@ fn without_rights_on_events_the_reset_still_happens_once() {
 
 #[test]
 fn two_operators_one_leader_and_a_quick_hand_over() {
+    // Serial: the cart example, and ClusterRoles and bindings of its own changed beside the shipped ones.
     let _serial = serial();
     let ns = "shop-leader";
     install_operator_rights();

@@ -41,6 +41,7 @@ fn crash_after_commit_then_read(ns: &str, records: u64) -> (std::collections::BT
 
 #[test]
 fn a_crash_after_the_commit_never_rewinds_the_group_twice() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-crash";
     // The streamlet read half its input again: some partition is behind where the group was before,
@@ -56,6 +57,7 @@ fn a_crash_after_the_commit_never_rewinds_the_group_twice() {
 
 #[test]
 fn a_crash_after_the_commit_then_a_full_reread_is_neither_redone_nor_claimed() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-crash-full";
     // Case D1: the streamlet read everything again and is back where it was. Kafka cannot tell this
@@ -71,6 +73,7 @@ fn a_crash_after_the_commit_then_a_full_reread_is_neither_redone_nor_claimed() {
 
 #[test]
 fn malformed_requests_are_refused_once_each_and_move_nothing() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-malformed";
     let op = cart_scenario(ns, 0, &[]);
@@ -112,6 +115,7 @@ fn malformed_requests_are_refused_once_each_and_move_nothing() {
 
 #[test]
 fn a_pending_request_is_refused_unless_replaced_and_the_replaced_one_is_recorded() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-replace";
     let _op = cart_scenario(ns, 0, &[]);
@@ -156,6 +160,7 @@ fn a_pending_request_is_refused_unless_replaced_and_the_replaced_one_is_recorded
 fn a_request_written_while_another_finishes_survives_and_runs_next() {
     // Case D4: the operator is stopped right before it writes u4's done annotation; meanwhile the user
     // writes u5. The done write touches only its own key, so u5 survives and is carried out next.
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-next";
     let mut op = cart_scenario(ns, 0, &[("FLOW_FAULT_CRASH_AT", "before-done")]);
@@ -197,6 +202,7 @@ fn a_resource_created_again_with_a_done_request_does_not_reset_its_groups_again(
     // done, the streamlet has read since, and the same manifest, request annotation included, creates
     // it again (a new uid). The new object refuses the old request and marks it done; the group keeps
     // the streamlet's progress.
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-recreated";
     let _op = cart_scenario(ns, 0, &[]);

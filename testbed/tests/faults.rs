@@ -23,7 +23,7 @@ use support::Pipe;
 /// the fence, so it can never land after the next drive's reset of that group.
 #[test]
 fn a_fence_delayed_past_a_failed_status_write_never_lands_after_the_reset() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, pipeline, topics, groups and operators
     let ns = "faults-late-fence";
     let pipe = Pipe::new(ns, "late", &["a", "b"]);
     let op = Operator::start(
@@ -50,7 +50,8 @@ fn a_fence_delayed_past_a_failed_status_write_never_lands_after_the_reset() {
 /// (SIGCONT) and steps down without acting: one commit per group, no false success.
 #[test]
 fn a_leader_paused_past_its_lease_steps_down_and_the_new_one_finishes() {
-    let _serial = serial();
+    // Isolated: its own namespace, topics, groups, Lease and operators; it freezes only its own.
+    let _lock = side_by_side();
     let ns = "faults-leader";
     let pipe = Pipe::new(ns, "lead", &["a", "b"]);
     let lease = format!("ankka-flow-operator-{ns}");
@@ -159,7 +160,7 @@ fn series(text: &str, name: &str) -> Option<f64> {
 /// group, and the groups whose records went with the directory are never reset twice.
 #[test]
 fn the_ledger_directory_removed_mid_reset_loses_nothing() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, pipeline, topics, groups and operators
     let ns = "faults-ledger-gone";
     let pipe = Pipe::new(ns, "gone", &["a", "b"]);
     let dir = fresh_dir(ns).join("ledger");
@@ -187,7 +188,8 @@ fn the_ledger_directory_removed_mid_reset_loses_nothing() {
 /// freed, the ledger is used again and the condition goes.
 #[test]
 fn a_full_ledger_disk_degrades_to_the_status_and_never_blocks_a_reset() {
-    let _serial = serial();
+    // Isolated: its own namespace, pipeline, topics, groups, operator and disk.
+    let _lock = side_by_side();
     let ns = "faults-ledger-full";
     let pipe = Pipe::new(ns, "full", &["a", "b"]);
     let disk = Disk::mount(ns, 4096);
@@ -215,7 +217,7 @@ fn a_full_ledger_disk_degrades_to_the_status_and_never_blocks_a_reset() {
 /// the request. One commit per group, no false success, whatever was durable when it died.
 #[test]
 fn each_crash_point_is_recovered_without_a_second_commit() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, pipeline, topics, groups and operators
     let points = ["before-fence", "after-intent", "after-commit", "after-outcome", "before-done"];
     for (point, lose_ledger) in points.into_iter().flat_map(|p| [(p, false), (p, true)]) {
         let took = Instant::now();
@@ -244,7 +246,8 @@ fn each_crash_point_is_recovered_without_a_second_commit() {
 /// and finishes it: one commit per group, no false success.
 #[test]
 fn the_api_server_gone_mid_reset_is_ridden_out() {
-    let _serial = serial();
+    // Isolated: its own namespace, pipeline, topics, groups and operator; it cuts only its own proxy.
+    let _lock = side_by_side();
     let ns = "faults-apiserver";
     let pipe = Pipe::new(ns, "api", &["a", "b"]);
     let proxy = support::ApiProxy::start(ns);
@@ -278,6 +281,7 @@ fn the_api_server_gone_mid_reset_is_ridden_out() {
 /// false success.
 #[test]
 fn the_broker_stopped_for_a_minute_mid_reset_is_ridden_out() {
+    // Serial: it stops or restarts the broker or the API server.
     let _serial = serial();
     let ns = "faults-broker";
     let pipe = Pipe::new(ns, "broker", &["a", "b"]);
@@ -356,6 +360,7 @@ fn the_broker_stopped_for_a_minute_mid_reset_is_ridden_out() {
 /// outage is ridden out in place. Either way one commit per group and no false success.
 #[test]
 fn the_api_server_restarted_mid_reset_never_commits_twice() {
+    // Serial: it stops or restarts the broker or the API server.
     let _serial = serial();
     let ns = "faults-apiserver-restart";
     let pipe = Pipe::new(ns, "restart", &["a", "b"]);
@@ -400,7 +405,8 @@ fn the_api_server_restarted_mid_reset_never_commits_twice() {
 /// and the condition goes.
 #[test]
 fn the_ledger_disk_filling_up_mid_reset_degrades_to_the_status() {
-    let _serial = serial();
+    // Isolated: its own namespace, pipeline, topics, groups, operator and disk.
+    let _lock = side_by_side();
     let ns = "faults-ledger-fills";
     let pipe = Pipe::new(ns, "fills", &["a", "b"]);
     let disk = Disk::mount(ns, 4096);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use flow_testbed::*;
 
+/// The namespace of the seed's command line; the other tests each have their own.
 const NS: &str = "gen-test";
 
 /// Runs `flow` in `dir`; panics unless it succeeds.
@@ -18,8 +19,8 @@ fn flow_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stdout).expect("UTF-8")
 }
 
-fn stored(name: &str) -> serde_json::Value {
-    serde_json::from_str(&kubectl_ok(&["-n", NS, "get", "aflow", name, "-o", "json"])).expect("JSON")
+fn stored(ns: &str, name: &str) -> serde_json::Value {
+    serde_json::from_str(&kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", "json"])).expect("JSON")
 }
 
 fn fixtures() -> PathBuf {
@@ -28,6 +29,7 @@ fn fixtures() -> PathBuf {
 
 #[test]
 fn the_seed_command_line_applies_as_written() {
+    // Serial: the cart example, whose operator creates the managed topics `cart.*` other tests share.
     let _serial = serial();
     install_crd();
     install_cluster_secret();
@@ -61,7 +63,7 @@ fn the_seed_command_line_applies_as_written() {
     let start = "flow generate blueprint.conf --descriptors flow --conf prod.conf \
                  --image router=registry.example.com/cart-router:1.2 -n gen-test | kubectl apply -f -";
     assert!(run(start).contains("ankkaflow.flow.ankka.thinkmorestupidless.com/cart"));
-    let r = stored("cart");
+    let r = stored(NS, "cart");
     assert_eq!(r["metadata"]["labels"]["flow.ankka.thinkmorestupidless.com/pipeline"], "cart");
     assert_eq!(r["metadata"]["labels"]["app.kubernetes.io/managed-by"], "ankka-flow");
     let spec = &r["spec"];
@@ -86,10 +88,10 @@ fn the_seed_command_line_applies_as_written() {
     // The operator runs what was generated: one router pod, none once stopped, one again after.
     pods(1, "router's pod to run");
     run(stop);
-    assert_eq!(stored("cart")["spec"]["streamlets"][0]["replicas"], 0);
+    assert_eq!(stored(NS, "cart")["spec"]["streamlets"][0]["replicas"], 0);
     pods(0, "the pipeline's pods to go");
     run(start);
-    assert_eq!(stored("cart")["spec"]["streamlets"][0]["replicas"], 1);
+    assert_eq!(stored(NS, "cart")["spec"]["streamlets"][0]["replicas"], 1);
     pods(1, "router's pod to run again");
     // The helper every end-to-end test uses produces the same resource.
     assert_eq!(
@@ -100,9 +102,10 @@ fn the_seed_command_line_applies_as_written() {
 
 #[test]
 fn reference_fixtures_pass_server_side_validation() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, and no operator
+    let ns = "gen-fixtures";
     install_crd();
-    fresh_namespace(NS);
+    fresh_namespace(ns);
     let fx = fixtures();
     let cart = flow_in(
         &fx.join("cart"),
@@ -118,7 +121,7 @@ fn reference_fixtures_pass_server_side_validation() {
             "--version",
             "0.3.1",
             "-n",
-            NS,
+            ns,
             "--delete-managed-topics",
         ],
     );
@@ -136,7 +139,7 @@ fn reference_fixtures_pass_server_side_validation() {
             "--version",
             "0.1.0",
             "-n",
-            NS,
+            ns,
         ],
     );
     for yaml in [&cart, &graph] {
@@ -145,7 +148,7 @@ fn reference_fixtures_pass_server_side_validation() {
         assert_eq!(v["kind"], "AnkkaFlow");
     }
     kubectl_stdin(&["apply", "-f", "-"], &graph);
-    let g = stored("checkouts");
+    let g = stored(ns, "checkouts");
     let graph_streamlet =
         g["spec"]["streamlets"].as_array().expect("streamlets").iter().find(|s| s["name"] == "graph").cloned();
     let graph_streamlet = graph_streamlet.expect("streamlet graph");
@@ -158,9 +161,10 @@ fn reference_fixtures_pass_server_side_validation() {
 
 #[test]
 fn yaml_lookalike_values_come_back_as_written() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, and no operator
+    let ns = "gen-tricky";
     install_crd();
-    fresh_namespace(NS);
+    fresh_namespace(ns);
     let dir = fresh_dir("gen-tricky");
     std::fs::create_dir_all(dir.join("flow")).expect("dir");
     let contract = r#"{"fingerprint": "nXhoFwNZSB7DKScFuZUtZ1gnAYkIxadumsXNHWwbLfM=", "format": "json", "schema_name": "cart-events.v1"}"#;
@@ -185,10 +189,10 @@ fn yaml_lookalike_values_come_back_as_written() {
     .expect("blueprint");
     let yaml = flow_in(
         &dir,
-        &["generate", "blueprint.conf", "--descriptors", "flow", "--image", "s=img:1", "--version", "1.0", "-n", NS],
+        &["generate", "blueprint.conf", "--descriptors", "flow", "--image", "s=img:1", "--version", "1.0", "-n", ns],
     );
     kubectl_stdin(&["apply", "-f", "-"], &yaml);
-    let spec = stored("tricky")["spec"].clone();
+    let spec = stored(ns, "tricky")["spec"].clone();
     assert_eq!(spec["version"], "1.0");
     let s = &spec["streamlets"][0];
     assert_eq!(s["inlets"], serde_json::json!({"on": "in", "y": "in"}));

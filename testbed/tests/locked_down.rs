@@ -83,6 +83,7 @@ fn pod_json(ns: &str) -> serde_json::Value {
 
 #[test]
 fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     install_crd();
     install_cluster_secret();
@@ -278,6 +279,7 @@ fn apply_as(kubeconfig: &Path, yaml: &str) -> Output {
 
 #[test]
 fn edit_may_apply_a_pipeline_and_reset_it_view_may_read_it_and_not_reset() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-people";
     install_operator_rights();
@@ -394,7 +396,7 @@ fn operator_pod(yaml: &str, name: &str) -> serde_json::Value {
 
 #[test]
 fn the_operators_own_pod_passes_restricted_from_deploy_and_from_the_chart() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, server-side dry runs only
     let ns = "flow-operator-restricted";
     restricted_namespace(ns);
     kubectl_ok(&["-n", ns, "create", "serviceaccount", "ankka-flow-operator"]);

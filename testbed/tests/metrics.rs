@@ -18,6 +18,7 @@ fn value(line: &str) -> f64 {
 
 #[test]
 fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_lease() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-metrics";
     let op = cart_scenario(ns, 0, &[("FLOW_LAG_INTERVAL_SECONDS", "1")]);
@@ -146,6 +147,7 @@ fn labelled<'a>(body: &'a str, name: &str, labels: &[&str]) -> Vec<&'a str> {
 
 #[test]
 fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let (a, b) = ("shop-metrics-a", "shop-metrics-b");
     install_crd();
@@ -241,7 +243,7 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
 
 #[test]
 fn readyz_answers_503_without_the_api_server_or_without_the_lease() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace and Lease
     // An API server that does not answer: alive, not ready (leader election off, so that only the
     // API server is missing).
     let dir = fresh_dir("readyz-unreachable");
@@ -330,7 +332,7 @@ fn wide_pipeline_yaml(ns: &str, pipeline: &str, topic: &str) -> String {
 /// before. Prints both sizes (docs/performance.md records them).
 #[test]
 fn metrics_of_200_inlets_on_500_partitions_stay_under_1_mb() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic and groups
     let ns = "shop-metrics-wide";
     let topic = "shop.metrics-wide.p500";
     install_crd();

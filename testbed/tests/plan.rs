@@ -7,6 +7,7 @@ use flow_testbed::*;
 
 #[test]
 fn a_dry_run_plans_and_a_plan_is_carried_out_only_while_the_offsets_are_as_planned() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-plan";
     // 20 records per partition, committed 20/20/20; then 10 more in partitions 0 and 1, and

@@ -32,6 +32,7 @@ fn condition(ns: &str, type_: &str) -> String {
 
 #[test]
 fn rebuild_holds_resets_once_across_an_operator_kill_restores_and_catches_up() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-rebuild";
     let lag = ("FLOW_LAG_INTERVAL_SECONDS", "1");
@@ -116,6 +117,7 @@ fn condition_reason(ns: &str, type_: &str) -> String {
 
 #[test]
 fn rebuild_survives_no_operator_at_the_request_a_kill_before_done_and_a_kill_during_the_catch_up() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-rebuild-kills";
     let lag = ("FLOW_LAG_INTERVAL_SECONDS", "1");

@@ -107,7 +107,7 @@ fn rendered_objects(ns: &str, pipeline: &str) -> String {
 
 #[test]
 fn the_examples_render_as_the_existing_operator_renders_them() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespaces and cluster Secrets, brokers it cannot reach
     let ns = "shop-rendering";
     install_crd();
     fresh_namespace(ns);
@@ -269,7 +269,7 @@ fn tops_yaml(ns: &str, router_image: &str, with_mapper: bool) -> String {
 
 #[test]
 fn topics_streamlets_and_deletion_on_the_real_broker() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace and topics
     let ns = "shop-topics";
     // Under the shipped rights (deploy/operator.yaml): removing a streamlet and deleting the resource
     // with its managed topics need nothing more.
@@ -441,7 +441,7 @@ impl Drop for ClusterSecrets {
 
 #[test]
 fn a_cluster_secret_edit_rolls_exactly_the_streamlets_that_use_it() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics and cluster Secrets
     let ns = "shop-roll";
     install_crd();
     install_cluster_secret();
@@ -477,7 +477,7 @@ fn a_cluster_secret_edit_rolls_exactly_the_streamlets_that_use_it() {
 
 #[test]
 fn a_failed_apply_and_a_missing_sidecar_image_show_on_the_resource() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespaces and topic
     let ns = "shop-quota";
     install_crd();
     install_cluster_secret();

@@ -42,6 +42,7 @@ fn all_at_end() -> std::collections::BTreeMap<i32, Option<i64>> {
 
 #[test]
 fn cli_refusals_change_nothing() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-refusals";
     let _op = setup(ns, 1);
@@ -104,6 +105,7 @@ fn cli_refusals_change_nothing() {
 
 #[test]
 fn operator_waits_while_a_target_runs_then_proceeds() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-waits";
     let _op = setup(ns, 1);
@@ -138,6 +140,7 @@ fn operator_waits_while_a_target_runs_then_proceeds() {
 
 #[test]
 fn a_restarted_operator_does_not_repeat_a_done_request() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-restart";
     let ledger = fresh_dir(ns);
@@ -165,6 +168,7 @@ fn a_restarted_operator_does_not_repeat_a_done_request() {
 
 #[test]
 fn scaling_a_streamlet_deployment_by_hand_is_reverted() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-scale";
     let _op = setup(ns, 1);
@@ -185,6 +189,7 @@ fn object_applies(op: &Operator, outcome: &str) -> f64 {
 
 #[test]
 fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-applied";
     // Objects as last applied are applied again after this long at the latest.

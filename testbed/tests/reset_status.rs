@@ -5,6 +5,7 @@ use flow_testbed::*;
 
 #[test]
 fn reset_status_reports_each_group_field_by_field() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-status";
     let _op = cart_scenario(ns, 0, &[]);

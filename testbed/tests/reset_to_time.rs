@@ -13,6 +13,7 @@ fn stdout(o: &std::process::Output) -> String {
 
 #[test]
 fn a_reset_to_a_time_goes_to_the_first_record_at_or_after_it() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-to-time";
     // 20 records in each of 3 partitions, read: committed 20/20/20.

@@ -98,7 +98,7 @@ fn json_offsets(m: &BTreeMap<i32, i64>) -> serde_json::Value {
 /// there after a settle.
 #[test]
 fn f1_a_terminating_pod_that_commits_on_close_holds_the_reset_until_it_is_gone() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, group and operators
     let (ns, p, topic) = ("run-f1", "run-f1", "run.f1-events");
     let g = format!("{p}.router.in");
     prepare(ns);
@@ -257,7 +257,7 @@ fn apply_own_pipeline_replicas_zero(ns: &str, pipeline: &str, topic: &str) {
 /// proceeds and the group reads back at its log start.
 #[test]
 fn f2_a_request_pending_when_the_operator_starts_waits_while_the_pod_runs() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, group and operators
     let (ns, p, topic) = ("run-f2", "run-f2", "run.f2-events");
     let g = format!("{p}.router.in");
     prepare(ns);

@@ -11,6 +11,7 @@ const GROUP: &str = "cart.router.in";
 
 #[test]
 fn rebuild_from_the_start_as_the_seed_page_says() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     install_crd();
     install_cluster_secret();

@@ -101,7 +101,7 @@ fn all(offset: i64, metadata: &str) -> BTreeMap<i32, Option<(i64, String)>> {
 /// after the commit's read-back). The group fails with every moved partition listed.
 #[test]
 fn f1_a_consumer_that_overwrites_the_reset_during_the_settle_fails_the_group() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, group and operator
     let (ns, p, topic) = ("settle-f1", "settle-f1", "settle.f1-events");
     let g = format!("{p}.router.in");
     let op = paused_operator(ns, "after-commit", 4, 1);
@@ -147,7 +147,7 @@ fn f1_a_consumer_that_overwrites_the_reset_during_the_settle_fails_the_group() {
 /// and shows that the setting reaches the machine.
 #[test]
 fn f1_with_the_settle_off_an_overwrite_after_the_read_back_goes_unnoticed() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, group and operator
     let (ns, p, topic) = ("settle-f1-off", "settle-f1-off", "settle.f1-off-events");
     let g = format!("{p}.router.in");
     let op = paused_operator(ns, "after-commit", 4, 0);
@@ -188,7 +188,7 @@ fn took(ns: &str, p: &str, id: &str) -> Duration {
 /// reset's own work takes a fraction of it.)
 #[test]
 fn the_settle_counts_from_when_the_operator_saw_the_streamlet_stop() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, group and operator
     let (ns, p, topic) = ("settle-stop", "settle-stop", "settle.stop-events");
     let g = format!("{p}.router.in");
     let settle = Duration::from_secs(10);
@@ -248,7 +248,7 @@ fn add_partitions(topic: &str, total: usize) {
 /// the 3 partitions the intent covered; the normal event counts 3; a warning names partition 3.
 #[test]
 fn b5_a_partition_added_during_the_reset_is_named_in_a_warning_and_not_counted() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, group and operator
     let (ns, p, topic) = ("settle-b5", "settle-b5", "settle.b5-events");
     let g = format!("{p}.router.in");
     // A settle of 3 s, so that the status can be seen verifying.

@@ -180,7 +180,7 @@ fn shop_over_sasl() -> (String, String) {
 
 #[test]
 fn refusals() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, cluster Secrets and broker
     let ns = "tenancy-tenant";
     let broker = TenantBroker::start();
     install_crd();
@@ -320,6 +320,7 @@ fn refusals() {
 
 #[test]
 fn shared_consumer_groups() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let (shop, tenant) = ("shop", "tenant");
     install_crd();

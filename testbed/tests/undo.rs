@@ -15,6 +15,7 @@ fn waited(args: &[&str]) -> (serde_json::Value, Option<i32>) {
 
 #[test]
 fn an_undo_puts_back_the_offsets_before_a_reset_and_refuses_a_group_that_consumed_since() {
+    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
     let _serial = serial();
     let ns = "shop-undo";
     // Committed 20/20/20.

@@ -11,6 +11,7 @@ use super::vocabulary::{
     Committed, Effect, GroupOutcome, Inspection, Intent, KafkaFailure, Positions, Timestamp, fence_marker, reset_marker,
 };
 use super::wording::{named, outcome_events, waiting_event};
+use crate::names::GroupId;
 use crate::targets::InletTarget;
 
 /// Per-group progress while resetting.
@@ -110,6 +111,32 @@ pub enum GroupInput {
     Read(Result<Positions, KafkaFailure>),
 }
 
+/// One group being reset: what it reads, and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The group and its topic.
+    pub target: InletTarget,
+    /// Its phase.
+    pub phase: GroupPhase,
+}
+
+/// Where the survey of a rebuild from streamlets stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Survey {
+    /// The end of the topic of each group put there, as the first look saw it; `None` until every
+    /// group has been looked at once.
+    pub(super) first: Option<BTreeMap<GroupId, BTreeMap<i32, i64>>>,
+    /// When the second look is due, until it starts.
+    pub(super) next: Option<Timestamp>,
+}
+
+impl Survey {
+    /// When the survey is next due, if it waits for the second look.
+    pub fn next(&self) -> Option<Timestamp> {
+        self.next
+    }
+}
+
 /// What a request's transitions go by, the same for each of its groups.
 #[derive(Debug)]
 pub(super) struct Rules {
@@ -124,7 +151,7 @@ pub(super) struct Rules {
     /// A rebuild from streamlets: where each of its groups goes (see [`crate::closure`]).
     pub closure: Option<crate::closure::Closure>,
     /// A rebuild from streamlets before anything of it moves: the survey under way, while it is.
-    pub survey: Option<super::survey::Survey>,
+    pub survey: Option<Survey>,
     /// In the plan of a rebuild from streamlets: the streamlets of it that run (their topics' ends
     /// move until the rebuild stops them).
     pub running: std::collections::BTreeSet<String>,

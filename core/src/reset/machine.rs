@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::destination::Destination;
-use super::group::{self, Cx, GroupInput, GroupPhase, Rules};
+use super::group::{self, Cx, Group, GroupInput, GroupPhase, Rules, Survey};
 use super::retry::DEFAULT_RETRY_FOR;
 use super::survey;
 use super::vocabulary::{Effect, GroupOutcome, GroupProgress, Input, Timestamp};
@@ -35,15 +35,6 @@ pub struct Waiting {
     pub reasons: Vec<RunningProblem>,
     /// When to look again.
     pub next_look: Timestamp,
-}
-
-/// One group being reset: what it reads, and where it stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Group {
-    /// The group and its topic.
-    pub target: InletTarget,
-    /// Its phase.
-    pub phase: GroupPhase,
 }
 
 /// Resetting: every target stopped; groups under way.
@@ -252,7 +243,7 @@ impl ResetMachine {
         match &self.state {
             State::Waiting(w) => Some(w.next_look),
             State::Resetting(r) => {
-                let survey = self.rules.survey.as_ref().and_then(super::survey::Survey::next);
+                let survey = self.rules.survey.as_ref().and_then(Survey::next);
                 r.groups.values().filter_map(|g| g.phase.next()).chain(survey).min()
             }
             State::Requested(_) | State::Done(_) => None,
@@ -363,7 +354,7 @@ impl ResetMachine {
         // Nothing of a rebuild from streamlets moves before its survey, unless something already
         // moved (see [`super::survey`]).
         if self.rules.closure.is_some() && !self.rules.dry_run && !self.resumed() {
-            self.rules.survey = Some(super::survey::Survey::default());
+            self.rules.survey = Some(Survey::default());
         }
         let mut groups = BTreeMap::new();
         let mut cx = Cx::new(&id, now, &self.rules, &mut self.effects);

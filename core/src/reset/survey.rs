@@ -24,8 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::destination::Destination;
-use super::group::{GroupPhase, Rules};
-use super::machine::Group;
+use super::group::{Group, GroupPhase, Rules, Survey};
 use super::retry::Retry;
 use super::vocabulary::{Effect, Inspection, Intent, Timestamp};
 use super::wording::named;
@@ -34,23 +33,6 @@ use crate::names::GroupId;
 use crate::request::ResetRequest;
 use crate::resource::AnkkaFlowSpec;
 use crate::targets::{InletTarget, Target};
-
-/// Where the survey of a rebuild from streamlets stands.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Survey {
-    /// The end of the topic of each group put there, as the first look saw it; `None` until every
-    /// group has been looked at once.
-    first: Option<BTreeMap<GroupId, BTreeMap<i32, i64>>>,
-    /// When the second look is due, until it starts.
-    next: Option<Timestamp>,
-}
-
-impl Survey {
-    /// When the survey is next due, if it waits for the second look.
-    pub fn next(&self) -> Option<Timestamp> {
-        self.next
-    }
-}
 
 /// What a survey decided.
 #[derive(Debug, PartialEq, Eq)]

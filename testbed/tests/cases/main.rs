@@ -6,8 +6,9 @@
 //! (`case-<x>.<streamlet>.<inlet>`), and its own topics (`case.<x>-…`). The pipelines come from the
 //! real `flow generate`, run on a blueprint built from the cart example's descriptor (see
 //! `flow_testbed::pipeline_yaml`). They deliberately do not share `shop.cart-events.v1` or `cart.router.in` with the
-//! other test binaries: those run at the same time on the same broker (other engineers' runs), and a
-//! stray member or a topic recreated under a running test would break it.
+//! other test binaries, nor anything with each other: they are isolated, and run side by side with
+//! each other and with the other isolated tests (`flow_testbed::side_by_side`, docs/testbed.md), where
+//! a stray member or a topic recreated under a running test would break it.
 //!
 //! Covered here: A1, A2, A3, A4 (a member present at the operator's inspection), A5, B1 (with B2's
 //! read-back), B3, B4, C1 (on the main broker, which does not auto-create topics), C2, C3, E1, F1

@@ -18,14 +18,15 @@ pub(crate) fn s<'a>(name: &'a str, topic: &'a str, replicas: i32) -> Streamlet<'
     Streamlet { name, topic, cluster: "shop", replicas }
 }
 
-/// The world of one case: the end-to-end lock, a fresh namespace `ns` and an operator that watches
-/// only it (its own Lease, a free metrics port); its topics, groups and pipeline come from the
-/// builder methods. The pipeline is named as the namespace unless a test names its own.
+/// The world of one case: the end-to-end lock, shared (every case is isolated: it runs beside the
+/// others, [`side_by_side`]), a fresh namespace `ns` and an operator that watches only it (its own
+/// Lease, a free metrics port); its topics, groups and pipeline come from the builder methods, each
+/// named for the case. The pipeline is named as the namespace unless a test names its own.
 pub(crate) struct Case {
     pub(crate) ns: &'static str,
     _operator: Operator,
-    // Declared last, so dropped last: the operator stops before the next test may start.
-    _serial: Serial,
+    // Declared last, so dropped last: the operator stops before a serial test may start.
+    _lock: SideBySide,
 }
 
 impl Case {
@@ -35,13 +36,13 @@ impl Case {
 
     /// As [`Case::new`], with more of the operator's environment.
     pub(crate) fn with_env(ns: &'static str, env: &[(&str, &str)]) -> Case {
-        let serial = serial();
+        let lock = side_by_side();
         install_crd();
         install_cluster_secret();
         fresh_namespace(ns);
         let mut all = vec![("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")];
         all.extend_from_slice(env);
-        Case { ns, _operator: Operator::start(&fresh_dir(ns), &all), _serial: serial }
+        Case { ns, _operator: Operator::start(&fresh_dir(ns), &all), _lock: lock }
     }
 
     /// `topic` created anew with `partitions` partitions of `records` records each.

@@ -34,6 +34,7 @@ fn group_status(ns: &str, name: &str, group: &str) -> serde_json::Value {
 /// request 2 ends with its own offsets, one commit per partition, no false success.
 #[test]
 fn a_fence_held_by_a_frozen_broker_lands_before_the_request_that_replaced_it() {
+    // Serial: it freezes or restarts the broker, the API server or etcd.
     let _serial = serial();
     let ns = "faults-held-fence";
     let pipe = Pipe::new(ns, "held", &["a", "b"]);
@@ -96,6 +97,7 @@ fn a_fence_held_by_a_frozen_broker_lands_before_the_request_that_replaced_it() {
 /// broker goes on, the group is found reset and verified, never committed twice.
 #[test]
 fn the_broker_frozen_between_a_commit_and_its_read_back_commits_nothing_twice() {
+    // Serial: it freezes or restarts the broker, the API server or etcd.
     let _serial = serial();
     let ns = "faults-read-back";
     let pipe = Pipe::new(ns, "readback", &["a", "b"]);
@@ -131,6 +133,7 @@ fn the_broker_frozen_between_a_commit_and_its_read_back_commits_nothing_twice() 
 /// it again, as Kubernetes would its container. One commit per group, no false success.
 #[test]
 fn the_api_server_frozen_mid_reset_never_commits_twice() {
+    // Serial: it freezes or restarts the broker, the API server or etcd.
     let _serial = serial();
     let ns = "faults-api-frozen";
     let pipe = Pipe::new(ns, "frozen", &["a", "b"]);
@@ -172,6 +175,7 @@ fn the_api_server_frozen_mid_reset_never_commits_twice() {
 /// Either way one commit per group, no false success.
 #[test]
 fn etcd_restarted_mid_reset_never_commits_twice() {
+    // Serial: it freezes or restarts the broker, the API server or etcd.
     let _serial = serial();
     let ns = "faults-etcd";
     let pipe = Pipe::new(ns, "etcd", &["a", "b"]);
@@ -232,7 +236,7 @@ fn memory(pid: u32) -> (u64, u64) {
 /// 200 x 1,000 with `FLOW_FAULTS_LARGE=200x1000`.
 #[test]
 fn the_operator_killed_for_memory_mid_reset_finishes_every_group_once() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, groups and operators
     let (groups, partitions) = large_size();
     let (ns, name) = ("faults-oom", "oom");
     install_crd();

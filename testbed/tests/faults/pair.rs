@@ -174,6 +174,7 @@ fn group_status(ns: &str, name: &str, group: &str) -> serde_json::Value {
 ///    were; `a` reset; `Done`.
 #[test]
 fn a_stopped_broker_moves_a_coordinator_mid_reset_and_leaves_a_partition_without_a_leader() {
+    // Serial: it stops a broker of the broker pair.
     let _serial = serial();
     let ns = "faults-pair";
     install_crd();

@@ -342,6 +342,7 @@ fn offsets(at: i64) -> BTreeMap<i32, Option<i64>> {
 
 #[test]
 fn kafka_enforces_tenancy_with_each_namespaces_own_credential_and_the_documented_acls() {
+    // Serial: it changes Kafka's ACLs, which every client of the ACL listener sees.
     let _serial = serial();
     install_crd();
     ensure_namespace("ankka-flow");

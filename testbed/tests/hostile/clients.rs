@@ -30,7 +30,7 @@ fn hostile_topic(first: &str) -> String {
 
 #[test]
 fn a_topics_settings_never_reach_the_operators_clients() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, groups and cluster Secret
     let ns = "hostile-clients";
     let topic = "hostile.clients";
     install_crd();
@@ -118,7 +118,7 @@ fn a_topics_settings_never_reach_the_operators_clients() {
 
 #[test]
 fn a_tenants_token_endpoint_is_never_called_and_its_answer_never_shown() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic and endpoint
     let ns = "hostile-tokens";
     let topic = "hostile.tokens";
     const MARKER: &str = "MARKER-token-body-6d1f";

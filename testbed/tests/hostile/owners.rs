@@ -131,6 +131,7 @@ fn records(ns: &str) -> Vec<String> {
 
 #[test]
 fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
+    // Serial: Secret `kafka-cluster-owners`, rewritten by each owners test for its own namespace.
     let _serial = serial();
     let ns = "hostile-owners";
     let theirs = "team-b.orders";
@@ -246,6 +247,7 @@ fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
 
 #[test]
 fn a_recreated_resource_or_topic_inherits_no_ownership() {
+    // Serial: Secret `kafka-cluster-owners`, rewritten by each owners test for its own namespace.
     let _serial = serial();
     let ns = "hostile-owners-again";
     let (input, valid, review) =
@@ -319,6 +321,7 @@ fn a_recreated_resource_or_topic_inherits_no_ownership() {
 
 #[test]
 fn the_prefix_rule_refuses_before_anything_is_applied() {
+    // Serial: it compares every topic of the broker before and after; Secret `kafka-cluster-owners`.
     let _serial = serial();
     let ns = "hostile-owners-prefix";
     install_crd();
@@ -364,7 +367,7 @@ fn the_prefix_rule_refuses_before_anything_is_applied() {
 
 #[test]
 fn another_spelling_or_a_forged_resumed_status_cannot_reset_another_namespaces_group() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespaces, topic, group, cluster Secret and Lease
     let (victim, tenant) = ("hostile-spelling-victim", "hostile-spelling");
     let topic = "hostile-spelling.events";
     let group = "spell.router.in";
@@ -472,7 +475,7 @@ fn property(key: &str, value: &str) -> String {
 
 #[test]
 fn ten_failing_clusters_do_not_hold_back_a_healthy_reset() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topic, groups and cluster Secrets
     let ns = "hostile-bulkheads";
     let topic = "hostile-bulkheads.events";
     install_crd();

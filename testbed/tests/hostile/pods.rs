@@ -9,7 +9,7 @@ use flow_testbed::*;
 
 #[test]
 fn a_tenant_cannot_write_pod_settings_past_restricted() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace; the refused pipeline touches no topic or group
     install_crd();
     install_cluster_secret();
     let ns = "flow-hostile-pods";

@@ -4,6 +4,7 @@ use super::*;
 
 #[test]
 fn c5_sasl_plain_reset_a_wrong_password_fails_and_no_secret_leaks() {
+    // Serial: namespace `case-c5-bad` and Secret `kafka-cluster-sasl-bad`, shared by both tests here.
     let _serial = serial();
     let (ns, p, topic) = ("case-c5", "case-c5", "case.c5-events");
     let (bad_ns, bad_p, bad_topic) = ("case-c5-bad", "case-c5-bad", "case.c5-bad-events");
@@ -92,6 +93,7 @@ fn c5_sasl_plain_reset_a_wrong_password_fails_and_no_secret_leaks() {
 /// client's error callback, which the adapter keeps), and it is final: not retried for a minute.
 #[test]
 fn c5_a_wrong_password_is_reported_as_an_authentication_failure() {
+    // Serial: namespace `case-c5-bad` and Secret `kafka-cluster-sasl-bad`, shared by both tests here.
     let _serial = serial();
     let (ns, p, topic) = ("case-c5-bad", "case-c5-bad", "case.c5-bad-events");
     let g = format!("{p}.router.in");

@@ -181,7 +181,7 @@ fn secured_cases() -> Vec<Secured> {
 /// nothing committed.
 #[test]
 fn secured_listeners_reset_and_each_failure_names_its_cause() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics, groups and cluster Secrets
     let ns = "sec-listeners";
     let cases = secured_cases();
     install_crd();
@@ -299,7 +299,7 @@ impl Drop for OwnedSecrets {
 /// level, the events, the status, `/metrics` or the CLI's output.
 #[test]
 fn no_marker_of_a_sensitive_key_leaves_the_secret() {
-    let _serial = serial();
+    let _lock = side_by_side(); // isolated: its own namespace, topics, groups and cluster Secrets
     let ns = "sec-markers";
     const MARKERS: [(&str, &str); 5] = [
         ("sasl.password", "MARKER-sasl-password-5e0c"),
