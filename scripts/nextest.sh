@@ -21,8 +21,12 @@ if [ ! -f "$d/.done" ]; then
   if [ ! -f "$d/.done" ]; then
     printf '[nextest] installing cargo-nextest %s from crates.io\n' "$NEXTEST_VERSION" >&2
     start=$(date +%s)
-    # A target dir of its own, removed afterwards: only the binary is kept.
-    CARGO_TARGET_DIR="$d/.target" cargo install --locked --quiet --root "$d" --version "$NEXTEST_VERSION" cargo-nextest
+    # A target dir of its own, removed afterwards: only the binary is kept. Without the
+    # self-update feature (the version is pinned here) and at opt-level 1 (the runner waits on the
+    # tests, it does not compute): 5.6 min of CPU instead of 8.8 on this machine's 2 cores.
+    CARGO_TARGET_DIR="$d/.target" CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+      cargo install --locked --quiet --root "$d" --version "$NEXTEST_VERSION" \
+      --no-default-features --features default-no-update cargo-nextest
     rm -rf "$d/.target"
     touch "$d/.done"
     printf '[nextest] installed in %s s\n' "$(( $(date +%s) - start ))" >&2
