@@ -58,7 +58,7 @@ metadata:
   labels:
     flow.ankka.thinkmorestupidless.com/kafka-cluster: {cluster}
   annotations:
-    flow.ankka.thinkmorestupidless.com/allowed-namespaces: case-c5, case-c5-bad
+    flow.ankka.thinkmorestupidless.com/allowed-namespaces: case-c5, case-c5-bad, case-c5-auth
 stringData:
   bootstrap.servers: {brokers}
   connection-config: |

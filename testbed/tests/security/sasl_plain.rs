@@ -4,8 +4,8 @@ use super::*;
 
 #[test]
 fn c5_sasl_plain_reset_a_wrong_password_fails_and_no_secret_leaks() {
-    // Serial: namespace `case-c5-bad` and Secret `kafka-cluster-sasl-bad`, shared by both tests here.
-    let _serial = serial();
+    // Isolated: namespaces `case-c5` and `case-c5-bad`, their topics, groups and cluster Secrets.
+    let _bed = side_by_side();
     let (ns, p, topic) = ("case-c5", "case-c5", "case.c5-events");
     let (bad_ns, bad_p, bad_topic) = ("case-c5-bad", "case-c5-bad", "case.c5-bad-events");
     let (g, bad_g) = (format!("{p}.router.in"), format!("{bad_p}.router.in"));
@@ -93,19 +93,19 @@ fn c5_sasl_plain_reset_a_wrong_password_fails_and_no_secret_leaks() {
 /// client's error callback, which the adapter keeps), and it is final: not retried for a minute.
 #[test]
 fn c5_a_wrong_password_is_reported_as_an_authentication_failure() {
-    // Serial: namespace `case-c5-bad` and Secret `kafka-cluster-sasl-bad`, shared by both tests here.
-    let _serial = serial();
-    let (ns, p, topic) = ("case-c5-bad", "case-c5-bad", "case.c5-bad-events");
+    // Isolated: namespace `case-c5-auth`, its topic, group and cluster Secret.
+    let _bed = side_by_side();
+    let (ns, p, topic) = ("case-c5-auth", "case-c5-auth", "case.c5-auth-events");
     let g = format!("{p}.router.in");
     install_crd();
     ensure_namespace("ankka-flow");
-    let _secrets = Secrets(&["kafka-cluster-sasl-bad"]);
-    kubectl_apply(&cluster_secret("sasl-bad", BAD_PASSWORD));
+    let _secrets = Secrets(&["kafka-cluster-sasl-wrong"]);
+    kubectl_apply(&cluster_secret("sasl-wrong", BAD_PASSWORD));
     fresh_namespace(ns);
     kafka::recreate_topic(topic, 1);
     delete_group(&g);
     let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", "127.0.0.1:0")]);
-    apply_pipeline(ns, p, topic, "sasl-bad");
+    apply_pipeline(ns, p, topic, "sasl-wrong");
     let id = flow_reset(ns, p, &[]);
     let note = wait_failed(ns, p, &g, &id);
     let lower = note.to_lowercase();
