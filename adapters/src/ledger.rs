@@ -133,6 +133,23 @@ mod tests {
     use flow_core::reset::Intent;
     use std::collections::BTreeMap;
 
+    /// Opens the ledger at `dir` again in this process: sled's flusher thread may still hold the
+    /// earlier handle's file lock for a moment after it was dropped (the operator reopens it only
+    /// in a new process, after the old one exited).
+    fn reopen(dir: &std::path::Path) -> Ledger {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match Ledger::open(dir) {
+                Ok(l) => return l,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    eprintln!("reopening the ledger: {e}; trying again");
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => panic!("the ledger does not open again: {e}"),
+            }
+        }
+    }
+
     #[test]
     fn progress_survives_reopening_and_stays_per_request_and_object() {
         let dir = std::env::temp_dir().join(format!("flow-ledger-test-{}", std::process::id()));
@@ -145,7 +162,7 @@ mod tests {
             let l = Ledger::open(&dir).unwrap();
             l.put(owner, "u1", &[ProgressWrite::Intent(g.clone(), intent.clone())]).unwrap();
         }
-        let l = Ledger::open(&dir).unwrap();
+        let l = reopen(&dir);
         assert_eq!(l.progress(owner, "u1").unwrap(), vec![LedgerEntry::of("uid-1", progress.clone())]);
         assert!(l.progress(owner, "u2").unwrap().is_empty());
         let outcome = intent.clone().into_reset("t", vec![]);

@@ -184,7 +184,11 @@ impl World {
                     e.note
                 ));
             }
-            let Some(done) = self.facts.iter().position(|f| matches!(f, Fact::Done { id: d } if d == id)) else {
+            // The done that ends the run which reported the reset: a request refused on an object
+            // before it made progress there (a shared group) runs again on the object created again.
+            let Some(done) =
+                (i + 1..self.facts.len()).find(|j| matches!(&self.facts[*j], Fact::Done { id: d } if d == id))
+            else {
                 continue;
             };
             // A done written on a newer object of the name, refusing the request, settles it without

@@ -626,7 +626,10 @@ impl<const STRICT: bool, const OUTCOME_IN_STATUS: bool> StateMachineTest for Res
             );
         }
         let v = world.violations(Self::accepted());
-        assert!(v.is_empty(), "invariants broken after the final reconcile:\n{}", v.join("\n"));
+        if !v.is_empty() {
+            let facts: Vec<String> = world.facts.iter().enumerate().map(|(i, f)| format!("{i:>3} {f:?}")).collect();
+            panic!("invariants broken after the final reconcile:\n{}\nfacts:\n{}", v.join("\n"), facts.join("\n"));
+        }
     }
 }
 
