@@ -543,3 +543,24 @@ fn a_circle_is_found() {
     assert_eq!(components(&graph), vec![vec!["a".to_string(), "b".to_string()]], "{graph:?}");
     assert_eq!(cycle(&graph, &["a".to_string(), "b".to_string()]), "a -> b -> a");
 }
+
+#[test]
+fn test_only_code_is_left_out() {
+    let dir = std::env::temp_dir().join(format!("flow-layering-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // `a` uses `b` in its product code; `b` uses `a` only in its unit tests, and `fixtures` (a
+    // test-only module) uses both, as `a`'s tests use it.
+    std::fs::write(dir.join("lib.rs"), "mod a; mod b;\n#[cfg(test)]\nmod fixtures;\n").unwrap();
+    std::fs::write(
+        dir.join("a.rs"),
+        "pub fn f() -> u8 { crate::b::g() }\n#[cfg(test)]\nmod tests { use crate::fixtures::h; }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("b.rs"), "pub fn g() -> u8 { 1 }\n#[cfg(test)]\nuse crate::a::f;\n").unwrap();
+    std::fs::write(dir.join("fixtures.rs"), "pub fn h() -> u8 { crate::a::f() + crate::b::g() }\n").unwrap();
+    let krate = Crate::read(&dir.join("lib.rs"));
+    let graph = krate.sibling_uses().remove(&Vec::new()).unwrap_or_default();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(components(&graph).is_empty(), "{graph:?}");
+    assert!(graph.get("a").is_some_and(|uses| uses.contains("b")), "the product code's use is kept: {graph:?}");
+}
