@@ -104,7 +104,6 @@ pub async fn drive(
         let requester = flow_core::reset::requester_kind(fresh.requested_by).to_string();
         ctx.metrics.reset_requests.get_or_create(&RequesterLabels { requester }).inc();
     }
-    let name = flow.name_any();
     let io = Io {
         ctx,
         flow: &flow,

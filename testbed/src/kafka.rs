@@ -127,7 +127,12 @@ pub(crate) fn group_consumer(group: Option<&str>) -> BaseConsumer {
 /// The group's committed offsets on `partitions` partitions of `topic`, each with the metadata
 /// string it was committed with (`None`: no offset).
 pub fn positions(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<(i64, String)>> {
-    let c = group_consumer(Some(group));
+    positions_over(&group_consumer(Some(group)), topic, partitions)
+}
+
+/// [`positions`] of the group of consumer `c`, over its own brokers (another cluster of the test
+/// bed's, say).
+pub fn positions_over(c: &BaseConsumer, topic: &str, partitions: i32) -> BTreeMap<i32, Option<(i64, String)>> {
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition(topic, p);

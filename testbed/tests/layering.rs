@@ -42,29 +42,15 @@ const ROOTS: &[&str] = &[
     "testbed/src/bin/standin.rs",
 ];
 
-/// Circles left to break, each as (crate root, parent module, the children caught in it): a circle
-/// found is let pass only while it lies within one of these, and each of these must still hold a
-/// circle (one that is gone is taken off this list). Nothing is ever added here.
-const KNOWN: &[(&str, &str, &[&str])] = &[];
-
 /// A circle as [`circles`] finds it.
 struct Circle {
     root: &'static str,
     /// The parent module, `crate` for the root.
     parent: String,
-    /// Its modules, sorted.
-    modules: Vec<String>,
     /// `a -> b -> a`, and every module caught in it when there are more.
     shown: String,
     /// The uses that close it, `a uses b: a::x names b::y`.
     why: Vec<String>,
-}
-
-impl Circle {
-    /// It lies within the circle `known` of [`KNOWN`].
-    fn within(&self, (root, parent, modules): &(&str, &str, &[&str])) -> bool {
-        *root == self.root && *parent == self.parent && self.modules.iter().all(|m| modules.contains(&m.as_str()))
-    }
 }
 
 /// What one crate's sources say: each module, and the names its `use` items bring in (to follow an
@@ -502,7 +488,7 @@ fn circles() -> Vec<Circle> {
                     }
                 }
                 let parent = if parent.is_empty() { "crate".to_string() } else { parent.join("::") };
-                out.push(Circle { root, parent, modules, shown, why });
+                out.push(Circle { root, parent, shown, why });
             }
         }
     }
@@ -511,21 +497,17 @@ fn circles() -> Vec<Circle> {
 
 #[test]
 fn no_module_circles_within_a_crate() {
-    let found = circles();
-    let new: String = found
+    let found: String = circles()
         .iter()
-        .filter(|c| !KNOWN.iter().any(|k| c.within(k)))
         .map(|c| {
             let why: String = c.why.iter().map(|w| format!("    {w}\n")).collect();
             format!("  {}: {}: {}\n{why}", c.root, c.parent, c.shown)
         })
         .collect();
     assert!(
-        new.is_empty(),
-        "circles of imports (break each by moving what both sides use to a module below them):\n{new}"
+        found.is_empty(),
+        "circles of imports (break each by moving what both sides use to a module below them):\n{found}"
     );
-    let gone: Vec<_> = KNOWN.iter().filter(|k| !found.iter().any(|c| c.within(k))).collect();
-    assert!(gone.is_empty(), "no circle is left of these: take them off KNOWN in this file: {gone:?}");
 }
 
 #[test]

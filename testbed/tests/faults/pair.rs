@@ -124,22 +124,12 @@ fn coordinator(group: &str) -> i32 {
     leaders[&p]
 }
 
-/// The group's committed offsets and their commit metadata on `partitions` partitions of `topic`.
+/// The group's committed offsets and their commit metadata on `partitions` partitions of `topic`,
+/// on the pair.
 fn positions(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Option<(i64, String)>> {
     let c: BaseConsumer =
         config().set("group.id", group).set("enable.auto.commit", "false").create().expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    let got = c.committed_offsets(tpl, Duration::from_secs(10)).expect("committed offsets");
-    got.elements()
-        .iter()
-        .map(|e| match e.offset() {
-            Offset::Offset(n) => (e.partition(), Some((n, e.metadata().to_string()))),
-            _ => (e.partition(), None),
-        })
-        .collect()
+    kafka::positions_over(&c, topic, partitions)
 }
 
 /// How many commits Kafka recorded for `group` whose metadata names request `id` (its fence or its
