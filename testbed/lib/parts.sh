@@ -35,7 +35,7 @@ kafka_exec() {
       echo "[testbed] formatting $DATA/$part with cluster id $id"
       "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
         -Dlog4j2.configurationFile="file:$here/conf/tools-log4j2.properties" \
-        -cp "$KAFKA_LIBS/*" kafka.tools.StorageTool format -t "$id" -c "$props" --ignore-formatted "${scram[@]}" ||
+        -cp "$KAFKA_LIBS/*" kafka.tools.StorageTool format --cluster-id="$id" -c "$props" --ignore-formatted "${scram[@]}" ||
         { echo "[testbed] formatting failed"; exit 1; }
       rm -rf "${fmt%/*}"
       mkdir -p "$fmt.new" && cp -a "$DATA/$part/." "$fmt.new/" && mv "$fmt.new" "$fmt" ||
@@ -50,8 +50,14 @@ kafka_exec() {
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$props"
 }
 
-# a random 16-byte Kafka Uuid in base64url, as StorageTool random-uuid prints
-random_cluster_id() { openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=\n'; }
+# A random 16-byte Kafka Uuid in base64url, as StorageTool random-uuid prints.
+# Like Kafka's own Uuid.randomUuid, never one that starts with '-': a command
+# line parser takes such a value for an option (one start in 64 failed so).
+random_cluster_id() {
+  local id
+  while id=$(openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=\n') && [ "${id:0:1}" = - ]; do :; done
+  [ -n "$id" ] && printf '%s\n' "$id"
+}
 
 # The cluster id of the broker pair: made once per run directory, kept beside
 # the formatted directories (so across `down`, like them).
