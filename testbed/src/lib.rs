@@ -29,7 +29,7 @@ pub mod standin;
 pub use bed::{
     Bed, Serial, SideBySide, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, side_by_side, wait_until,
 };
-pub use cart::{cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_cluster_secret};
+pub use cart::{Cart, cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_cluster_secret};
 pub use kube::*;
 pub use operator::{Operator, SIDECAR_IMAGE, group_series, http_get, lag_in_metrics, metrics_address};
 pub use pipeline::{

@@ -7,16 +7,10 @@ use std::time::Duration;
 
 use flow_testbed::*;
 
-const TOPIC: &str = "shop.cart-events.v1";
-const GROUP: &str = "cart.router.in";
 const DONE: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets-done";
 const REQUEST: &str = "flow.ankka.thinkmorestupidless.com/reset-offsets";
 
-fn setup(ns: &str, replicas: i32) -> Operator {
-    cart_scenario(ns, replicas, &[])
-}
-
-fn straggler_pod(ns: &str) -> String {
+fn straggler_pod(ns: &str, name: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Pod
@@ -24,7 +18,7 @@ metadata:
   name: router-straggler
   namespace: {ns}
   labels:
-    flow.ankka.thinkmorestupidless.com/pipeline: cart
+    flow.ankka.thinkmorestupidless.com/pipeline: {name}
     flow.ankka.thinkmorestupidless.com/streamlet: router
 spec:
   containers: [{{name: process, image: registry.example.com/cart-router:1.2}}]
@@ -42,25 +36,26 @@ fn all_at_end() -> std::collections::BTreeMap<i32, Option<i64>> {
 
 #[test]
 fn cli_refusals_change_nothing() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-refusals";
-    let _op = setup(ns, 1);
+    let cart = Cart::own("refusals");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
+    let _op = cart.scenario(ns, 1, &[]);
 
     let cases: [(&[&str], String); 4] = [
         (&["reset", "nope", "-n", ns], format!("no pipeline 'nope' in namespace '{ns}'\n")),
         (
-            &["reset", "cart", "--streamlet", "ghost", "-n", ns],
+            &["reset", name, "--streamlet", "ghost", "-n", ns],
             "cannot reset offsets: no streamlet [ghost]\n".to_string(),
         ),
         (
-            &["reset", "cart", "-n", ns],
+            &["reset", name, "-n", ns],
             "cannot reset offsets while streamlets are running: [router] is not scaled to 0; [router] still has 1 pod(s). \
              Stop them first: set replicas: 0 for router (flow generate --conf with flow.streamlets.<name>.replicas = 0) \
              and apply, then wait for their pods to go.\n"
                 .to_string(),
         ),
-        (&["reset", "cart", "-n", "no-such-namespace"], "no pipeline 'cart' in namespace 'no-such-namespace'\n".to_string()),
+        (&["reset", name, "-n", "no-such-namespace"], format!("no pipeline '{name}' in namespace 'no-such-namespace'\n")),
     ];
     for (args, message) in cases {
         let o = flow(args);
@@ -70,15 +65,15 @@ fn cli_refusals_change_nothing() {
     }
     // A pod left while the resource already says 0: refused too. A bare pod with the streamlet's
     // labels stands in for one that is slow to go.
-    kubectl_apply(&cart_yaml(ns, 0));
+    kubectl_apply(&cart.yaml(ns, 0));
     wait_until("the Deployment's pod to go", Duration::from_secs(60), || {
-        pipeline_pods(ns, "cart").is_empty().then_some(())
+        pipeline_pods(ns, name).is_empty().then_some(())
     });
-    kubectl_apply(&straggler_pod(ns));
+    kubectl_apply(&straggler_pod(ns, name));
     wait_until("the straggler to run", Duration::from_secs(60), || {
-        (running_pipeline_pods(ns, "cart") == 1).then_some(())
+        (running_pipeline_pods(ns, name) == 1).then_some(())
     });
-    let o = flow(&["reset", "cart", "-n", ns]);
+    let o = flow(&["reset", name, "-n", ns]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).starts_with(
@@ -88,14 +83,14 @@ fn cli_refusals_change_nothing() {
         stderr(&o)
     );
     // Nothing was written or moved.
-    assert_eq!(annotation(ns, "cart", REQUEST), None);
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
+    assert_eq!(annotation(ns, name, REQUEST), None);
+    assert_eq!(kafka::committed(group, topic, 3), all_at_end());
 
     // A usage error is exit code 2.
     assert_eq!(flow(&["reset"]).status.code(), Some(2));
     // An unreachable cluster is a clear refusal.
     let o = std::process::Command::new(bin("flow"))
-        .args(["reset", "cart", "-n", ns])
+        .args(["reset", name, "-n", ns])
         .env("KUBECONFIG", bed().root.join("testbed/tests/unreachable.kubeconfig"))
         .output()
         .unwrap();
@@ -105,10 +100,11 @@ fn cli_refusals_change_nothing() {
 
 #[test]
 fn operator_waits_while_a_target_runs_then_proceeds() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-waits";
-    let _op = setup(ns, 1);
+    let cart = Cart::own("waits");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
+    let _op = cart.scenario(ns, 1, &[]);
     let id = "6f1d3a52-2c4e-4b8f-9d0a-7e5b1c2d3f40";
     // Written by hand, past the CLI's guards, while router runs.
     kubectl_ok(&[
@@ -116,7 +112,7 @@ fn operator_waits_while_a_target_runs_then_proceeds() {
         ns,
         "annotate",
         "aflow",
-        "cart",
+        name,
         &format!("{REQUEST}={{\"id\":\"{id}\",\"streamlets\":[\"router\"]}}"),
     ]);
     let waits = wait_until("the waits event", Duration::from_secs(30), || {
@@ -125,59 +121,59 @@ fn operator_waits_while_a_target_runs_then_proceeds() {
     });
     assert_eq!(waits, [format!("reset {id} waits: router is not scaled to 0; router still has 1 pod(s)")]);
     std::thread::sleep(Duration::from_secs(6)); // more than one recheck
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end(), "nothing moves while router runs");
-    assert_eq!(annotation(ns, "cart", DONE), None);
+    assert_eq!(kafka::committed(group, topic, 3), all_at_end(), "nothing moves while router runs");
+    assert_eq!(annotation(ns, name, DONE), None);
     assert_eq!(event_notes(ns, "ResetRefused").len(), 1, "the same wait is recorded once");
 
-    kubectl_apply(&cart_yaml(ns, 0));
-    wait_until("done", Duration::from_secs(60), || (annotation(ns, "cart", DONE).as_deref() == Some(id)).then_some(()));
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(0)), (1, Some(0)), (2, Some(0))].into());
-    assert_eq!(
-        event_notes(ns, "ResetOffsets"),
-        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
-    );
+    kubectl_apply(&cart.yaml(ns, 0));
+    wait_until("done", Duration::from_secs(60), || (annotation(ns, name, DONE).as_deref() == Some(id)).then_some(()));
+    assert_eq!(kafka::committed(group, topic, 3), [(0, Some(0)), (1, Some(0)), (2, Some(0))].into());
+    assert_eq!(event_notes(ns, "ResetOffsets"), [format!("{group}: 3 partition(s) of '{topic}' to earliest")]);
 }
 
 #[test]
 fn a_restarted_operator_does_not_repeat_a_done_request() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-restart";
+    let cart = Cart::own("restart");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
     let ledger = fresh_dir(ns);
-    let op = setup(ns, 0);
-    let o = flow(&["reset", "cart", "-n", ns]);
+    let op = cart.scenario(ns, 0, &[]);
+    let o = flow(&["reset", name, "-n", ns]);
     assert!(o.status.success(), "{}", stderr(&o));
-    wait_until("done", Duration::from_secs(60), || annotation(ns, "cart", DONE));
+    wait_until("done", Duration::from_secs(60), || annotation(ns, name, DONE));
     op.stop();
     // The streamlet reads everything again and commits, as it would after a restart.
-    standin::read(GROUP, TOPIC, 60);
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
+    standin::read(group, topic, 60);
+    assert_eq!(kafka::committed(group, topic, 3), all_at_end());
 
     // A new operator with the same ledger, then one with none at all: neither rewinds the group.
     for dir in [ledger, fresh_dir("shop-restart-empty")] {
         let op = Operator::start(&dir, &[("FLOW_WATCH_NAMESPACE", ns)]);
-        wait_until("the operator to reconcile cart", Duration::from_secs(30), || {
+        wait_until(&format!("the operator to reconcile {name}"), Duration::from_secs(30), || {
             op.log_text().contains("reconciled").then_some(())
         });
         std::thread::sleep(Duration::from_secs(2));
         op.stop();
-        assert_eq!(kafka::committed(GROUP, TOPIC, 3), all_at_end());
+        assert_eq!(kafka::committed(group, topic, 3), all_at_end());
         assert_eq!(event_notes(ns, "ResetOffsets").len(), 1);
     }
 }
 
 #[test]
 fn scaling_a_streamlet_deployment_by_hand_is_reverted() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-scale";
-    let _op = setup(ns, 1);
-    kubectl_ok(&["-n", ns, "scale", "deployment", "flow-cart-router", "--replicas=3"]);
+    let cart = Cart::own("scale");
+    let router = format!("flow-{}-router", cart.name);
+    let name = cart.name.as_str();
+    let _op = cart.scenario(ns, 1, &[]);
+    kubectl_ok(&["-n", ns, "scale", "deployment", &router, "--replicas=3"]);
     wait_until("replicas back at 1", Duration::from_secs(30), || {
-        let r = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"]);
+        let r = kubectl_ok(&["-n", ns, "get", "deployment", &router, "-o", "jsonpath={.spec.replicas}"]);
         (r == "1").then_some(())
     });
-    wait_until("one pod", Duration::from_secs(60), || (pipeline_pods(ns, "cart").len() == 1).then_some(()));
+    wait_until("one pod", Duration::from_secs(60), || (pipeline_pods(ns, name).len() == 1).then_some(()));
 }
 
 /// The operator's count of reconciles that did `outcome` with the pipeline's objects.
@@ -189,16 +185,18 @@ fn object_applies(op: &Operator, outcome: &str) -> f64 {
 
 #[test]
 fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-applied";
+    let cart = Cart::own("applied");
+    let router = format!("flow-{}-router", cart.name);
+    let name = cart.name.as_str();
     // Objects as last applied are applied again after this long at the latest.
     let env = [("FLOW_WATCH_NAMESPACE", ns), ("FLOW_OPERATOR_RESYNC_SECONDS", "60")];
-    let op = cart_scenario(ns, 1, &env);
-    kubectl_ok(&["-n", ns, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
-    let applied = get_json(ns, "aflow", "cart")["status"]["applied"].clone();
+    let op = cart.scenario(ns, 1, &env);
+    kubectl_ok(&["-n", ns, "wait", "--for=condition=Ready", &format!("aflow/{name}"), "--timeout=60s"]);
+    let applied = get_json(ns, "aflow", name)["status"]["applied"].clone();
     assert_eq!(applied["hash"].as_str().map(str::len), Some(64), "{applied}");
-    let deployment = get_json(ns, "deployment", "flow-cart-router");
+    let deployment = get_json(ns, "deployment", &router);
     assert_eq!(applied["deployments"]["router"]["generation"], deployment["metadata"]["generation"], "{applied}");
     assert_eq!(applied["deployments"]["router"]["uid"], deployment["metadata"]["uid"], "{applied}");
     op.stop();
@@ -209,36 +207,36 @@ fn objects_as_applied_are_left_alone_across_a_restart_and_hand_edits_are_undone(
         (object_applies(&op, "unchanged") >= 1.0).then_some(())
     });
     assert_eq!(object_applies(&op, "applied"), 0.0);
-    assert_eq!(get_json(ns, "aflow", "cart")["status"]["applied"], applied);
+    assert_eq!(get_json(ns, "aflow", name)["status"]["applied"], applied);
 
     // A Deployment scaled by hand is put back at once: its spec's generation rose.
-    kubectl_ok(&["-n", ns, "scale", "deployment", "flow-cart-router", "--replicas=3"]);
+    kubectl_ok(&["-n", ns, "scale", "deployment", &router, "--replicas=3"]);
     wait_until("replicas back at 1", Duration::from_secs(30), || {
-        let r = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.replicas}"]);
+        let r = kubectl_ok(&["-n", ns, "get", "deployment", &router, "-o", "jsonpath={.spec.replicas}"]);
         (r == "1").then_some(())
     });
     // So is a rollout paused by hand, which would hold back every config or image applied later.
-    kubectl_ok(&["-n", ns, "rollout", "pause", "deployment", "flow-cart-router"]);
+    kubectl_ok(&["-n", ns, "rollout", "pause", "deployment", &router]);
     wait_until("the rollout resumed", Duration::from_secs(30), || {
-        let p = kubectl_ok(&["-n", ns, "get", "deployment", "flow-cart-router", "-o", "jsonpath={.spec.paused}"]);
+        let p = kubectl_ok(&["-n", ns, "get", "deployment", &router, "-o", "jsonpath={.spec.paused}"]);
         (p != "true").then_some(())
     });
     // A streamlet Secret edited by hand (the operator does not watch Secrets) is put back once the
     // objects are applied again, within the interval.
-    let conf = secret_file(ns, "flow-cart-router", "streamlet.conf");
+    let conf = secret_file(ns, &router, "streamlet.conf");
     kubectl_ok(&[
         "-n",
         ns,
         "patch",
         "secret",
-        "flow-cart-router",
+        &router,
         "--type=merge",
         "-p",
         r#"{"stringData":{"streamlet.conf":"edited by hand"}}"#,
     ]);
-    assert_eq!(secret_file(ns, "flow-cart-router", "streamlet.conf"), "edited by hand");
+    assert_eq!(secret_file(ns, &router, "streamlet.conf"), "edited by hand");
     wait_until("the Secret put back", Duration::from_secs(90), || {
-        (secret_file(ns, "flow-cart-router", "streamlet.conf") == conf).then_some(())
+        (secret_file(ns, &router, "streamlet.conf") == conf).then_some(())
     });
     assert!(object_applies(&op, "applied") >= 3.0, "the scale, the pause and the interval's end each applied them");
 }

@@ -2,7 +2,6 @@
 //! had before it, as a request of its own; a group that consumed since is refused, naming the
 //! partitions, unless `--force`.
 
-use flow_testbed::cart::{GROUP, TOPIC};
 use flow_testbed::*;
 
 /// Runs `flow` with `args` and `--wait -o json`; returns the final status it printed and the exit
@@ -15,18 +14,19 @@ fn waited(args: &[&str]) -> (serde_json::Value, Option<i32>) {
 
 #[test]
 fn an_undo_puts_back_the_offsets_before_a_reset_and_refuses_a_group_that_consumed_since() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-undo";
+    let cart = Cart::own("undo");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
     // Committed 20/20/20.
-    let _op = cart_scenario(ns, 0, &[]);
+    let _op = cart.scenario(ns, 0, &[]);
     let back = [(0, Some(20)), (1, Some(20)), (2, Some(20))].into();
     let start = [(0, Some(0)), (1, Some(0)), (2, Some(0))].into();
 
-    let (reset, code) = waited(&["reset", "cart", "-n", ns]);
+    let (reset, code) = waited(&["reset", name, "-n", ns]);
     assert_eq!(code, Some(0), "{reset}");
     let reset_id = reset["id"].as_str().expect("the id").to_string();
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), start);
+    assert_eq!(kafka::committed(group, topic, 3), start);
 
     // A bad id is refused before anything is read; an id no pipeline knows, after.
     let o = flow(&["reset", "undo", "nope", "-n", ns]);
@@ -44,22 +44,22 @@ fn an_undo_puts_back_the_offsets_before_a_reset_and_refuses_a_group_that_consume
     assert_eq!(g["outcome"], "Reset");
     assert_eq!(g["offsetsBefore"], serde_json::json!({"0": 0, "1": 0, "2": 0}));
     assert_eq!(g["offsetsAfter"], serde_json::json!({"0": 20, "1": 20, "2": 20}));
-    assert_eq!(g["message"], format!("3 partition(s) of '{TOPIC}' to {to}"));
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), back);
-    assert!(event_notes(ns, "ResetOffsets").contains(&format!("{GROUP}: 3 partition(s) of '{TOPIC}' to {to}")));
+    assert_eq!(g["message"], format!("3 partition(s) of '{topic}' to {to}"));
+    assert_eq!(kafka::committed(group, topic, 3), back);
+    assert!(event_notes(ns, "ResetOffsets").contains(&format!("{group}: 3 partition(s) of '{topic}' to {to}")));
     // Router, started again (the stand-in plays it from its rendered Secret), goes on where it was
     // before the reset: it reads only what came after, 5 new records per partition.
-    kafka::produce(TOPIC, 3, 5);
-    let read = standin::read_as_streamlet(ns, "cart", "router", 15);
+    kafka::produce(topic, 3, 5);
+    let read = standin::read_as_streamlet(ns, name, "router", 15);
     assert_eq!(read["records"], 15, "{read}");
     assert_eq!(read["first"], serde_json::json!({"0": 20, "1": 20, "2": 20}), "{read}");
     let back = [(0, Some(25)), (1, Some(25)), (2, Some(25))].into();
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), back);
+    assert_eq!(kafka::committed(group, topic, 3), back);
 
     // Reset again; then the group consumes a little (a commit by hand stands for it).
-    let (again, _) = waited(&["reset", "cart", "-n", ns]);
+    let (again, _) = waited(&["reset", name, "-n", ns]);
     let again_id = again["id"].as_str().expect("the id").to_string();
-    groups::commit(GROUP, TOPIC, &[(0, 5), (2, 7)]);
+    groups::commit(group, topic, &[(0, 5), (2, 7)]);
     let (refused, code) = waited(&["reset", "undo", &again_id, "-n", ns]);
     assert_eq!(code, Some(4), "the group could not be undone: {refused}");
     let why = format!(
@@ -69,10 +69,10 @@ fn an_undo_puts_back_the_offsets_before_a_reset_and_refuses_a_group_that_consume
     );
     assert_eq!(refused["groups"][0]["outcome"], "Failed");
     assert_eq!(refused["groups"][0]["message"], why.as_str());
-    assert!(event_notes(ns, "ResetOffsetsFailed").contains(&format!("{GROUP}: {why}")));
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), [(0, Some(5)), (1, Some(0)), (2, Some(7))].into());
+    assert!(event_notes(ns, "ResetOffsetsFailed").contains(&format!("{group}: {why}")));
+    assert_eq!(kafka::committed(group, topic, 3), [(0, Some(5)), (1, Some(0)), (2, Some(7))].into());
 
     let (forced, code) = waited(&["reset", "undo", &again_id, "-n", ns, "--force"]);
     assert_eq!(code, Some(0), "{forced}");
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), back);
+    assert_eq!(kafka::committed(group, topic, 3), back);
 }
