@@ -78,6 +78,11 @@ impl Cart {
         Cart { group: format!("{name}.router.in"), name, topic, dir }
     }
 
+    /// The directory `flow generate` runs in: `examples/cart`, or this test's copy of it.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The Kafka name of managed topic `id` (`valid-carts`, `review-carts`): `<name>.<id>`.
     pub fn managed(&self, id: &str) -> String {
         format!("{}.{id}", self.name)

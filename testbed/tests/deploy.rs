@@ -36,33 +36,29 @@ fn can(user: &str, verb: &str, resource: &str, ns: Option<&str>) -> bool {
 }
 
 /// Writes a reset request with the CLI and returns its id.
-fn request_reset(ns: &str) -> String {
-    let out = flow(&["reset", "cart", "-n", ns]);
+fn request_reset(ns: &str, name: &str) -> String {
+    let out = flow(&["reset", name, "-n", ns]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     stdout
-        .strip_prefix("reset requested for 'cart': ")
+        .strip_prefix(&format!("reset requested for '{name}': "))
         .and_then(|s| s.strip_suffix('\n'))
         .unwrap_or_else(|| panic!("unexpected output: {stdout:?}"))
         .to_string()
 }
 
-fn wait_done(ns: &str, id: &str, timeout: Duration) {
+/// Waits until the done annotation of `name` in `ns` is `id`.
+fn wait_done_annotation(ns: &str, name: &str, id: &str, timeout: Duration) {
     wait_until(&format!("the done annotation {id}"), timeout, || {
-        (annotation(ns, "cart", cart::DONE).as_deref() == Some(id)).then_some(())
+        (annotation(ns, name, cart::DONE).as_deref() == Some(id)).then_some(())
     });
 }
 
-fn reset_status(ns: &str) -> serde_json::Value {
-    let text = kubectl_ok(&["-n", ns, "get", "aflow", "cart", "-o", "jsonpath={.status.reset}"]);
-    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
-}
-
 /// The group's committed offsets equal the log start of every partition.
-fn assert_offsets_at_log_start() {
+fn assert_offsets_at_log_start(cart: &Cart) {
     let starts: std::collections::BTreeMap<i32, Option<i64>> =
-        kafka::watermarks(cart::TOPIC).into_iter().map(|(p, (low, _))| (p, Some(low))).collect();
-    assert_eq!(kafka::committed(cart::GROUP, cart::TOPIC, 3), starts);
+        kafka::watermarks(&cart.topic).into_iter().map(|(p, (low, _))| (p, Some(low))).collect();
+    assert_eq!(kafka::committed(&cart.group, &cart.topic, 3), starts);
 }
 
 fn count(text: &str, needle: &str) -> usize {
@@ -71,9 +67,10 @@ fn count(text: &str, needle: &str) -> usize {
 
 #[test]
 fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
-    // Serial: the cart example, and ClusterRoles and bindings of its own changed beside the shipped ones.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-rbac";
+    let cart = Cart::own("rbac");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
     install_operator_rights();
     let kubeconfig = shipped_rights_kubeconfig();
     let kc = kubeconfig.to_str().expect("utf-8 path");
@@ -81,7 +78,7 @@ fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
     // The pipeline at 1 replica: the restricted operator renders everything (server-side apply):
     // the streamlet's Secret and Deployment, and the pipeline's ServiceAccount, Role and
     // RoleBinding, which it may write because it holds the Role's one right itself.
-    let op = cart_scenario(ns, 1, &[("KUBECONFIG", kc)]);
+    let op = cart.scenario(ns, 1, &[("KUBECONFIG", kc)]);
     let managed = kubectl_ok(&[
         "-n",
         ns,
@@ -97,34 +94,34 @@ fn the_shipped_rbac_is_enough_and_refuses_the_rest() {
     assert_eq!(
         kinds,
         [
-            "deployment.apps/flow-cart-router",
-            "role.rbac.authorization.k8s.io/flow-cart",
-            "rolebinding.rbac.authorization.k8s.io/flow-cart",
-            "secret/flow-cart-router",
-            "serviceaccount/flow-cart"
+            format!("deployment.apps/flow-{name}-router"),
+            format!("role.rbac.authorization.k8s.io/flow-{name}"),
+            format!("rolebinding.rbac.authorization.k8s.io/flow-{name}"),
+            format!("secret/flow-{name}-router"),
+            format!("serviceaccount/flow-{name}")
         ],
         "{managed}"
     );
-    kubectl_ok(&["-n", ns, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
+    kubectl_ok(&["-n", ns, "wait", "--for=condition=Ready", &format!("aflow/{name}"), "--timeout=60s"]);
     // Stop it through the resource, then request the reset.
-    kubectl_apply(&cart_yaml(ns, 0));
+    kubectl_apply(&cart.yaml(ns, 0));
     wait_until("the pipeline's pods to go", Duration::from_secs(60), || {
-        pipeline_pods(ns, "cart").is_empty().then_some(())
+        pipeline_pods(ns, name).is_empty().then_some(())
     });
-    let id = request_reset(ns);
+    let id = request_reset(ns, name);
 
     let notes = wait_until("the ResetOffsets event", Duration::from_secs(60), || {
         let n = event_notes(ns, "ResetOffsets");
         (!n.is_empty()).then_some(n)
     });
-    assert_eq!(notes, ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]);
-    wait_done(ns, &id, Duration::from_secs(30));
+    assert_eq!(notes, [format!("{group}: 3 partition(s) of '{topic}' to earliest")]);
+    wait_done_annotation(ns, name, &id, Duration::from_secs(30));
     let reset = wait_until("status.reset to be Done", Duration::from_secs(30), || {
-        let v = reset_status(ns);
+        let v = reset_status(ns, name);
         (v["phase"] == "Done").then_some(v)
     });
     assert_eq!(reset["id"], id.as_str());
-    assert_offsets_at_log_start();
+    assert_offsets_at_log_start(&cart);
 
     // It held its Lease and was never refused anything.
     let log = op.log_text();
@@ -243,9 +240,10 @@ subjects: [{{kind: ServiceAccount, name: {NOEVENTS_SA}, namespace: ankka-flow}}]
 
 #[test]
 fn without_rights_on_events_the_reset_still_happens_once() {
-    // Serial: the cart example, and ClusterRoles and bindings of its own changed beside the shipped ones.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-noevents";
+    let cart = Cart::own("noevents");
+    let name = cart.name.as_str();
     install_operator_rights();
     install_noevents_rights();
     let user = format!("system:serviceaccount:ankka-flow:{NOEVENTS_SA}");
@@ -253,16 +251,16 @@ fn without_rights_on_events_the_reset_still_happens_once() {
     assert!(can(&user, "create", "deployments.apps", Some(ns)));
     let kubeconfig = kubeconfig_with_token(NOEVENTS_SA, NOEVENTS_TOKEN);
 
-    let mut op = cart_scenario(ns, 0, &[("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path"))]);
-    let id = request_reset(ns);
-    wait_done(ns, &id, Duration::from_secs(60));
+    let mut op = cart.scenario(ns, 0, &[("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path"))]);
+    let id = request_reset(ns, name);
+    wait_done_annotation(ns, name, &id, Duration::from_secs(60));
     let reset = wait_until("status.reset to be Done", Duration::from_secs(30), || {
-        let v = reset_status(ns);
+        let v = reset_status(ns, name);
         (v["phase"] == "Done").then_some(v)
     });
     assert_eq!(reset["groups"][0]["outcome"], "Reset", "{reset}");
     assert_eq!(reset["groups"].as_array().map(Vec::len), Some(1), "{reset}");
-    assert_offsets_at_log_start();
+    assert_offsets_at_log_start(&cart);
     assert!(event_notes(ns, "ResetOffsets").is_empty());
 
     // The reset's event that could not be recorded is logged once, the operator goes on, and it
@@ -272,7 +270,7 @@ fn without_rights_on_events_the_reset_still_happens_once() {
     let log = op.log_text();
     assert_eq!(reset_event_failed(&log), 1, "{log}");
     assert_eq!(count(&log, "reset request done"), 1, "{log}");
-    kubectl_ok(&["-n", ns, "annotate", "aflow", "cart", "--overwrite", "touch=1"]);
+    kubectl_ok(&["-n", ns, "annotate", "aflow", name, "--overwrite", "touch=1"]);
     std::thread::sleep(Duration::from_secs(3));
     assert!(op.running(), "the operator must not stop:\n{}", op.log_text());
     let later = op.log_text();
@@ -285,18 +283,19 @@ fn without_rights_on_events_the_reset_still_happens_once() {
         ns,
         "get",
         "aflow",
-        "cart",
+        name,
         "-o",
         "jsonpath={.status.conditions[?(@.type==\"Applied\")].status} {.status.conditions[?(@.type==\"Applied\")].message}",
     ]);
-    assert!(applied.starts_with("False could not apply Role 'flow-cart': "), "{applied}");
+    assert!(applied.starts_with(&format!("False could not apply Role 'flow-{name}': ")), "{applied}");
 }
 
 #[test]
 fn two_operators_one_leader_and_a_quick_hand_over() {
-    // Serial: the cart example, and ClusterRoles and bindings of its own changed beside the shipped ones.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-leader";
+    let cart = Cart::own("leader");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
     install_operator_rights();
     let kubeconfig = shipped_rights_kubeconfig();
     let kc = kubeconfig.to_str().expect("utf-8 path");
@@ -308,7 +307,7 @@ fn two_operators_one_leader_and_a_quick_hand_over() {
     let env_b: Vec<(&str, &str)> =
         common.iter().copied().chain([("HOSTNAME", "operator-b"), ("FLOW_WATCH_NAMESPACE", ns)]).collect();
 
-    let a = cart_scenario(ns, 0, &env_a);
+    let a = cart.scenario(ns, 0, &env_a);
     let b = Operator::start(&fresh_dir("shop-leader-b"), &env_b);
     let holding = "holding the lease";
     wait_until("one operator to hold the lease", Duration::from_secs(30), || {
@@ -337,20 +336,17 @@ fn two_operators_one_leader_and_a_quick_hand_over() {
     }
 
     // A request: exactly one operator carries it out, once.
-    let first = request_reset(ns);
-    wait_done(ns, &first, Duration::from_secs(60));
-    assert_eq!(
-        event_notes(ns, "ResetOffsets"),
-        ["cart.router.in: 3 partition(s) of 'shop.cart-events.v1' to earliest"]
-    );
-    assert_offsets_at_log_start();
+    let first = request_reset(ns, name);
+    wait_done_annotation(ns, name, &first, Duration::from_secs(60));
+    assert_eq!(event_notes(ns, "ResetOffsets"), [format!("{group}: 3 partition(s) of '{topic}' to earliest")]);
+    assert_offsets_at_log_start(&cart);
     assert_eq!(count(&leader.log_text(), "reset request done"), 1, "{}", leader.log_text());
     assert_eq!(count(&follower.log_text(), "reset request done"), 0, "{}", follower.log_text());
     assert_eq!(count(&follower.log_text(), "ResetOffsets"), 0, "{}", follower.log_text());
 
     // The group reads again, so the next reset has something to do.
-    standin::read(cart::GROUP, cart::TOPIC, 60);
-    assert_eq!(kafka::committed(cart::GROUP, cart::TOPIC, 3), [(0, Some(20)), (1, Some(20)), (2, Some(20))].into());
+    standin::read(group, topic, 60);
+    assert_eq!(kafka::committed(group, topic, 3), [(0, Some(20)), (1, Some(20)), (2, Some(20))].into());
 
     // SIGTERM to the leader: it gives the Lease back, and the other one takes over within a term.
     let leader_log = leader.log.clone();
@@ -366,9 +362,9 @@ fn two_operators_one_leader_and_a_quick_hand_over() {
     assert_eq!(holder(), follower_name);
 
     // The next request is carried out by the new leader.
-    let second = request_reset(ns);
-    wait_done(ns, &second, Duration::from_secs(60));
-    assert_offsets_at_log_start();
+    let second = request_reset(ns, name);
+    wait_done_annotation(ns, name, &second, Duration::from_secs(60));
+    assert_offsets_at_log_start(&cart);
     let log = follower.log_text();
     assert_eq!(count(&log, "reset request done"), 1, "{log}");
     assert!(log.lines().any(|l| l.contains("reset request done") && l.contains(&second)), "{log}");

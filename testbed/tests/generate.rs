@@ -29,18 +29,20 @@ fn fixtures() -> PathBuf {
 
 #[test]
 fn the_seed_command_line_applies_as_written() {
-    // Serial: the cart example, whose operator creates the managed topics `cart.*` other tests share.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
+    // The example under names of this test's own (its operator creates the managed topics): the
+    // page's command lines run as written in a copy of examples/cart.
+    let example = Cart::own("gen");
+    let name = example.name.as_str();
     install_crd();
     install_cluster_secret();
     fresh_namespace(NS);
     let _operator = Operator::start(&fresh_dir(NS), &[("FLOW_WATCH_NAMESPACE", NS)]);
     let pods = |want: usize, what: &str| {
         wait_until(what, Duration::from_secs(60), || {
-            (running_pipeline_pods(NS, "cart") == want && pipeline_pods(NS, "cart").len() == want).then_some(())
+            (running_pipeline_pods(NS, name) == want && pipeline_pods(NS, name).len() == want).then_some(())
         })
     };
-    let cart = bed().root.join("examples/cart");
     let path = format!(
         "{}:{}",
         bed().bin_dir.display(),
@@ -49,7 +51,7 @@ fn the_seed_command_line_applies_as_written() {
     let run = |line: &str| {
         let o = Command::new("sh")
             .args(["-c", line])
-            .current_dir(&cart)
+            .current_dir(example.dir())
             .env("PATH", &path)
             .env("KUBECONFIG", &bed().kubeconfig)
             .output()
@@ -62,12 +64,12 @@ fn the_seed_command_line_applies_as_written() {
                 --image router=registry.example.com/cart-router:1.2 -n gen-test | kubectl apply -f -";
     let start = "flow generate blueprint.conf --descriptors flow --conf prod.conf \
                  --image router=registry.example.com/cart-router:1.2 -n gen-test | kubectl apply -f -";
-    assert!(run(start).contains("ankkaflow.flow.ankka.thinkmorestupidless.com/cart"));
-    let r = stored(NS, "cart");
-    assert_eq!(r["metadata"]["labels"]["flow.ankka.thinkmorestupidless.com/pipeline"], "cart");
+    assert!(run(start).contains(&format!("ankkaflow.flow.ankka.thinkmorestupidless.com/{name}")));
+    let r = stored(NS, name);
+    assert_eq!(r["metadata"]["labels"]["flow.ankka.thinkmorestupidless.com/pipeline"], name);
     assert_eq!(r["metadata"]["labels"]["app.kubernetes.io/managed-by"], "ankka-flow");
     let spec = &r["spec"];
-    assert_eq!(spec["pipeline"], "cart");
+    assert_eq!(spec["pipeline"], name);
     assert_eq!(spec["protocolVersion"], "1.0");
     assert_eq!(spec["onDelete"]["managedTopics"], "Keep");
     let router = &spec["streamlets"][0];
@@ -80,7 +82,7 @@ fn the_seed_command_line_applies_as_written() {
     let topics: Vec<&str> =
         spec["topics"].as_array().expect("topics").iter().map(|t| t["id"].as_str().unwrap_or("")).collect();
     assert_eq!(topics, ["cart-events", "review-carts", "valid-carts"]);
-    assert_eq!(spec["topics"][0]["name"], "shop.cart-events.v1");
+    assert_eq!(spec["topics"][0]["name"], example.topic.as_str());
     assert_eq!(spec["topics"][0]["cluster"], "shop");
     assert_eq!(spec["topics"][2]["topicConfig"]["retention.ms"], "86400000");
     assert_eq!(spec["topics"][2]["batch"], serde_json::json!({"maxRecords": 100, "maxBytes": 1048576}));
@@ -88,15 +90,15 @@ fn the_seed_command_line_applies_as_written() {
     // The operator runs what was generated: one router pod, none once stopped, one again after.
     pods(1, "router's pod to run");
     run(stop);
-    assert_eq!(stored(NS, "cart")["spec"]["streamlets"][0]["replicas"], 0);
+    assert_eq!(stored(NS, name)["spec"]["streamlets"][0]["replicas"], 0);
     pods(0, "the pipeline's pods to go");
     run(start);
-    assert_eq!(stored(NS, "cart")["spec"]["streamlets"][0]["replicas"], 1);
+    assert_eq!(stored(NS, name)["spec"]["streamlets"][0]["replicas"], 1);
     pods(1, "router's pod to run again");
     // The helper every end-to-end test uses produces the same resource.
     assert_eq!(
-        kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &cart_yaml(NS, 0)).trim_end(),
-        "ankkaflow.flow.ankka.thinkmorestupidless.com/cart configured (server dry run)"
+        kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &example.yaml(NS, 0)).trim_end(),
+        format!("ankkaflow.flow.ankka.thinkmorestupidless.com/{name} configured (server dry run)")
     );
 }
 

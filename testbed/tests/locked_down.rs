@@ -68,23 +68,24 @@ fn events(ns: &str, reason: &str) -> Vec<String> {
     .collect()
 }
 
-fn wait_running(ns: &str, n: usize) {
-    wait_until(&format!("{n} running pods of cart in {ns}"), Duration::from_secs(90), || {
-        (running_pipeline_pods(ns, "cart") == n && pipeline_pods(ns, "cart").len() == n).then_some(())
+fn wait_running(ns: &str, name: &str, n: usize) {
+    wait_until(&format!("{n} running pods of {name} in {ns}"), Duration::from_secs(90), || {
+        (running_pipeline_pods(ns, name) == n && pipeline_pods(ns, name).len() == n).then_some(())
     });
 }
 
-fn pod_json(ns: &str) -> serde_json::Value {
-    let pods =
-        kubectl_ok(&["-n", ns, "get", "pods", "-l", "flow.ankka.thinkmorestupidless.com/pipeline=cart", "-o", "json"]);
+fn pod_json(ns: &str, name: &str) -> serde_json::Value {
+    let label = format!("flow.ankka.thinkmorestupidless.com/pipeline={name}");
+    let pods = kubectl_ok(&["-n", ns, "get", "pods", "-l", &label, "-o", "json"]);
     let pods: serde_json::Value = serde_json::from_str(&pods).expect("JSON");
     pods["items"][0].clone()
 }
 
 #[test]
 fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
+    let cart = Cart::own("locked-down");
+    let name = cart.name.as_str();
     install_crd();
     install_cluster_secret();
     let (restricted, quota, bare) = ("flow-restricted", "flow-quota", "flow-quota-bare");
@@ -97,7 +98,7 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
     kubectl_apply(
         "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: flow-e2e-streamlets}\nvalue: 1000\n",
     );
-    kafka::recreate_topic(cart::TOPIC, 3);
+    kafka::recreate_topic(&cart.topic, 3);
     let watched = format!("{restricted},{quota},{bare}");
     let _op = Operator::start(
         &fresh_dir("locked-down"),
@@ -111,12 +112,13 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
 
     // 1. The default rendering, no pod settings: every pod admitted under `restricted`.
     kubectl_apply(
-        &cart_yaml_with(restricted, &[&conf_file("two-routers", "flow.streamlets.router { replicas = 2 }")])
+        &cart
+            .yaml_with(restricted, &[&conf_file("two-routers", "flow.streamlets.router { replicas = 2 }")])
             .expect("generate"),
     );
-    wait_running(restricted, 2);
-    kubectl_ok(&["-n", restricted, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
-    let pod = pod_json(restricted);
+    wait_running(restricted, name, 2);
+    kubectl_ok(&["-n", restricted, "wait", "--for=condition=Ready", &format!("aflow/{name}"), "--timeout=60s"]);
+    let pod = pod_json(restricted, name);
     assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
     for c in pod["spec"]["containers"].as_array().expect("containers") {
         assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false, "{c}");
@@ -125,15 +127,15 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
 
     // 2. Every other setting, through deploy-time configuration, in the same namespace.
     let scheduling = conf_file("scheduling", SCHEDULING_CONF);
-    kubectl_apply(&cart_yaml_with(restricted, &[&scheduling]).expect("generate"));
+    kubectl_apply(&cart.yaml_with(restricted, &[&scheduling]).expect("generate"));
     wait_until("the router's pods with the settings", Duration::from_secs(90), || {
-        let pod = pod_json(restricted);
-        (pipeline_pods(restricted, "cart").len() == 1
-            && running_pipeline_pods(restricted, "cart") == 1
+        let pod = pod_json(restricted, name);
+        (pipeline_pods(restricted, name).len() == 1
+            && running_pipeline_pods(restricted, name) == 1
             && pod["spec"]["priorityClassName"] == "flow-e2e-streamlets")
             .then_some(())
     });
-    let pod = pod_json(restricted);
+    let pod = pod_json(restricted, name);
     assert_eq!(pod["metadata"]["labels"]["example.com/tier"], "gold");
     assert_eq!(pod["metadata"]["annotations"]["example.com/owner"], "cart team");
     assert_eq!(pod["spec"]["imagePullSecrets"], serde_json::json!([{"name": "regcred"}]));
@@ -147,9 +149,9 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
     // 3. A namespace under `restricted` and a quota that requires limits: resources from
     //    deploy-time configuration; every pod admitted, and the quota counts them.
     let resources = conf_file("resources", RESOURCES_CONF);
-    kubectl_apply(&cart_yaml_with(quota, &[&resources]).expect("generate"));
-    wait_running(quota, 2);
-    kubectl_ok(&["-n", quota, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=60s"]);
+    kubectl_apply(&cart.yaml_with(quota, &[&resources]).expect("generate"));
+    wait_running(quota, name, 2);
+    kubectl_ok(&["-n", quota, "wait", "--for=condition=Ready", &format!("aflow/{name}"), "--timeout=60s"]);
     assert_eq!(events(quota, "FailedCreate"), Vec::<String>::new(), "every pod admitted under the quota");
     let used = wait_until("the quota to count the pods", Duration::from_secs(30), || {
         let used = kubectl_ok(&["-n", quota, "get", "resourcequota", "compute", "-o", "jsonpath={.status.used}"]);
@@ -162,9 +164,9 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
 
     // 4. The same quota without resources in the pods: the Deployment is applied, its ReplicaSet
     //    cannot create a pod, and the pipeline says so.
-    kubectl_apply(&cart_yaml_with(bare, &[]).expect("generate"));
+    kubectl_apply(&cart.yaml_with(bare, &[]).expect("generate"));
     let detail = wait_until("the pipeline to say its pods cannot be created", Duration::from_secs(90), || {
-        let d = kubectl_ok(&["-n", bare, "get", "aflow", "cart", "-o", "jsonpath={.status.phase} {.status.detail}"]);
+        let d = kubectl_ok(&["-n", bare, "get", "aflow", name, "-o", "jsonpath={.status.phase} {.status.detail}"]);
         d.contains("its pods cannot be created").then_some(d)
     });
     assert!(detail.starts_with("Degraded router: its pods cannot be created: "), "{detail}");
@@ -179,16 +181,16 @@ fn streamlet_pods_are_admitted_under_restricted_and_a_quota_that_requires_limits
         bare,
         "get",
         "aflow",
-        "cart",
+        name,
         "-o",
         "jsonpath={.status.conditions[?(@.type==\"Ready\")].message}",
     ]);
     assert!(ready.contains("must specify limits.cpu"), "the Ready condition carries it too: {ready}");
     eprintln!("locked-down: {bare}: without resources: {detail}");
     // With the resources, the next rollout is admitted.
-    kubectl_apply(&cart_yaml_with(bare, &[&resources]).expect("generate"));
-    wait_running(bare, 2);
-    kubectl_ok(&["-n", bare, "wait", "--for=condition=Ready", "aflow/cart", "--timeout=90s"]);
+    kubectl_apply(&cart.yaml_with(bare, &[&resources]).expect("generate"));
+    wait_running(bare, name, 2);
+    kubectl_ok(&["-n", bare, "wait", "--for=condition=Ready", &format!("aflow/{name}"), "--timeout=90s"]);
 }
 
 #[test]
@@ -279,7 +281,7 @@ fn apply_as(kubeconfig: &Path, yaml: &str) -> Output {
 
 #[test]
 fn edit_may_apply_a_pipeline_and_reset_it_view_may_read_it_and_not_reset() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
+    // Serial: it installs deploy/governance.yaml, whose admission policy guards every namespace's resets.
     let _serial = serial();
     let ns = "shop-people";
     install_operator_rights();
@@ -341,7 +343,7 @@ fn edit_may_apply_a_pipeline_and_reset_it_view_may_read_it_and_not_reset() {
     // dev applies the pipeline, stops it, and requests the reset, as the seed page says.
     let o = apply_as(&dev, &cart_yaml(ns, 1));
     assert!(o.status.success(), "{}", show(&o));
-    wait_running(ns, 1);
+    wait_running(ns, "cart", 1);
     let o = apply_as(&dev, &cart_yaml(ns, 0));
     assert!(o.status.success(), "{}", show(&o));
     wait_until("the pipeline's pods to go", Duration::from_secs(60), || {

@@ -18,10 +18,10 @@ fn value(line: &str) -> f64 {
 
 #[test]
 fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_lease() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let ns = "shop-metrics";
-    let op = cart_scenario(ns, 0, &[("FLOW_LAG_INTERVAL_SECONDS", "1")]);
+    let cart = Cart::own("metrics");
+    let op = cart.scenario(ns, 0, &[("FLOW_LAG_INTERVAL_SECONDS", "1")]);
     let addr = metrics_address(&op);
     assert_eq!(http_get(&addr, "/healthz"), (200, "ok\n".to_string()));
     let (code, why) = wait_until("/readyz to answer 200", Duration::from_secs(30), || {
@@ -33,14 +33,15 @@ fn metrics_name_each_pipeline_count_sampling_errors_and_readiness_follows_the_le
 
     // The lag of the cart's inlet, one series for the group, labelled with the AnkkaFlow's namespace
     // and name, in records and in seconds, and whether it is rebuilding.
-    let group = format!("{{namespace=\"{ns}\",pipeline=\"cart\",consumergroup=\"cart.router.in\"");
-    let want = format!("ankka_flow_consumer_group_lag{group},topic=\"shop.cart-events.v1\"}} ");
+    let (name, topic) = (&cart.name, &cart.topic);
+    let group = format!("{{namespace=\"{ns}\",pipeline=\"{name}\",consumergroup=\"{}\"", cart.group);
+    let want = format!("ankka_flow_consumer_group_lag{group},topic=\"{topic}\"}} ");
     let body = wait_until("the lag series", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;
         (series(&body, &want).len() == 1).then_some(body)
     });
     assert_eq!(
-        series(&body, &format!("ankka_flow_consumer_group_lag_seconds{group},topic=\"shop.cart-events.v1\"}} ")).len(),
+        series(&body, &format!("ankka_flow_consumer_group_lag_seconds{group},topic=\"{topic}\"}} ")).len(),
         1,
         "{body}"
     );
@@ -147,16 +148,16 @@ fn labelled<'a>(body: &'a str, name: &str, labels: &[&str]) -> Vec<&'a str> {
 
 #[test]
 fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
+    let _side_by_side = side_by_side();
     let (a, b) = ("shop-metrics-a", "shop-metrics-b");
+    let cart = Cart::own("metrics-two");
     install_crd();
     install_cluster_secret();
     fresh_namespace(a);
     fresh_namespace(b);
-    kafka::recreate_topic(cart::TOPIC, 3);
-    kafka::produce(cart::TOPIC, 3, 20);
-    standin::read(cart::GROUP, cart::TOPIC, 60);
+    kafka::recreate_topic(&cart.topic, 3);
+    kafka::produce(&cart.topic, 3, 20);
+    standin::read(&cart.group, &cart.topic, 60);
     // One operator watching both namespaces (its Lease and identity named here: a namespace list is
     // no name).
     let watched = format!("{a},{b}");
@@ -174,23 +175,24 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
     let addr = metrics_address(&op);
     // The same blueprint in both: the same consumer group on the same topic of the same cluster
     // (the test bed's Secret allows that).
-    kubectl_apply(&cart_yaml(a, 0));
-    kubectl_apply(&cart_yaml(b, 0));
+    kubectl_apply(&cart.yaml(a, 0));
+    kubectl_apply(&cart.yaml(b, 0));
     let lag = "ankka_flow_consumer_group_lag";
-    let group = "consumergroup=\"cart.router.in\"";
+    let group = &format!("consumergroup=\"{}\"", cart.group);
+    let pipeline = &format!("pipeline=\"{}\"", cart.name);
     // Per group, and per partition as asked for (FLOW_LAG_PER_PARTITION).
     let per_partition = "ankka_flow_consumer_group_partition_lag";
     wait_until("a lag series of each namespace's cart, and one per partition", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;
         let each = [lag, per_partition, &format!("{per_partition}_seconds")].map(|name| {
-            [a, b].map(|ns| labelled(&body, name, &[&format!("namespace=\"{ns}\""), "pipeline=\"cart\"", group]).len())
+            [a, b].map(|ns| labelled(&body, name, &[&format!("namespace=\"{ns}\""), pipeline, group]).len())
         });
         (each == [[1, 1], [3, 3], [3, 3]]).then_some(())
     });
 
     // a's cart is reset: its group (b's too: it is the same group) has its 60 records to read
     // again, and a's reset group is catching up, b's was never reset.
-    let o = flow(&["reset", "cart", "-n", a]);
+    let o = flow(&["reset", &cart.name, "-n", a]);
     assert!(o.status.success(), "{}", show(&o));
     let caught = "ankka_flow_reset_catch_up_started_timestamp_seconds";
     let body = wait_until("a's catch-up series", Duration::from_secs(60), || {
@@ -198,7 +200,7 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
         (!labelled(&body, caught, &[&format!("namespace=\"{a}\""), group]).is_empty()).then_some(body)
     });
     assert!(body.contains(&format!("# TYPE {caught} gauge")), "{body}");
-    let started = value(labelled(&body, caught, &[&format!("namespace=\"{a}\""), "pipeline=\"cart\"", group])[0]);
+    let started = value(labelled(&body, caught, &[&format!("namespace=\"{a}\""), pipeline, group])[0]);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
     assert!((now - 120.0..=now + 1.0).contains(&started), "{started} is not the reset's end ({now} now)");
     assert!(labelled(&body, caught, &[&format!("namespace=\"{b}\"")]).is_empty(), "{body}");
@@ -225,7 +227,7 @@ fn the_same_pipeline_in_two_namespaces_has_series_of_its_own_and_they_go_with_it
     // Both pipelines go: so do their lag and catch-up series, and the series of the connection
     // they used, whose last success would otherwise age into the sampling-failing alert.
     for ns in [a, b] {
-        kubectl_ok(&["-n", ns, "delete", "aflow", "cart", "--wait=true", "--timeout=60s"]);
+        kubectl_ok(&["-n", ns, "delete", "aflow", &cart.name, "--wait=true", "--timeout=60s"]);
     }
     wait_until("the series of the pipelines and their connection to go", Duration::from_secs(30), || {
         let body = http_get(&addr, "/metrics").1;

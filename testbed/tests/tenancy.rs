@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flow_testbed::cart::{DONE, GROUP, TOPIC};
+use flow_testbed::cart::DONE;
 use flow_testbed::*;
 
 /// A TCP listener on loopback that plays a broker the tenant controls: it answers nothing, counts
@@ -320,9 +320,11 @@ fn refusals() {
 
 #[test]
 fn shared_consumer_groups() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
-    let _serial = serial();
-    let (shop, tenant) = ("shop", "tenant");
+    let _side_by_side = side_by_side();
+    let (shop, tenant) = ("tenancy-shared-shop", "tenancy-shared-tenant");
+    // The cart example's names of this test's own: pipeline, topic and consumer group.
+    let cart = Cart::own("shared");
+    let (name, group, topic) = (cart.name.as_str(), cart.group.as_str(), cart.topic.as_str());
     install_crd();
     ensure_namespace("ankka-flow");
     // One cluster both namespaces may use: shop's SASL cluster (the test bed's SASL listener, user
@@ -331,13 +333,13 @@ fn shared_consumer_groups() {
     // bed's plain listener, which this check does not take for the same cluster.)
     let _secrets = Secrets(vec!["kafka-cluster-tenancy-shared".into()]);
     let (sasl, shop_config) = shop_over_sasl();
-    cluster_secret("tenancy-shared", &sasl, &shop_config, Some("shop tenant"));
+    cluster_secret("tenancy-shared", &sasl, &shop_config, Some(&format!("{shop} {tenant}")));
     fresh_namespace(shop);
     fresh_namespace(tenant);
-    kafka::recreate_topic(TOPIC, 3);
-    kafka::produce(TOPIC, 3, 20);
-    standin::read(GROUP, TOPIC, 60);
-    let before = kafka::committed(GROUP, TOPIC, 3);
+    kafka::recreate_topic(topic, 3);
+    kafka::produce(topic, 3, 20);
+    standin::read(group, topic, 60);
+    let before = kafka::committed(group, topic, 3);
     assert_eq!(before, (0..3).map(|p| (p, Some(20))).collect(), "the group read everything");
     // One operator watching both namespaces (with rights there only, the check covers the watched
     // namespaces; docs/tenancy.md). Its Lease and identity are named here: a list is no name.
@@ -352,59 +354,57 @@ fn shared_consumer_groups() {
         ],
     );
     // shop's cart runs its router: replicas 1, one running pod.
-    apply_router(shop, "cart", TOPIC, "      cluster = tenancy-shared", 1);
-    wait_until("shop's router pod", Duration::from_secs(60), || {
-        (running_pipeline_pods(shop, "cart") == 1).then_some(())
-    });
+    apply_router(shop, name, topic, "      cluster = tenancy-shared", 1);
+    wait_until("shop's router pod", Duration::from_secs(60), || (running_pipeline_pods(shop, name) == 1).then_some(()));
     // tenant's cart, stopped, maps to the same consumer group on the same cluster.
-    apply_router(tenant, "cart", TOPIC, "      cluster = tenancy-shared", 0);
+    apply_router(tenant, name, topic, "      cluster = tenancy-shared", 0);
 
     // Both resources are told, each naming the other.
     let warning = |other: &str| {
         vec![format!(
-            "consumer group {GROUP} is also the consumer group of AnkkaFlow {other}/cart on the same Kafka cluster: the \
+            "consumer group {group} is also the consumer group of AnkkaFlow {other}/{name} on the same Kafka cluster: the \
              streamlets of both share it, and a reset of it is refused while both exist"
         )]
     };
     wait_until("the warning on tenant's cart", Duration::from_secs(30), || {
-        (notes(tenant, "cart", "ConsumerGroupShared") == warning(shop)).then_some(())
+        (notes(tenant, name, "ConsumerGroupShared") == warning(shop)).then_some(())
     });
     wait_until("the warning on shop's cart", Duration::from_secs(30), || {
-        (notes(shop, "cart", "ConsumerGroupShared") == warning(tenant)).then_some(())
+        (notes(shop, name, "ConsumerGroupShared") == warning(tenant)).then_some(())
     });
 
     // The tenant's reset is refused, naming shop's pipeline; nothing moves. `--wait` says so with
     // its exit code 3 (docs/cli.md), the refusal on stderr and the final status on stdout.
-    let versions = Versions::watch(tenant, "cart");
+    let versions = Versions::watch(tenant, name);
     wait_until("the watch shows tenant's cart", Duration::from_secs(10), || {
         (!versions.seen().is_empty()).then_some(())
     });
-    let o = flow(&["reset", "cart", "-n", tenant, "--wait", "--timeout", "60s", "-o", "json"]);
+    let o = flow(&["reset", name, "-n", tenant, "--wait", "--timeout", "60s", "-o", "json"]);
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let id = stderr
         .lines()
-        .find_map(|l| l.strip_prefix("reset requested for 'cart': "))
+        .find_map(|l| l.strip_prefix(&format!("reset requested for '{name}': ")))
         .unwrap_or_else(|| panic!("no request line: {}", show(&o)))
         .to_string();
     let final_status: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the final status as JSON");
     assert_eq!((final_status["id"].as_str(), final_status["phase"].as_str()), (Some(id.as_str()), Some("Refused")));
-    assert_eq!(annotation(tenant, "cart", DONE).as_deref(), Some(id.as_str()));
+    assert_eq!(annotation(tenant, name, DONE).as_deref(), Some(id.as_str()));
     assert_eq!(versions.done_without(&id, "Refused"), Vec::<serde_json::Value>::new(), "the refusal shows before done");
     drop(versions);
     let why = format!(
-        "reset {id} refused: consumer group {GROUP} is also the consumer group of AnkkaFlow shop/cart on the same Kafka \
+        "reset {id} refused: consumer group {group} is also the consumer group of AnkkaFlow {shop}/{name} on the same Kafka \
          cluster, and a reset would move its offsets too; give one of the pipelines another name, or have an \
          administrator annotate Secret 'kafka-cluster-tenancy-shared' with \
          flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups: \"true\""
     );
-    assert_eq!(notes(tenant, "cart", "ResetRefused"), std::slice::from_ref(&why));
-    assert!(stderr.lines().any(|l| l == format!("reset {id} of 'cart' was refused: {why}")), "{}", show(&o));
-    let status = reset_status(tenant, "cart");
+    assert_eq!(notes(tenant, name, "ResetRefused"), std::slice::from_ref(&why));
+    assert!(stderr.lines().any(|l| l == format!("reset {id} of '{name}' was refused: {why}")), "{}", show(&o));
+    let status = reset_status(tenant, name);
     assert_eq!((status["phase"].as_str(), status["detail"].as_str()), (Some("Refused"), Some(why.as_str())));
-    assert_eq!(notes(tenant, "cart", "ResetOffsets"), Vec::<String>::new());
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), before, "the shared group did not move");
-    assert_eq!(running_pipeline_pods(shop, "cart"), 1, "shop's router still runs");
+    assert_eq!(notes(tenant, name, "ResetOffsets"), Vec::<String>::new());
+    assert_eq!(kafka::committed(group, topic, 3), before, "the shared group did not move");
+    assert_eq!(running_pipeline_pods(shop, name), 1, "shop's router still runs");
 
     // An administrator allows shared groups on the cluster: a new request goes through.
     kubectl_ok(&[
@@ -416,12 +416,12 @@ fn shared_consumer_groups() {
         "kafka-cluster-tenancy-shared",
         "flow.ankka.thinkmorestupidless.com/allow-shared-consumer-groups=true",
     ]);
-    let id = reset(tenant, "cart");
+    let id = reset(tenant, name);
     wait_until("the allowed request done", Duration::from_secs(60), || {
-        (annotation(tenant, "cart", DONE).as_deref() == Some(id.as_str())).then_some(())
+        (annotation(tenant, name, DONE).as_deref() == Some(id.as_str())).then_some(())
     });
-    assert_eq!(notes(tenant, "cart", "ResetOffsets"), [format!("{GROUP}: 3 partition(s) of '{TOPIC}' to earliest")]);
-    assert_eq!(kafka::committed(GROUP, TOPIC, 3), (0..3).map(|p| (p, Some(0))).collect());
+    assert_eq!(notes(tenant, name, "ResetOffsets"), [format!("{group}: 3 partition(s) of '{topic}' to earliest")]);
+    assert_eq!(kafka::committed(group, topic, 3), (0..3).map(|p| (p, Some(0))).collect());
     assert!(!op.log_text().contains(SHOP_PASSWORD), "the operator's log shows the cluster's password");
     op.stop();
 }
