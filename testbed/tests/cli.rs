@@ -84,7 +84,7 @@ fn path_with(dir: &Path) -> String {
 
 #[test]
 fn the_cli_behaves_as_a_kubectl_user_expects() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
+    // Serial: it counts the API server's cluster-wide lists of AnkkaFlows, which other tests' commands make too.
     let _serial = serial();
     let ns = "shop-cli";
     let op = cart_scenario(ns, 0, &[]);
@@ -367,7 +367,7 @@ fn new_request(ns: &str, old: Option<&str>) -> String {
 
 #[test]
 fn waiting_rides_out_a_lost_api_server_and_never_outlasts_its_timeout() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
+    // Serial: it counts the API server's cluster-wide lists of AnkkaFlows, which other tests' commands make too.
     let _serial = serial();
     let ns = "shop-cli-proxy";
     // Without an operator, a request stays Requested as long as the test wants.

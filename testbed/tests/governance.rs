@@ -98,7 +98,7 @@ fn bind(users: &[(&str, &[&str])]) {
 
 #[test]
 fn who_may_reset_who_asked_and_who_approved() {
-    // Serial: the cart example's topic `shop.cart-events.v1`, group `cart.router.in` and managed topics.
+    // Serial: it installs deploy/governance*.yaml, whose admission policies act on every namespace's resets.
     let _serial = serial();
     let mut policies = Policies::install(&["deploy/governance.yaml"]);
     let mut op = cart_scenario(
