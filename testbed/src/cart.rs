@@ -83,11 +83,6 @@ impl Cart {
         &self.dir
     }
 
-    /// The Kafka name of managed topic `id` (`valid-carts`, `review-carts`): `<name>.<id>`.
-    pub fn managed(&self, id: &str) -> String {
-        format!("{}.{id}", self.name)
-    }
-
     /// The pipeline in namespace `ns` with router's replicas, as YAML: the output of the real
     /// `flow generate`, run exactly as docs/rebuild-from-the-start.md writes it (`--conf prod.conf`,
     /// plus `--conf stop.conf` for 0 replicas; another count comes from a conf file of its own laid
