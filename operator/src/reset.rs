@@ -15,7 +15,7 @@ use flow_adapters::ledger::Owner;
 use flow_core::events::Event;
 use flow_core::names::{self, GroupId};
 use flow_core::reset::{
-    Drive, DriveOptions, Ended, Fresh, GroupOutcome, Input, Inspection, KafkaCall, KafkaFailure, Need, Next, Pins,
+    Drive, DriveOptions, End, Ended, Fresh, GroupOutcome, Input, Inspection, KafkaCall, KafkaFailure, Need, Next, Pins,
     Report, Run, State, Timestamp, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
@@ -184,78 +184,91 @@ enum Woke {
     Tick,
 }
 
+/// The run's work under way: Kafka calls and status writes run as tasks of their own, beside each
+/// other. They are never aborted: a run that stops early waits for them (a blocking Kafka call cannot
+/// be cancelled, and one that outlived its run unnoticed could land after a newer run's).
+#[derive(Default)]
+struct Flight {
+    calls: FuturesUnordered<JoinHandle<Input>>,
+    writing: Option<Writing>,
+    /// The first failure, which ends the run once nothing is in flight.
+    failure: Option<Error>,
+}
+
+impl Flight {
+    /// Waits until a call or the write under way ends, or until `tick`, and reports it; then every
+    /// Kafka result that came in meanwhile, so that their persists share one ledger flush and one
+    /// status write.
+    async fn wait(&mut self, run: &mut Run, tick: Option<Timestamp>) {
+        // Waits only for tasks that exist: the run's count of work in flight is the same.
+        debug_assert_eq!(run.in_flight(), self.calls.len() + usize::from(self.writing.is_some()));
+        let written = async {
+            match self.writing.as_mut() {
+                Some(w) => (&mut w.task).await,
+                None => std::future::pending().await,
+            }
+        };
+        let woke = tokio::select! {
+            Some(joined) = self.calls.next(), if !self.calls.is_empty() => Woke::Kafka(joined),
+            w = written => Woke::Written(w),
+            () = tokio::time::sleep(tick.map_or(Duration::MAX, until)), if tick.is_some() => Woke::Tick,
+        };
+        match woke {
+            Woke::Kafka(joined) => self.result(run, joined),
+            Woke::Written(written) => self.written(run, written).await,
+            Woke::Tick => run.handle(Report::Tick, now()),
+        }
+        while let Some(Some(joined)) = futures::FutureExt::now_or_never(self.calls.next()) {
+            self.result(run, joined);
+        }
+    }
+
+    /// Reports a Kafka call's result; a call that panicked stops the run.
+    fn result(&mut self, run: &mut Run, joined: Result<Input, tokio::task::JoinError>) {
+        match joined {
+            Ok(input) => run.handle(Report::Kafka(input), now()),
+            Err(e) => {
+                run.handle(Report::KafkaLost, now());
+                self.failure.get_or_insert(Error::Task(e));
+            }
+        }
+    }
+
+    /// Reports the end of the write under way.
+    async fn written(&mut self, run: &mut Run, written: Result<Result<(), Error>, tokio::task::JoinError>) {
+        let Some(done) = self.writing.take() else { return };
+        match written.map_err(Error::Task).and_then(|w| w) {
+            Ok(()) => {
+                tracing::debug!(token = done.token, "persist durable");
+                if done.intent {
+                    faults::point("after-intent").await;
+                }
+                if done.outcome {
+                    faults::point("after-outcome").await;
+                }
+                run.handle(Report::Persisted(done.token), now());
+            }
+            Err(e) => {
+                run.handle(Report::PersistFailed(done.token), now());
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+}
+
 impl Io<'_> {
     /// Carries out what `run` says until it is over: the run loop of `flow_core::reset::Run`.
     async fn run(mut self, run: &mut Run, status: &mut AnkkaFlowStatus) -> Result<Option<Duration>, Error> {
-        // Kafka calls and status writes run as tasks of their own, beside each other. They are never
-        // aborted: a run that stops early waits for them (a blocking Kafka call cannot be cancelled,
-        // and one that outlived its run unnoticed could land after a newer run's).
-        let mut calls: FuturesUnordered<JoinHandle<Input>> = FuturesUnordered::new();
-        let mut writing: Option<Writing> = None;
-        let mut failure: Option<Error> = None;
+        let mut flight = Flight::default();
         loop {
             match run.poll(now()) {
-                Next::Start(work) => {
-                    // What commits (a fence too), publishes or writes happens only while this
-                    // instance holds the Lease with a margin. Refused work was never started.
-                    if work.acts() && !self.ctx.may_act.now() {
-                        run.handle(Report::NotStarted(work), now());
-                        failure.get_or_insert(Error::LeaseLost);
-                        continue;
-                    }
-                    if let Err(e) = self.start(work, run, status, &mut calls, &mut writing).await {
-                        run.handle(Report::Failed, now());
-                        failure.get_or_insert(e);
-                    }
-                }
+                Next::Start(work) => self.start(work, run, status, &mut flight).await,
                 // Asked with nothing in flight: a failure here ends the run at once.
                 Next::Need(need) => {
                     let report = self.need(need, run.id().unwrap_or_default()).await?;
                     run.handle(report, now());
                 }
-                Next::Wait(tick) => {
-                    // Waits only for tasks that exist: the run's count of work in flight is the same.
-                    debug_assert_eq!(run.in_flight(), calls.len() + usize::from(writing.is_some()));
-                    let written = async {
-                        match writing.as_mut() {
-                            Some(w) => (&mut w.task).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    let woke = tokio::select! {
-                        Some(joined) = calls.next(), if !calls.is_empty() => Woke::Kafka(joined),
-                        w = written => Woke::Written(w),
-                        () = tokio::time::sleep(tick.map_or(Duration::MAX, until)), if tick.is_some() => Woke::Tick,
-                    };
-                    match woke {
-                        Woke::Kafka(joined) => result(run, joined, &mut failure),
-                        Woke::Written(written) => {
-                            let Some(done) = writing.take() else { continue };
-                            match written.map_err(Error::Task).and_then(|w| w) {
-                                Ok(()) => {
-                                    tracing::debug!(token = done.token, "persist durable");
-                                    if done.intent {
-                                        faults::point("after-intent").await;
-                                    }
-                                    if done.outcome {
-                                        faults::point("after-outcome").await;
-                                    }
-                                    run.handle(Report::Persisted(done.token), now());
-                                }
-                                Err(e) => {
-                                    run.handle(Report::PersistFailed(done.token), now());
-                                    failure.get_or_insert(e);
-                                }
-                            }
-                        }
-                        Woke::Tick => run.handle(Report::Tick, now()),
-                    }
-                    // Every Kafka result that came in meanwhile is taken now, so that their persists
-                    // share one ledger flush and one status write.
-                    while let Some(Some(joined)) = futures::FutureExt::now_or_never(calls.next()) {
-                        result(run, joined, &mut failure);
-                    }
-                }
+                Next::Wait(tick) => flight.wait(run, tick).await,
                 Next::Sleep(at) => {
                     if let Some(quiet) = self.quiet.take() {
                         // Nobody may be waiting: the apply waits only when the reconcile began
@@ -265,26 +278,34 @@ impl Io<'_> {
                     tokio::time::sleep(until(at)).await;
                     run.handle(Report::Tick, now());
                 }
-                Next::Finished(end) => {
-                    // The events that say why it waits are recorded before the drive lets the
-                    // apply start, so that they come in the order they were decided.
-                    self.events.recorded().await;
-                    if matches!(end.how, Ended::Done | Ended::Stalled) {
-                        count_finished(self.ctx, run);
-                    }
-                    if let Some(reset) = end.reset {
-                        status.reset = Some(reset);
-                    }
-                    if let Some(history) = end.history {
-                        status.reset_history = history;
-                    }
-                    if end.how == Ended::Abandoned {
-                        return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset")));
-                    }
-                    return Ok(end.recheck);
-                }
+                Next::Finished(end) => return self.finish(run, end, status, flight.failure).await,
             }
         }
+    }
+
+    /// Ends the run: the events that say why it waits are recorded before the drive lets the apply
+    /// start, so that they come in the order they were decided; then the status as the run left it.
+    async fn finish(
+        &mut self,
+        run: &mut Run,
+        end: End,
+        status: &mut AnkkaFlowStatus,
+        failure: Option<Error>,
+    ) -> Result<Option<Duration>, Error> {
+        self.events.recorded().await;
+        if matches!(end.how, Ended::Done | Ended::Stalled) {
+            count_finished(self.ctx, run);
+        }
+        if let Some(reset) = end.reset {
+            status.reset = Some(reset);
+        }
+        if let Some(history) = end.history {
+            status.reset_history = history;
+        }
+        if end.how == Ended::Abandoned {
+            return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset")));
+        }
+        Ok(end.recheck)
     }
 
     /// Reads the fact the run needs (`id`: its request).
@@ -319,14 +340,28 @@ impl Io<'_> {
         })
     }
 
-    /// Starts one piece of work (the caller checked that it may act).
-    async fn start(
+    /// Starts one piece of work. What commits (a fence too), publishes or writes happens only while
+    /// this instance holds the Lease with a margin: refused work was never started. A failure to
+    /// start ends the run once nothing is in flight.
+    async fn start(&mut self, work: Work, run: &mut Run, status: &mut AnkkaFlowStatus, flight: &mut Flight) {
+        if work.acts() && !self.ctx.may_act.now() {
+            run.handle(Report::NotStarted(work), now());
+            flight.failure.get_or_insert(Error::LeaseLost);
+            return;
+        }
+        if let Err(e) = self.carry_out(work, run, status, flight).await {
+            run.handle(Report::Failed, now());
+            flight.failure.get_or_insert(e);
+        }
+    }
+
+    /// Carries out one piece of work the run may start.
+    async fn carry_out(
         &mut self,
         work: Work,
         run: &Run,
         status: &mut AnkkaFlowStatus,
-        calls: &mut FuturesUnordered<JoinHandle<Input>>,
-        writing: &mut Option<Writing>,
+        flight: &mut Flight,
     ) -> Result<(), Error> {
         match work {
             Work::Kafka(call) => {
@@ -344,7 +379,7 @@ impl Io<'_> {
                 let lane = lanes.get(call.group()).copied().unwrap_or(0);
                 let may_act = self.ctx.may_act.clone();
                 let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs, may_act).await;
-                calls.push(tokio::spawn(call));
+                flight.calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
                 tracing::debug!(token = persist.token, writes = persist.writes.len(), "persist started");
@@ -357,7 +392,7 @@ impl Io<'_> {
                 let ledger = self.ctx.ledger.clone();
                 let (namespace, name, id) =
                     (self.owner.namespace.to_string(), self.flow.name_any(), run.id().unwrap_or_default().to_string());
-                *writing = Some(Writing {
+                flight.writing = Some(Writing {
                     token: persist.token,
                     intent,
                     outcome,
@@ -397,17 +432,6 @@ impl Io<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// Reports a Kafka call's result; a call that panicked stops the run.
-fn result(run: &mut Run, joined: Result<Input, tokio::task::JoinError>, failure: &mut Option<Error>) {
-    match joined {
-        Ok(input) => run.handle(Report::Kafka(input), now()),
-        Err(e) => {
-            run.handle(Report::KafkaLost, now());
-            failure.get_or_insert(Error::Task(e));
-        }
     }
 }
 
