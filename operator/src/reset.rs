@@ -4,12 +4,12 @@
 //! `flow_core::reset`'s `run` module). Every decision, and the order of every effect, is core's;
 //! this is the I/O.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use flow_adapters::kafka::ResetCalls;
+use flow_adapters::kafka::{ResetCalls, TopicRead};
 use flow_adapters::kube as k;
 use flow_adapters::ledger::Owner;
 use flow_core::events::Event;
@@ -19,8 +19,10 @@ use flow_core::reset::{
     Report, Run, State, Timestamp, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
-use futures::StreamExt;
+use flow_core::targets::InletTarget;
+use futures::future::{BoxFuture, Shared};
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use kube::{Api, ResourceExt};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
@@ -113,6 +115,7 @@ pub async fn drive(
         connections: Connections::new(ctx),
         pods,
         lanes: None,
+        topics: Arc::default(),
         events: Events::new(&flow),
         quiet: Some(quiet),
     };
@@ -133,6 +136,8 @@ struct Io<'a> {
     pods: Option<BTreeMap<String, u32>>,
     /// The lane of each group's Kafka calls, given at the first call.
     lanes: Option<BTreeMap<GroupId, usize>>,
+    /// The topic reads of the run's inspections under way.
+    topics: Arc<TopicReads>,
     /// Sent when the drive first sleeps (see [`drive`]).
     quiet: Option<oneshot::Sender<()>>,
     /// The run's events being recorded: they are off the reset's critical path, all at once, and
@@ -378,7 +383,8 @@ impl Io<'_> {
                 let lanes = self.lanes.get_or_insert_with(|| lanes(run));
                 let lane = lanes.get(call.group()).copied().unwrap_or(0);
                 let may_act = self.ctx.may_act.clone();
-                let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs, may_act).await;
+                let inspecting = Inspecting { at, configs, topics: Arc::clone(&self.topics) };
+                let call = run_kafka(&mut self.connections, self.flow, lane, call, inspecting, may_act).await;
                 flight.calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
@@ -433,6 +439,43 @@ impl Io<'_> {
         }
         Ok(())
     }
+}
+
+/// The topic reads of one run's inspections under way, per topic of the pipeline (so per connection)
+/// and instant of a reset to a time: an inspection joins the read of its topic under way instead
+/// of asking Kafka for the same offsets again, so the groups that read one topic (a fan-out's) share
+/// it; one that finds none under way, or only one that ended, starts its own. So every inspection
+/// sees the log as it was while the inspection was under way, never an older read.
+#[derive(Default)]
+struct TopicReads(Mutex<HashMap<TopicKey, SharedRead>>);
+
+/// A topic of the pipeline (its id, which names its connection), its Kafka name, and the instant of
+/// a reset to a time.
+type TopicKey = (String, String, Option<i64>);
+
+/// A topic read that several inspections await.
+type SharedRead = Shared<BoxFuture<'static, Result<TopicRead, KafkaFailure>>>;
+
+impl TopicReads {
+    /// The read of `target`'s topic: the one under way, or a new one over `client`.
+    fn read(&self, target: &InletTarget, at: Option<i64>, client: &Arc<dyn ResetCalls>) -> SharedRead {
+        let key = (target.topic_id.clone(), target.topic.clone(), at);
+        let mut reads = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(read) = reads.get(&key).filter(|r| r.peek().is_none()) {
+            return read.clone();
+        }
+        let read = Arc::clone(client).read_topic(target.topic.clone(), at).shared();
+        reads.insert(key, read.clone());
+        read
+    }
+}
+
+/// What an inspection needs beside its call: `at`, the instant a reset to a time looks offsets up
+/// for (milliseconds since the Unix epoch); a dry run's topic settings; the run's topic reads.
+struct Inspecting {
+    at: Option<i64>,
+    configs: BTreeMap<String, String>,
+    topics: Arc<TopicReads>,
 }
 
 /// Why a commit or a fence was not sent.
@@ -497,15 +540,14 @@ async fn claim(group: &GroupId) -> Claim {
 /// Starts one Kafka call: resolves its connection's client and bulkhead now (reading the cluster
 /// Secrets the first time), and returns the call as a future that yields the machine's input. The
 /// future holds the group's [`Claim`] and its turn of the bulkhead while the call runs; a call that
-/// gets no turn in time fails as transient, and the group retries it. `at`: the instant a reset to a time looks offsets up
-/// for, in milliseconds since the Unix epoch.
+/// gets no turn in time fails as transient, and the group retries it. An inspection joins the read of its
+/// topic under way, if any ([`TopicReads`]).
 async fn run_kafka(
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
     lane: usize,
     call: KafkaCall,
-    at: Option<i64>,
-    configs: BTreeMap<String, String>,
+    inspecting: Inspecting,
     may_act: MayAct,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
@@ -539,12 +581,20 @@ async fn run_kafka(
         let input = match call {
             KafkaCall::Inspect(target) => {
                 let streamlet = target.streamlet.clone();
-                let result = async { client?.inspect(target, at).await }.await;
+                let result = async {
+                    let client = client?;
+                    let read = inspecting.topics.read(&target, inspecting.at, &client).await?;
+                    client.inspect(target, read).await
+                }
+                .await;
                 if result.as_ref().is_ok_and(|seen| seen.members > 0) {
                     // A consumer runs after its streamlet's pods went: its stop is not known.
                     crate::stopped::members_seen(&pipeline, &streamlet);
                 }
-                Input::Inspected { group, result: result.map(|seen| Inspection { topic_configs: configs, ..seen }) }
+                Input::Inspected {
+                    group,
+                    result: result.map(|seen| Inspection { topic_configs: inspecting.configs, ..seen }),
+                }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
                 faults::group_point("before-fence", group.as_str()).await;
@@ -596,7 +646,7 @@ async fn topic_configs(
     ctx: &Context,
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
-    target: &flow_core::targets::InletTarget,
+    target: &InletTarget,
 ) -> BTreeMap<String, String> {
     let Ok(conn) = connections.get(flow, &target.topic_id).await else { return BTreeMap::new() };
     let keys = ["cleanup.policy", "retention.ms", "retention.bytes"].map(String::from).into_iter().collect();
@@ -638,5 +688,77 @@ fn count_finished(ctx: &Context, run: &mut Run) {
     if let Ok(t) = requested_at.parse::<k8s_openapi::jiff::Timestamp>() {
         let secs = k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs_f64();
         ctx.metrics.reset_duration.observe(secs.max(0.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use flow_adapters::kafka::Call;
+    use flow_core::reset::{Committed, Positions};
+
+    use super::*;
+
+    /// A client whose topic reads are counted and end only when told to.
+    #[derive(Default)]
+    struct Counting {
+        reads: AtomicUsize,
+        answer: Notify,
+    }
+
+    impl ResetCalls for Counting {
+        fn read_topic(self: Arc<Self>, _topic: String, _at: Option<i64>) -> Call<TopicRead> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                self.answer.notified().await;
+                Ok(TopicRead { partitions: vec![0], ..TopicRead::default() })
+            })
+        }
+        fn inspect(self: Arc<Self>, _: InletTarget, _: TopicRead) -> Call<Inspection> {
+            unreachable!("not called here")
+        }
+        fn write(self: Arc<Self>, _: InletTarget, _: BTreeMap<i32, i64>, _: String) -> Call<()> {
+            unreachable!("not called here")
+        }
+        fn read_back(self: Arc<Self>, _: InletTarget, _: Vec<i32>) -> Call<Committed> {
+            unreachable!("not called here")
+        }
+        fn read_committed(self: Arc<Self>, _: InletTarget) -> Call<Positions> {
+            unreachable!("not called here")
+        }
+    }
+
+    fn target(group: &str, topic_id: &str) -> InletTarget {
+        InletTarget {
+            group: GroupId::from_raw(group),
+            streamlet: group.into(),
+            inlet: "in".into(),
+            topic_id: topic_id.into(),
+            topic: "shop.events".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn inspections_of_one_topic_share_the_read_under_way_and_never_one_that_ended() {
+        let counting = Arc::new(Counting::default());
+        let client: Arc<dyn ResetCalls> = counting.clone();
+        let reads = TopicReads::default();
+        let first = reads.read(&target("p.a.in", "events"), None, &client);
+        let second = reads.read(&target("p.b.in", "events"), None, &client);
+        // Another topic of the pipeline (another connection, maybe) and a reset to a time read their own.
+        let other = reads.read(&target("p.c.in", "other"), None, &client);
+        let timed = reads.read(&target("p.d.in", "events"), Some(1_000), &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 3, "the second inspection joined the first's read");
+        // The two inspections wait on the one read, which answers once.
+        counting.answer.notify_one();
+        let both = tokio::spawn(futures::future::join(first, second));
+        let (a, b) = both.await.expect("joined");
+        assert_eq!(a, b);
+        assert!(a.is_ok());
+        // A read that ended is never joined: the next inspection reads again.
+        let _again = reads.read(&target("p.e.in", "events"), None, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 4);
+        drop((other, timed));
     }
 }
