@@ -65,18 +65,24 @@ pub async fn drive(
     if k::reset_annotations(cached).0.is_none() {
         return Ok(None);
     }
-    // Act only on a fresh read: the watch cache may predate our own done write (case D2). The
-    // pipeline's pods are listed at the same time (for the pipeline id the cache has, and again
-    // when the run needs them in the rare case the fresh read names another): the list does not
-    // depend on the read, and the group's members, checked in Kafka before any commit, stay the
-    // guard of last resort.
+    // Act only on a fresh read: the watch cache may predate our own done write (case D2). Unless
+    // the operator's own watch of the pods is current (`crate::stopped::running`), the pipeline's
+    // pods are listed at the same time (for the pipeline id the cache has, and again when the run
+    // needs them in the rare case the fresh read names another): the list does not depend on the
+    // read, and the group's members, checked in Kafka before any commit, stay the guard of last
+    // resort.
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let name = cached.name_any();
-    let (flow, pods) =
-        tokio::join!(timed(api.get(&name)), timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)));
+    let listed = async {
+        match crate::stopped::running(&ns, &cached.spec.pipeline) {
+            Some(_) => None,
+            None => timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)).await.ok(),
+        }
+    };
+    let (flow, pods) = tokio::join!(timed(api.get(&name)), listed);
     let flow = flow?;
-    let pods = pods.ok().filter(|_| flow.spec.pipeline == cached.spec.pipeline);
+    let pods = pods.filter(|_| flow.spec.pipeline == cached.spec.pipeline);
     // Every write of this drive lands on the object just read, or nowhere (`crate::writes`).
     let object = Arc::new(Object::of(ctx, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
@@ -320,9 +326,10 @@ impl Io<'_> {
             // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
             Need::Ledger(of) => Report::Ledger(ctx.ledger.progress(self.owner, &of).await),
             Need::Pods => {
-                let pods = match self.pods.take() {
+                let (ns, pipeline) = (self.owner.namespace, &flow.spec.pipeline);
+                let pods = match self.pods.take().or_else(|| crate::stopped::running(ns, pipeline)) {
                     Some(pods) => pods,
-                    None => timed(k::running_pods(&ctx.client, self.owner.namespace, &flow.spec.pipeline)).await?,
+                    None => timed(k::running_pods(&ctx.client, ns, pipeline)).await?,
                 };
                 // When this process saw each streamlet stopped, by its own watch: the settle counts from it.
                 let stopped = crate::stopped::stopped(self.owner.namespace, &flow.spec.pipeline);
