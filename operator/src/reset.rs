@@ -75,7 +75,7 @@ pub async fn drive(
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let name = cached.name_any();
     let listed = async {
-        match crate::stopped::running(&ns, &cached.spec.pipeline) {
+        match watched_pods(cached) {
             Some(_) => None,
             None => timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)).await.ok(),
         }
@@ -126,6 +126,16 @@ pub async fn drive(
         quiet: Some(quiet),
     };
     io.run(&mut run, status).await
+}
+
+/// The pipeline's pods that can still run, per streamlet, from the operator's own watch
+/// (`crate::stopped::running`), when it is current and shows no pod of a streamlet stopped in the
+/// spec: the page's path, where the reset goes on at once. Otherwise `None`, and the API server is
+/// asked: a pod the watch has not seen go yet never makes a reset wait.
+fn watched_pods(flow: &AnkkaFlow) -> Option<BTreeMap<String, u32>> {
+    let pods = crate::stopped::running(&flow.namespace()?, &flow.spec.pipeline)?;
+    let mut stopped = flow.spec.streamlets.iter().filter(|s| s.replicas == 0);
+    stopped.all(|s| pods.get(&s.name).is_none_or(|n| *n == 0)).then_some(pods)
 }
 
 /// What one run of a request works with: its I/O.
@@ -326,10 +336,9 @@ impl Io<'_> {
             // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
             Need::Ledger(of) => Report::Ledger(ctx.ledger.progress(self.owner, &of).await),
             Need::Pods => {
-                let (ns, pipeline) = (self.owner.namespace, &flow.spec.pipeline);
-                let pods = match self.pods.take().or_else(|| crate::stopped::running(ns, pipeline)) {
+                let pods = match self.pods.take().or_else(|| watched_pods(flow)) {
                     Some(pods) => pods,
-                    None => timed(k::running_pods(&ctx.client, ns, pipeline)).await?,
+                    None => timed(k::running_pods(&ctx.client, self.owner.namespace, &flow.spec.pipeline)).await?,
                 };
                 // When this process saw each streamlet stopped, by its own watch: the settle counts from it.
                 let stopped = crate::stopped::stopped(self.owner.namespace, &flow.spec.pipeline);
