@@ -239,7 +239,7 @@ impl Flight {
             Woke::Written(written) => self.written(run, written).await,
             Woke::Tick => run.handle(Report::Tick, now()),
         }
-        while let Some(Some(joined)) = futures::FutureExt::now_or_never(self.calls.next()) {
+        while let Some(Some(joined)) = self.calls.next().now_or_never() {
             self.result(run, joined);
         }
     }
