@@ -387,8 +387,11 @@ async fn blocking<T: Send + 'static>(
 /// classified as [`classify`] says. The calls of one group are made one after the other, over one
 /// client, so that Kafka carries them out in order.
 pub trait ResetCalls: Send + Sync {
+    /// See [`read_topic`].
+    fn read_topic(self: Arc<Self>, topic: String, at: Option<i64>) -> Call<TopicRead>;
+
     /// See [`inspect`].
-    fn inspect(self: Arc<Self>, target: InletTarget, at: Option<i64>) -> Call<Inspection>;
+    fn inspect(self: Arc<Self>, target: InletTarget, topic: TopicRead) -> Call<Inspection>;
 
     /// See [`write`].
     fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()>;
@@ -414,8 +417,12 @@ pub trait ResetCalls: Send + Sync {
 pub type Call<T> = futures::future::BoxFuture<'static, Result<T, KafkaFailure>>;
 
 impl ResetCalls for KafkaClient {
-    fn inspect(self: Arc<Self>, target: InletTarget, at: Option<i64>) -> Call<Inspection> {
-        Box::pin(inspect(self, target, at))
+    fn read_topic(self: Arc<Self>, topic: String, at: Option<i64>) -> Call<TopicRead> {
+        Box::pin(read_topic(self, topic, at))
+    }
+
+    fn inspect(self: Arc<Self>, target: InletTarget, topic: TopicRead) -> Call<Inspection> {
+        Box::pin(inspect(self, target, topic))
     }
 
     fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()> {
@@ -431,42 +438,70 @@ impl ResetCalls for KafkaClient {
     }
 }
 
-/// Describes the group, lists the topic's partitions with their log start offsets and high
-/// watermarks, and reads the group's committed offsets; with `at` (milliseconds since the Unix
-/// epoch), also each partition's first offset at or after that instant.
+/// The topic's part of an inspection, the same for every group that reads it: its partitions with
+/// their log start offsets and high watermarks, and for a reset to a time each partition's first
+/// offset at or after it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicRead {
+    /// The topic's partitions.
+    pub partitions: Vec<i32>,
+    /// Each partition's log start offset.
+    pub log_start: BTreeMap<i32, i64>,
+    /// Each partition's high watermark.
+    pub high_watermark: BTreeMap<i32, i64>,
+    /// For a reset to a time: each partition's first offset at or after it (empty otherwise).
+    pub at_time: BTreeMap<i32, Option<i64>>,
+}
+
+/// Lists the topic's partitions, checks that each has a leader, and reads both ends of each
+/// partition's log; with `at` (milliseconds since the Unix epoch), also each partition's first
+/// offset at or after that instant. Nothing of a group: the groups that read the topic may share it
+/// (see [`inspect`]).
 ///
 /// # Errors
-/// A classified [`KafkaFailure`]: missing topic and authorization are final; timeouts transient.
+/// A classified [`KafkaFailure`]: a missing topic and authorization are final; timeouts transient.
+pub async fn read_topic(client: Arc<KafkaClient>, topic: String, at: Option<i64>) -> Result<TopicRead, KafkaFailure> {
+    blocking(client, move |h| {
+        let md = h.metadata()?;
+        let partitions = topic_partitions(&md, &topic)?;
+        has_leaders(&md, &topic)?;
+        let log_start = log_offsets(h, &topic, &partitions, End::Start)?;
+        let high_watermark = log_offsets(h, &topic, &partitions, End::High)?;
+        let at_time = match at {
+            Some(at) => time_offsets(h, &topic, &partitions, at)?,
+            None => BTreeMap::new(),
+        };
+        Ok(TopicRead { partitions, log_start, high_watermark, at_time })
+    })
+    .await
+}
+
+/// Describes the group and reads its committed offsets on the partitions of `topic`, a
+/// [`read_topic`] of its topic made for this inspection or for one under way beside it: together,
+/// what the reset learns of the group before it acts.
+///
+/// # Errors
+/// A classified [`KafkaFailure`]: authorization is final; timeouts transient.
 pub async fn inspect(
     client: Arc<KafkaClient>,
     target: InletTarget,
-    at: Option<i64>,
+    topic: TopicRead,
 ) -> Result<Inspection, KafkaFailure> {
     blocking(client, move |h| {
         let group = target.group.as_str();
-        // The metadata first: it lists the partitions, and the brokers where the group's
-        // coordinator may be when it is not known yet.
-        let md = h.metadata()?;
-        let GroupDescription { state, members, member_names } = coordinator::describe(h, Some(&md), &[group])?
+        // The metadata is read only when the group's coordinator is not known yet.
+        let GroupDescription { state, members, member_names } = coordinator::describe(h, None, &[group])?
             .pop()
             .unwrap_or_else(|| Err(KafkaFailure::unavailable("describing the consumer group: Kafka gave no answer")))?;
-        let ps = topic_partitions(&md, &target.topic)?;
-        has_leaders(&md, &target.topic)?;
-        let log_start = log_offsets(h, &target.topic, &ps, End::Start)?;
-        let high_watermark = log_offsets(h, &target.topic, &ps, End::High)?;
-        let committed = committed(h, group, &target.topic, &ps)?;
-        let at_time = match at {
-            Some(at) => time_offsets(h, &target.topic, &ps, at)?,
-            None => BTreeMap::new(),
-        };
+        let committed = committed(h, group, &target.topic, &topic.partitions)?;
         Ok(Inspection {
             state,
             members,
             member_names,
-            log_start,
+            log_start: topic.log_start,
             committed,
-            high_watermark,
-            at_time,
+            high_watermark: topic.high_watermark,
+            at_time: topic.at_time,
             topic_configs: BTreeMap::new(),
         })
     })

@@ -101,7 +101,7 @@ pub use approval::{
     requester_kind,
 };
 pub use destination::{Destination, Given, GivenOffsets, Source, undo};
-pub use drive::{Drive, DriveOptions, GATHER, Idle, KafkaCall, Persist, ProgressWrite, Work};
+pub use drive::{Drive, DriveOptions, GATHER, GATHER_QUEUED, Idle, KafkaCall, Persist, ProgressWrite, Work};
 pub use group::{Group, GroupPhase};
 pub use intake::{
     Admitted, Answer, Fresh, HISTORY_LEN, Intake, Started, history, intake, malformed_event, superseded_event,

@@ -12,7 +12,7 @@
 
 use flow_core::names::GroupId;
 use flow_core::reset::{
-    Drive, DriveOptions, Ended, Fresh, GroupPhase, Input, KafkaCall, Need, Next, Persist, Report, Run, State, Work,
+    Drive, DriveOptions, End, Ended, Fresh, GroupPhase, Input, KafkaCall, Need, Next, Persist, Report, Run, State, Work,
 };
 use flow_core::tenancy::Verdict;
 use std::collections::BTreeMap;
@@ -91,6 +91,21 @@ pub enum Pending {
     Write(Persist),
 }
 
+/// One reconcile's run and the work it has under way.
+struct Turn {
+    run: Run,
+    /// The request's id, when the run has one.
+    id: Option<String>,
+    uid: String,
+    schedule: Schedule,
+    /// The lanes' shift (see `World::lane_shift`), and each group's lane, given at the first call.
+    shift: usize,
+    lanes: Option<BTreeMap<GroupId, usize>>,
+    crash_after: Option<usize>,
+    started: usize,
+    pending: Vec<Pending>,
+}
+
 /// Each group's lane, as the operator gives them: its place among the request's groups (shifted by
 /// `shift`, see `World::lane_shift`).
 fn lanes_of(run: &Run, shift: usize) -> BTreeMap<GroupId, usize> {
@@ -143,8 +158,38 @@ impl World {
     pub fn reconcile_in(&mut self, crash_after: Option<u8>, order: &[u8]) -> Reconciled {
         // The controller's requeue: time passes between reconciles.
         self.pass_time();
-        let mut schedule = Schedule::new(order);
-        // The fresh read of the resource.
+        let mut turn = self.fresh_run(crash_after, order);
+        loop {
+            let ended = match turn.run.poll(self.now) {
+                Next::Start(work) => self.start_work(&mut turn, work),
+                Next::Need(need) => {
+                    let report = self.need(&turn, need);
+                    turn.run.handle(report, self.now);
+                    None
+                }
+                Next::Wait(_) => self.wait(&mut turn),
+                Next::Sleep(at) => {
+                    assert!(turn.pending.is_empty(), "the run sleeps with work in flight");
+                    // Aimed at the settle: what the test armed happens while a group waits to be
+                    // verified.
+                    self.while_settling(&turn.run.drive().map(settling_now).unwrap_or_default());
+                    self.sleep_until(at);
+                    if let Some((n, ask)) = self.replace.take() {
+                        self.write_request(n, ask);
+                    }
+                    turn.run.handle(Report::Tick, self.now);
+                    None
+                }
+                Next::Finished(end) => Some(self.finish(end)),
+            };
+            if let Some(ended) = ended {
+                return ended;
+            }
+        }
+    }
+
+    /// The run of one reconcile, built from a fresh read of the resource.
+    fn fresh_run(&mut self, crash_after: Option<u8>, order: &[u8]) -> Turn {
         let (request, done) = (self.kube.request.clone(), self.kube.done.clone());
         let (reset, history) = (self.kube.status_reset.clone(), self.kube.status_history.clone());
         let uid = self.kube.uid.clone();
@@ -159,146 +204,146 @@ impl World {
             ..Fresh::default()
         };
         let options = DriveOptions { settle: self.settle, ..DriveOptions::default() };
-        let mut run = Run::new(&fresh, self.kube.spec(), options, self.now);
-        let id = run.id().map(str::to_string);
-        let shift = std::mem::take(&mut self.lane_shift);
-        let mut lanes: Option<BTreeMap<GroupId, usize>> = None;
-        let crash_after = crash_after.map(usize::from);
-        let mut started = 0usize;
-        let mut pending: Vec<Pending> = Vec::new();
-        loop {
-            match run.poll(self.now) {
-                Next::Start(work) => {
-                    started += 1;
-                    assert!(
-                        started <= MAX_WORK,
-                        "the run of request {id:?} did not end after {MAX_WORK} pieces of work"
-                    );
-                    // As the operator: work that acts is refused once the Lease's margin is gone.
-                    if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
-                        run.handle(Report::NotStarted(work), self.now);
-                        continue;
-                    }
-                    match work {
-                        Work::Kafka(call) => {
-                            let lanes = lanes.get_or_insert_with(|| lanes_of(&run, shift));
-                            let conn = self.connection(call.group(), lanes);
-                            pending.push(Pending::Call(call, conn));
-                        }
-                        Work::Persist(persist) => {
-                            // The ledger is written when the persist starts; the status write runs on.
-                            if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
-                                self.ledger.put(id.as_deref().unwrap_or_default(), &uid, &persist.writes);
-                            }
-                            pending.push(Pending::Write(persist));
-                        }
-                        Work::Record(event) => self.record_event(&event, id.clone()),
-                        Work::WriteDone(done_id) => {
-                            if self.take_kube_fault(KubeFault::DoneWrite) {
-                                run.handle(Report::Failed, self.now);
-                            } else {
-                                self.write_done(&done_id);
-                            }
-                        }
-                    }
-                    if crash_after == Some(started) {
-                        // The process dies here: what was under way reached its server or not.
-                        for item in std::mem::take(&mut pending) {
-                            if schedule.reached() {
-                                self.complete(id.as_deref().unwrap_or_default(), run.drive(), item);
-                            }
-                        }
-                        self.facts.push(Fact::Crash { effects: started });
-                        self.end_process();
-                        return Reconciled::Crashed { effects: started };
-                    }
+        let run = Run::new(&fresh, self.kube.spec(), options, self.now);
+        Turn {
+            id: run.id().map(str::to_string),
+            run,
+            uid,
+            schedule: Schedule::new(order),
+            shift: std::mem::take(&mut self.lane_shift),
+            lanes: None,
+            crash_after: crash_after.map(usize::from),
+            started: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Starts one piece of work as the operator does; how the reconcile ended when the operator
+    /// crashes right after it.
+    fn start_work(&mut self, turn: &mut Turn, work: Work) -> Option<Reconciled> {
+        turn.started += 1;
+        assert!(
+            turn.started <= MAX_WORK,
+            "the run of request {:?} did not end after {MAX_WORK} pieces of work",
+            turn.id
+        );
+        // As the operator: work that acts is refused once the Lease's margin is gone.
+        if work.acts() && self.take_kube_fault(KubeFault::LeaseLost) {
+            turn.run.handle(Report::NotStarted(work), self.now);
+            return None;
+        }
+        match work {
+            Work::Kafka(call) => {
+                let lanes = turn.lanes.get_or_insert_with(|| lanes_of(&turn.run, turn.shift));
+                let conn = self.connection(call.group(), lanes);
+                turn.pending.push(Pending::Call(call, conn));
+            }
+            Work::Persist(persist) => {
+                // The ledger is written when the persist starts; the status write runs on.
+                if !persist.writes.is_empty() && !self.take_kube_fault(KubeFault::LedgerWrite) {
+                    self.ledger.put(turn.id.as_deref().unwrap_or_default(), &turn.uid, &persist.writes);
                 }
-                Next::Need(need) => {
-                    let report = match need {
-                        Need::Ledger(of) => Report::Ledger(
-                            (!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&of)),
-                        ),
-                        Need::Pods => Report::Pods { pods: self.kube.pod_counts(), stopped: BTreeMap::new() },
-                        Need::Shared(_) => {
-                            if let (Some(Verdict::Refused(_)), Some(id)) = (&self.shared, &id) {
-                                self.facts.push(Fact::SharedRefused { id: id.clone() });
-                            }
-                            Report::Shared(self.shared.clone())
-                        }
-                        // A cache behind a broken watch shows no request at all.
-                        Need::Requested { fresh } => {
-                            let seen = (fresh || !self.stale_cache).then(|| self.kube.request.clone()).flatten();
-                            Report::Requested { annotation: seen, fresh }
-                        }
-                    };
-                    run.handle(report, self.now);
+                turn.pending.push(Pending::Write(persist));
+            }
+            Work::Record(event) => self.record_event(&event, turn.id.clone()),
+            Work::WriteDone(done_id) => {
+                if self.take_kube_fault(KubeFault::DoneWrite) {
+                    turn.run.handle(Report::Failed, self.now);
+                } else {
+                    self.write_done(&done_id);
                 }
-                Next::Wait(_) => {
-                    // The operator waits for the tasks it started, and only for them: what the run
-                    // counts in flight must be exactly what is under way, or it would wait forever.
-                    assert_eq!(run.in_flight(), pending.len(), "the run counts in flight what was started");
-                    assert!(!pending.is_empty(), "the run waits with nothing in flight");
-                    // The history picks what happens next: a piece of work under way ends, or the
-                    // broker carries out a call it holds, at any moment it likes.
-                    let holding = self.holding();
-                    let pick = schedule.pick(pending.len() + holding.len());
-                    if let Some(conn) = pick.checked_sub(pending.len()).and_then(|i| holding.get(i)) {
-                        self.carry_out_oldest(*conn);
-                        continue;
-                    }
-                    let item = pending.remove(pick);
-                    let report = match self.complete(id.as_deref().unwrap_or_default(), run.drive(), item) {
-                        Done::Call(input) => Report::Kafka(input),
-                        Done::Written(token) => Report::Persisted(token),
-                        Done::WriteFailed(token) => Report::PersistFailed(token),
-                    };
-                    run.handle(report, self.now);
-                    if run.drive().is_some_and(Drive::abandoned) && !self.wait_on_abandon {
-                        // The driver as it was: it returned at once, and the calls it had started ran on.
-                        for item in std::mem::take(&mut pending) {
-                            match item {
-                                Pending::Call(call, _) => self.kafka.late.push(call),
-                                Pending::Write(_) => {}
-                            }
-                        }
-                        self.facts.push(Fact::Abandoned);
-                        return Reconciled::Abandoned;
-                    }
+            }
+        }
+        if turn.crash_after != Some(turn.started) {
+            return None;
+        }
+        // The process dies here: what was under way reached its server or not.
+        for item in std::mem::take(&mut turn.pending) {
+            if turn.schedule.reached() {
+                self.complete(turn.id.as_deref().unwrap_or_default(), turn.run.drive(), item);
+            }
+        }
+        self.facts.push(Fact::Crash { effects: turn.started });
+        self.end_process();
+        Some(Reconciled::Crashed { effects: turn.started })
+    }
+
+    /// Reads the fact the run needs, as the operator does.
+    fn need(&mut self, turn: &Turn, need: Need) -> Report {
+        match need {
+            Need::Ledger(of) => {
+                Report::Ledger((!self.take_kube_fault(KubeFault::LedgerRead)).then(|| self.ledger.progress(&of)))
+            }
+            Need::Pods => Report::Pods { pods: self.kube.pod_counts(), stopped: BTreeMap::new() },
+            Need::Shared(_) => {
+                if let (Some(Verdict::Refused(_)), Some(id)) = (&self.shared, &turn.id) {
+                    self.facts.push(Fact::SharedRefused { id: id.clone() });
                 }
-                Next::Sleep(at) => {
-                    assert!(pending.is_empty(), "the run sleeps with work in flight");
-                    // Aimed at the settle: what the test armed happens while a group waits to be
-                    // verified.
-                    self.while_settling(&run.drive().map(settling_now).unwrap_or_default());
-                    self.sleep_until(at);
-                    if let Some((n, ask)) = self.replace.take() {
-                        self.write_request(n, ask);
-                    }
-                    run.handle(Report::Tick, self.now);
-                }
-                Next::Finished(end) => {
-                    // As the operator: the reconcile's own status write, with what the run shows.
-                    if let Some(reset) = &end.reset {
-                        let history = end.history.clone().unwrap_or_else(|| self.kube.status_history.clone());
-                        self.write_status(reset, &history);
-                    }
-                    return match end.how {
-                        Ended::NoRequest => Reconciled::NoRequest,
-                        Ended::Malformed => Reconciled::Malformed,
-                        Ended::Answered { done: true } | Ended::Done => Reconciled::Done,
-                        Ended::Answered { done: false } => Reconciled::AlreadyDone,
-                        Ended::SharedRefused => Reconciled::SharedRefused,
-                        Ended::SharedWaits => Reconciled::SharedWaits,
-                        Ended::Waiting => Reconciled::Waiting,
-                        Ended::Members => Reconciled::Members,
-                        Ended::Superseded => Reconciled::Superseded,
-                        Ended::Stalled => Reconciled::Stalled,
-                        Ended::Abandoned => {
-                            self.facts.push(Fact::Abandoned);
-                            Reconciled::Abandoned
-                        }
-                    };
-                }
+                Report::Shared(self.shared.clone())
+            }
+            // A cache behind a broken watch shows no request at all.
+            Need::Requested { fresh } => {
+                let seen = (fresh || !self.stale_cache).then(|| self.kube.request.clone()).flatten();
+                Report::Requested { annotation: seen, fresh }
+            }
+        }
+    }
+
+    /// Waits for work under way: the history picks what happens next, a piece of work ends, or the
+    /// broker carries out a call it holds, at any moment it likes. How the reconcile ended when the
+    /// driver returned on an abandoned drive.
+    fn wait(&mut self, turn: &mut Turn) -> Option<Reconciled> {
+        // The operator waits for the tasks it started, and only for them: what the run counts in
+        // flight must be exactly what is under way, or it would wait forever.
+        assert_eq!(turn.run.in_flight(), turn.pending.len(), "the run counts in flight what was started");
+        assert!(!turn.pending.is_empty(), "the run waits with nothing in flight");
+        let holding = self.holding();
+        let pick = turn.schedule.pick(turn.pending.len() + holding.len());
+        if let Some(conn) = pick.checked_sub(turn.pending.len()).and_then(|i| holding.get(i)) {
+            self.carry_out_oldest(*conn);
+            return None;
+        }
+        let item = turn.pending.remove(pick);
+        let report = match self.complete(turn.id.as_deref().unwrap_or_default(), turn.run.drive(), item) {
+            Done::Call(input) => Report::Kafka(input),
+            Done::Written(token) => Report::Persisted(token),
+            Done::WriteFailed(token) => Report::PersistFailed(token),
+        };
+        turn.run.handle(report, self.now);
+        if !turn.run.drive().is_some_and(Drive::abandoned) || self.wait_on_abandon {
+            return None;
+        }
+        // The driver as it was: it returned at once, and the calls it had started ran on.
+        for item in std::mem::take(&mut turn.pending) {
+            match item {
+                Pending::Call(call, _) => self.kafka.late.push(call),
+                Pending::Write(_) => {}
+            }
+        }
+        self.facts.push(Fact::Abandoned);
+        Some(Reconciled::Abandoned)
+    }
+
+    /// How the reconcile ended; as the operator, its own status write with what the run shows.
+    fn finish(&mut self, end: End) -> Reconciled {
+        if let Some(reset) = &end.reset {
+            let history = end.history.clone().unwrap_or_else(|| self.kube.status_history.clone());
+            self.write_status(reset, &history);
+        }
+        match end.how {
+            Ended::NoRequest => Reconciled::NoRequest,
+            Ended::Malformed => Reconciled::Malformed,
+            Ended::Answered { done: true } | Ended::Done => Reconciled::Done,
+            Ended::Answered { done: false } => Reconciled::AlreadyDone,
+            Ended::SharedRefused => Reconciled::SharedRefused,
+            Ended::SharedWaits => Reconciled::SharedWaits,
+            Ended::Waiting => Reconciled::Waiting,
+            Ended::Members => Reconciled::Members,
+            Ended::Superseded => Reconciled::Superseded,
+            Ended::Stalled => Reconciled::Stalled,
+            Ended::Abandoned => {
+                self.facts.push(Fact::Abandoned);
+                Reconciled::Abandoned
             }
         }
     }

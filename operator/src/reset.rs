@@ -4,23 +4,25 @@
 //! `flow_core::reset`'s `run` module). Every decision, and the order of every effect, is core's;
 //! this is the I/O.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use flow_adapters::kafka::ResetCalls;
+use flow_adapters::kafka::{ResetCalls, TopicRead};
 use flow_adapters::kube as k;
 use flow_adapters::ledger::Owner;
 use flow_core::events::Event;
 use flow_core::names::{self, GroupId};
 use flow_core::reset::{
-    Drive, DriveOptions, Ended, Fresh, GroupOutcome, Input, Inspection, KafkaCall, KafkaFailure, Need, Next, Pins,
+    Drive, DriveOptions, End, Ended, Fresh, GroupOutcome, Input, Inspection, KafkaCall, KafkaFailure, Need, Next, Pins,
     Report, Run, State, Timestamp, Work,
 };
 use flow_core::resource::{AnkkaFlow, AnkkaFlowStatus};
-use futures::StreamExt;
+use flow_core::targets::InletTarget;
+use futures::future::{BoxFuture, Shared};
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use kube::{Api, ResourceExt};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
@@ -63,18 +65,24 @@ pub async fn drive(
     if k::reset_annotations(cached).0.is_none() {
         return Ok(None);
     }
-    // Act only on a fresh read: the watch cache may predate our own done write (case D2). The
-    // pipeline's pods are listed at the same time (for the pipeline id the cache has, and again
-    // when the run needs them in the rare case the fresh read names another): the list does not
-    // depend on the read, and the group's members, checked in Kafka before any commit, stay the
-    // guard of last resort.
+    // Act only on a fresh read: the watch cache may predate our own done write (case D2). Unless
+    // the operator's own watch of the pods is current (`crate::stopped::running`), the pipeline's
+    // pods are listed at the same time (for the pipeline id the cache has, and again when the run
+    // needs them in the rare case the fresh read names another): the list does not depend on the
+    // read, and the group's members, checked in Kafka before any commit, stay the guard of last
+    // resort.
     let ns = cached.namespace().ok_or(Error::Incomplete("namespace"))?;
     let api: Api<AnkkaFlow> = Api::namespaced(ctx.client.clone(), &ns);
     let name = cached.name_any();
-    let (flow, pods) =
-        tokio::join!(timed(api.get(&name)), timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)));
+    let listed = async {
+        match watched_pods(cached) {
+            Some(_) => None,
+            None => timed(k::running_pods(&ctx.client, &ns, &cached.spec.pipeline)).await.ok(),
+        }
+    };
+    let (flow, pods) = tokio::join!(timed(api.get(&name)), listed);
     let flow = flow?;
-    let pods = pods.ok().filter(|_| flow.spec.pipeline == cached.spec.pipeline);
+    let pods = pods.filter(|_| flow.spec.pipeline == cached.spec.pipeline);
     // Every write of this drive lands on the object just read, or nowhere (`crate::writes`).
     let object = Arc::new(Object::of(ctx, &flow)?);
     let (request, done) = k::reset_annotations(&flow);
@@ -113,10 +121,21 @@ pub async fn drive(
         connections: Connections::new(ctx),
         pods,
         lanes: None,
+        topics: Arc::default(),
         events: Events::new(&flow),
         quiet: Some(quiet),
     };
     io.run(&mut run, status).await
+}
+
+/// The pipeline's pods that can still run, per streamlet, from the operator's own watch
+/// (`crate::stopped::running`), when it is current and shows no pod of a streamlet stopped in the
+/// spec: the page's path, where the reset goes on at once. Otherwise `None`, and the API server is
+/// asked: a pod the watch has not seen go yet never makes a reset wait.
+fn watched_pods(flow: &AnkkaFlow) -> Option<BTreeMap<String, u32>> {
+    let pods = crate::stopped::running(&flow.namespace()?, &flow.spec.pipeline)?;
+    let mut stopped = flow.spec.streamlets.iter().filter(|s| s.replicas == 0);
+    stopped.all(|s| pods.get(&s.name).is_none_or(|n| *n == 0)).then_some(pods)
 }
 
 /// What one run of a request works with: its I/O.
@@ -133,6 +152,8 @@ struct Io<'a> {
     pods: Option<BTreeMap<String, u32>>,
     /// The lane of each group's Kafka calls, given at the first call.
     lanes: Option<BTreeMap<GroupId, usize>>,
+    /// The topic reads of the run's inspections under way.
+    topics: Arc<TopicReads>,
     /// Sent when the drive first sleeps (see [`drive`]).
     quiet: Option<oneshot::Sender<()>>,
     /// The run's events being recorded: they are off the reset's critical path, all at once, and
@@ -184,78 +205,91 @@ enum Woke {
     Tick,
 }
 
+/// The run's work under way: Kafka calls and status writes run as tasks of their own, beside each
+/// other. They are never aborted: a run that stops early waits for them (a blocking Kafka call cannot
+/// be cancelled, and one that outlived its run unnoticed could land after a newer run's).
+#[derive(Default)]
+struct Flight {
+    calls: FuturesUnordered<JoinHandle<Input>>,
+    writing: Option<Writing>,
+    /// The first failure, which ends the run once nothing is in flight.
+    failure: Option<Error>,
+}
+
+impl Flight {
+    /// Waits until a call or the write under way ends, or until `tick`, and reports it; then every
+    /// Kafka result that came in meanwhile, so that their persists share one ledger flush and one
+    /// status write.
+    async fn wait(&mut self, run: &mut Run, tick: Option<Timestamp>) {
+        // Waits only for tasks that exist: the run's count of work in flight is the same.
+        debug_assert_eq!(run.in_flight(), self.calls.len() + usize::from(self.writing.is_some()));
+        let written = async {
+            match self.writing.as_mut() {
+                Some(w) => (&mut w.task).await,
+                None => std::future::pending().await,
+            }
+        };
+        let woke = tokio::select! {
+            Some(joined) = self.calls.next(), if !self.calls.is_empty() => Woke::Kafka(joined),
+            w = written => Woke::Written(w),
+            () = tokio::time::sleep(tick.map_or(Duration::MAX, until)), if tick.is_some() => Woke::Tick,
+        };
+        match woke {
+            Woke::Kafka(joined) => self.result(run, joined),
+            Woke::Written(written) => self.written(run, written).await,
+            Woke::Tick => run.handle(Report::Tick, now()),
+        }
+        while let Some(Some(joined)) = self.calls.next().now_or_never() {
+            self.result(run, joined);
+        }
+    }
+
+    /// Reports a Kafka call's result; a call that panicked stops the run.
+    fn result(&mut self, run: &mut Run, joined: Result<Input, tokio::task::JoinError>) {
+        match joined {
+            Ok(input) => run.handle(Report::Kafka(input), now()),
+            Err(e) => {
+                run.handle(Report::KafkaLost, now());
+                self.failure.get_or_insert(Error::Task(e));
+            }
+        }
+    }
+
+    /// Reports the end of the write under way.
+    async fn written(&mut self, run: &mut Run, written: Result<Result<(), Error>, tokio::task::JoinError>) {
+        let Some(done) = self.writing.take() else { return };
+        match written.map_err(Error::Task).and_then(|w| w) {
+            Ok(()) => {
+                tracing::debug!(token = done.token, "persist durable");
+                if done.intent {
+                    faults::point("after-intent").await;
+                }
+                if done.outcome {
+                    faults::point("after-outcome").await;
+                }
+                run.handle(Report::Persisted(done.token), now());
+            }
+            Err(e) => {
+                run.handle(Report::PersistFailed(done.token), now());
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+}
+
 impl Io<'_> {
     /// Carries out what `run` says until it is over: the run loop of `flow_core::reset::Run`.
     async fn run(mut self, run: &mut Run, status: &mut AnkkaFlowStatus) -> Result<Option<Duration>, Error> {
-        // Kafka calls and status writes run as tasks of their own, beside each other. They are never
-        // aborted: a run that stops early waits for them (a blocking Kafka call cannot be cancelled,
-        // and one that outlived its run unnoticed could land after a newer run's).
-        let mut calls: FuturesUnordered<JoinHandle<Input>> = FuturesUnordered::new();
-        let mut writing: Option<Writing> = None;
-        let mut failure: Option<Error> = None;
+        let mut flight = Flight::default();
         loop {
             match run.poll(now()) {
-                Next::Start(work) => {
-                    // What commits (a fence too), publishes or writes happens only while this
-                    // instance holds the Lease with a margin. Refused work was never started.
-                    if work.acts() && !self.ctx.may_act.now() {
-                        run.handle(Report::NotStarted(work), now());
-                        failure.get_or_insert(Error::LeaseLost);
-                        continue;
-                    }
-                    if let Err(e) = self.start(work, run, status, &mut calls, &mut writing).await {
-                        run.handle(Report::Failed, now());
-                        failure.get_or_insert(e);
-                    }
-                }
+                Next::Start(work) => self.start(work, run, status, &mut flight).await,
                 // Asked with nothing in flight: a failure here ends the run at once.
                 Next::Need(need) => {
                     let report = self.need(need, run.id().unwrap_or_default()).await?;
                     run.handle(report, now());
                 }
-                Next::Wait(tick) => {
-                    // Waits only for tasks that exist: the run's count of work in flight is the same.
-                    debug_assert_eq!(run.in_flight(), calls.len() + usize::from(writing.is_some()));
-                    let written = async {
-                        match writing.as_mut() {
-                            Some(w) => (&mut w.task).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    let woke = tokio::select! {
-                        Some(joined) = calls.next(), if !calls.is_empty() => Woke::Kafka(joined),
-                        w = written => Woke::Written(w),
-                        () = tokio::time::sleep(tick.map_or(Duration::MAX, until)), if tick.is_some() => Woke::Tick,
-                    };
-                    match woke {
-                        Woke::Kafka(joined) => result(run, joined, &mut failure),
-                        Woke::Written(written) => {
-                            let Some(done) = writing.take() else { continue };
-                            match written.map_err(Error::Task).and_then(|w| w) {
-                                Ok(()) => {
-                                    tracing::debug!(token = done.token, "persist durable");
-                                    if done.intent {
-                                        faults::point("after-intent").await;
-                                    }
-                                    if done.outcome {
-                                        faults::point("after-outcome").await;
-                                    }
-                                    run.handle(Report::Persisted(done.token), now());
-                                }
-                                Err(e) => {
-                                    run.handle(Report::PersistFailed(done.token), now());
-                                    failure.get_or_insert(e);
-                                }
-                            }
-                        }
-                        Woke::Tick => run.handle(Report::Tick, now()),
-                    }
-                    // Every Kafka result that came in meanwhile is taken now, so that their persists
-                    // share one ledger flush and one status write.
-                    while let Some(Some(joined)) = futures::FutureExt::now_or_never(calls.next()) {
-                        result(run, joined, &mut failure);
-                    }
-                }
+                Next::Wait(tick) => flight.wait(run, tick).await,
                 Next::Sleep(at) => {
                     if let Some(quiet) = self.quiet.take() {
                         // Nobody may be waiting: the apply waits only when the reconcile began
@@ -265,26 +299,34 @@ impl Io<'_> {
                     tokio::time::sleep(until(at)).await;
                     run.handle(Report::Tick, now());
                 }
-                Next::Finished(end) => {
-                    // The events that say why it waits are recorded before the drive lets the
-                    // apply start, so that they come in the order they were decided.
-                    self.events.recorded().await;
-                    if matches!(end.how, Ended::Done | Ended::Stalled) {
-                        count_finished(self.ctx, run);
-                    }
-                    if let Some(reset) = end.reset {
-                        status.reset = Some(reset);
-                    }
-                    if let Some(history) = end.history {
-                        status.reset_history = history;
-                    }
-                    if end.how == Ended::Abandoned {
-                        return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset")));
-                    }
-                    return Ok(end.recheck);
-                }
+                Next::Finished(end) => return self.finish(run, end, status, flight.failure).await,
             }
         }
+    }
+
+    /// Ends the run: the events that say why it waits are recorded before the drive lets the apply
+    /// start, so that they come in the order they were decided; then the status as the run left it.
+    async fn finish(
+        &mut self,
+        run: &mut Run,
+        end: End,
+        status: &mut AnkkaFlowStatus,
+        failure: Option<Error>,
+    ) -> Result<Option<Duration>, Error> {
+        self.events.recorded().await;
+        if matches!(end.how, Ended::Done | Ended::Stalled) {
+            count_finished(self.ctx, run);
+        }
+        if let Some(reset) = end.reset {
+            status.reset = Some(reset);
+        }
+        if let Some(history) = end.history {
+            status.reset_history = history;
+        }
+        if end.how == Ended::Abandoned {
+            return Err(failure.unwrap_or(Error::Incomplete("a reason to stop the reset")));
+        }
+        Ok(end.recheck)
     }
 
     /// Reads the fact the run needs (`id`: its request).
@@ -294,7 +336,7 @@ impl Io<'_> {
             // A ledger that cannot be read is reported by `crate::ledger`; the status stands in for it.
             Need::Ledger(of) => Report::Ledger(ctx.ledger.progress(self.owner, &of).await),
             Need::Pods => {
-                let pods = match self.pods.take() {
+                let pods = match self.pods.take().or_else(|| watched_pods(flow)) {
                     Some(pods) => pods,
                     None => timed(k::running_pods(&ctx.client, self.owner.namespace, &flow.spec.pipeline)).await?,
                 };
@@ -319,14 +361,28 @@ impl Io<'_> {
         })
     }
 
-    /// Starts one piece of work (the caller checked that it may act).
-    async fn start(
+    /// Starts one piece of work. What commits (a fence too), publishes or writes happens only while
+    /// this instance holds the Lease with a margin: refused work was never started. A failure to
+    /// start ends the run once nothing is in flight.
+    async fn start(&mut self, work: Work, run: &mut Run, status: &mut AnkkaFlowStatus, flight: &mut Flight) {
+        if work.acts() && !self.ctx.may_act.now() {
+            run.handle(Report::NotStarted(work), now());
+            flight.failure.get_or_insert(Error::LeaseLost);
+            return;
+        }
+        if let Err(e) = self.carry_out(work, run, status, flight).await {
+            run.handle(Report::Failed, now());
+            flight.failure.get_or_insert(e);
+        }
+    }
+
+    /// Carries out one piece of work the run may start.
+    async fn carry_out(
         &mut self,
         work: Work,
         run: &Run,
         status: &mut AnkkaFlowStatus,
-        calls: &mut FuturesUnordered<JoinHandle<Input>>,
-        writing: &mut Option<Writing>,
+        flight: &mut Flight,
     ) -> Result<(), Error> {
         match work {
             Work::Kafka(call) => {
@@ -343,8 +399,9 @@ impl Io<'_> {
                 let lanes = self.lanes.get_or_insert_with(|| lanes(run));
                 let lane = lanes.get(call.group()).copied().unwrap_or(0);
                 let may_act = self.ctx.may_act.clone();
-                let call = run_kafka(&mut self.connections, self.flow, lane, call, at, configs, may_act).await;
-                calls.push(tokio::spawn(call));
+                let inspecting = Inspecting { at, configs, topics: Arc::clone(&self.topics) };
+                let call = run_kafka(&mut self.connections, self.flow, lane, call, inspecting, may_act).await;
+                flight.calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
                 tracing::debug!(token = persist.token, writes = persist.writes.len(), "persist started");
@@ -357,7 +414,7 @@ impl Io<'_> {
                 let ledger = self.ctx.ledger.clone();
                 let (namespace, name, id) =
                     (self.owner.namespace.to_string(), self.flow.name_any(), run.id().unwrap_or_default().to_string());
-                *writing = Some(Writing {
+                flight.writing = Some(Writing {
                     token: persist.token,
                     intent,
                     outcome,
@@ -400,15 +457,41 @@ impl Io<'_> {
     }
 }
 
-/// Reports a Kafka call's result; a call that panicked stops the run.
-fn result(run: &mut Run, joined: Result<Input, tokio::task::JoinError>, failure: &mut Option<Error>) {
-    match joined {
-        Ok(input) => run.handle(Report::Kafka(input), now()),
-        Err(e) => {
-            run.handle(Report::KafkaLost, now());
-            failure.get_or_insert(Error::Task(e));
+/// The topic reads of one run's inspections under way, per topic of the pipeline (so per connection)
+/// and instant of a reset to a time: an inspection joins the read of its topic under way instead
+/// of asking Kafka for the same offsets again, so the groups that read one topic (a fan-out's) share
+/// it; one that finds none under way, or only one that ended, starts its own. So every inspection
+/// sees the log as it was while the inspection was under way, never an older read.
+#[derive(Default)]
+struct TopicReads(Mutex<HashMap<TopicKey, SharedRead>>);
+
+/// A topic of the pipeline (its id, which names its connection), its Kafka name, and the instant of
+/// a reset to a time.
+type TopicKey = (String, String, Option<i64>);
+
+/// A topic read that several inspections await.
+type SharedRead = Shared<BoxFuture<'static, Result<TopicRead, KafkaFailure>>>;
+
+impl TopicReads {
+    /// The read of `target`'s topic: the one under way, or a new one over `client`.
+    fn read(&self, target: &InletTarget, at: Option<i64>, client: &Arc<dyn ResetCalls>) -> SharedRead {
+        let key = (target.topic_id.clone(), target.topic.clone(), at);
+        let mut reads = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(read) = reads.get(&key).filter(|r| r.peek().is_none()) {
+            return read.clone();
         }
+        let read = Arc::clone(client).read_topic(target.topic.clone(), at).shared();
+        reads.insert(key, read.clone());
+        read
     }
+}
+
+/// What an inspection needs beside its call: `at`, the instant a reset to a time looks offsets up
+/// for (milliseconds since the Unix epoch); a dry run's topic settings; the run's topic reads.
+struct Inspecting {
+    at: Option<i64>,
+    configs: BTreeMap<String, String>,
+    topics: Arc<TopicReads>,
 }
 
 /// Why a commit or a fence was not sent.
@@ -473,15 +556,14 @@ async fn claim(group: &GroupId) -> Claim {
 /// Starts one Kafka call: resolves its connection's client and bulkhead now (reading the cluster
 /// Secrets the first time), and returns the call as a future that yields the machine's input. The
 /// future holds the group's [`Claim`] and its turn of the bulkhead while the call runs; a call that
-/// gets no turn in time fails as transient, and the group retries it. `at`: the instant a reset to a time looks offsets up
-/// for, in milliseconds since the Unix epoch.
+/// gets no turn in time fails as transient, and the group retries it. An inspection joins the read of its
+/// topic under way, if any ([`TopicReads`]).
 async fn run_kafka(
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
     lane: usize,
     call: KafkaCall,
-    at: Option<i64>,
-    configs: BTreeMap<String, String>,
+    inspecting: Inspecting,
     may_act: MayAct,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
@@ -515,12 +597,20 @@ async fn run_kafka(
         let input = match call {
             KafkaCall::Inspect(target) => {
                 let streamlet = target.streamlet.clone();
-                let result = async { client?.inspect(target, at).await }.await;
+                let result = async {
+                    let client = client?;
+                    let read = inspecting.topics.read(&target, inspecting.at, &client).await?;
+                    client.inspect(target, read).await
+                }
+                .await;
                 if result.as_ref().is_ok_and(|seen| seen.members > 0) {
                     // A consumer runs after its streamlet's pods went: its stop is not known.
                     crate::stopped::members_seen(&pipeline, &streamlet);
                 }
-                Input::Inspected { group, result: result.map(|seen| Inspection { topic_configs: configs, ..seen }) }
+                Input::Inspected {
+                    group,
+                    result: result.map(|seen| Inspection { topic_configs: inspecting.configs, ..seen }),
+                }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
                 faults::group_point("before-fence", group.as_str()).await;
@@ -572,7 +662,7 @@ async fn topic_configs(
     ctx: &Context,
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
-    target: &flow_core::targets::InletTarget,
+    target: &InletTarget,
 ) -> BTreeMap<String, String> {
     let Ok(conn) = connections.get(flow, &target.topic_id).await else { return BTreeMap::new() };
     let keys = ["cleanup.policy", "retention.ms", "retention.bytes"].map(String::from).into_iter().collect();
@@ -614,5 +704,77 @@ fn count_finished(ctx: &Context, run: &mut Run) {
     if let Ok(t) = requested_at.parse::<k8s_openapi::jiff::Timestamp>() {
         let secs = k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs_f64();
         ctx.metrics.reset_duration.observe(secs.max(0.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use flow_adapters::kafka::Call;
+    use flow_core::reset::{Committed, Positions};
+
+    use super::*;
+
+    /// A client whose topic reads are counted and end only when told to.
+    #[derive(Default)]
+    struct Counting {
+        reads: AtomicUsize,
+        answer: Notify,
+    }
+
+    impl ResetCalls for Counting {
+        fn read_topic(self: Arc<Self>, _topic: String, _at: Option<i64>) -> Call<TopicRead> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                self.answer.notified().await;
+                Ok(TopicRead { partitions: vec![0], ..TopicRead::default() })
+            })
+        }
+        fn inspect(self: Arc<Self>, _: InletTarget, _: TopicRead) -> Call<Inspection> {
+            unreachable!("not called here")
+        }
+        fn write(self: Arc<Self>, _: InletTarget, _: BTreeMap<i32, i64>, _: String) -> Call<()> {
+            unreachable!("not called here")
+        }
+        fn read_back(self: Arc<Self>, _: InletTarget, _: Vec<i32>) -> Call<Committed> {
+            unreachable!("not called here")
+        }
+        fn read_committed(self: Arc<Self>, _: InletTarget) -> Call<Positions> {
+            unreachable!("not called here")
+        }
+    }
+
+    fn target(group: &str, topic_id: &str) -> InletTarget {
+        InletTarget {
+            group: GroupId::from_raw(group),
+            streamlet: group.into(),
+            inlet: "in".into(),
+            topic_id: topic_id.into(),
+            topic: "shop.events".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn inspections_of_one_topic_share_the_read_under_way_and_never_one_that_ended() {
+        let counting = Arc::new(Counting::default());
+        let client: Arc<dyn ResetCalls> = counting.clone();
+        let reads = TopicReads::default();
+        let first = reads.read(&target("p.a.in", "events"), None, &client);
+        let second = reads.read(&target("p.b.in", "events"), None, &client);
+        // Another topic of the pipeline (another connection, maybe) and a reset to a time read their own.
+        let other = reads.read(&target("p.c.in", "other"), None, &client);
+        let timed = reads.read(&target("p.d.in", "events"), Some(1_000), &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 3, "the second inspection joined the first's read");
+        // The two inspections wait on the one read, which answers once.
+        counting.answer.notify_one();
+        let both = tokio::spawn(futures::future::join(first, second));
+        let (a, b) = both.await.expect("joined");
+        assert_eq!(a, b);
+        assert!(a.is_ok());
+        // A read that ended is never joined: the next inspection reads again.
+        let _again = reads.read(&target("p.e.in", "events"), None, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 4);
+        drop((other, timed));
     }
 }

@@ -6,9 +6,17 @@
 //! Only what this process saw counts, never a status or an annotation a tenant can write. A streamlet
 //! whose pods it never saw (it stopped before the operator started, or before this instance held the
 //! Lease) is not known stopped, and its groups wait the full settle. When the watch has to list
-//! again (its `resourceVersion` expired, so changes in between may be lost), every streamlet found
-//! stopped counts as stopped at the end of that list: a later moment than the true one, never an
-//! earlier one.
+//! again (its `resourceVersion` expired, or it failed, so changes in between may be lost), every
+//! streamlet found stopped counts as stopped at the end of that list: a later moment than the true
+//! one, never an earlier one; until that list ends, no streamlet is known stopped.
+//!
+//! The same watch answers which of a pipeline's pods can still run ([`running`]), once it has listed
+//! them and while it runs without failure: a reset then need not list them again from the API
+//! server (a consistent list waits for the server's cache to catch up with etcd, about 80 ms right
+//! after the request's own write). What it may not have seen yet is a pod created in the last
+//! moments, whose consumer cannot have joined the group yet; Kafka's view of the group stays
+//! decisive (a commit is refused while the group has members, docs/reset.md). Before the first list
+//! ends, or after a failure, the reset lists from the API server (case F2).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{LazyLock, Mutex};
@@ -18,7 +26,7 @@ use flow_core::reset::Timestamp;
 use flow_core::targets::pod_counts;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
 /// A streamlet: namespace, pipeline, streamlet (the pod's labels).
@@ -33,6 +41,8 @@ pub struct Seen {
     streamlets: HashMap<Key, Streamlet>,
     /// While the watch lists again: the pods of the list so far.
     listing: Option<HashMap<String, Key>>,
+    /// Whether the watch has listed the pods and runs without failure since.
+    current: bool,
 }
 
 #[derive(Debug, Default)]
@@ -45,14 +55,17 @@ impl Seen {
     /// Takes one event of the watch, at `now`.
     pub fn take(&mut self, event: watcher::Event<Pod>, now: Timestamp) {
         match event {
-            watcher::Event::Apply(pod) => match running(&pod) {
+            watcher::Event::Apply(pod) => match can_run(&pod) {
                 Some((uid, key)) => self.add(uid, key),
                 None => self.remove(&pod.uid().unwrap_or_default(), now),
             },
             watcher::Event::Delete(pod) => self.remove(&pod.uid().unwrap_or_default(), now),
-            watcher::Event::Init => self.listing = Some(HashMap::new()),
+            watcher::Event::Init => {
+                self.listing = Some(HashMap::new());
+                self.current = false;
+            }
             watcher::Event::InitApply(pod) => {
-                if let (Some((uid, key)), Some(listing)) = (running(&pod), self.listing.as_mut()) {
+                if let (Some((uid, key)), Some(listing)) = (can_run(&pod), self.listing.as_mut()) {
                     listing.insert(uid, key);
                 }
             }
@@ -70,8 +83,34 @@ impl Seen {
                 for s in self.streamlets.values_mut().filter(|s| s.pods.is_empty()) {
                     s.stopped_at = Some(now);
                 }
+                self.current = true;
             }
         }
+    }
+
+    /// The watch failed: what it shows may miss changes until it has listed again, so it answers
+    /// no pod counts and knows no streamlet stopped until then.
+    pub fn lost(&mut self) {
+        self.current = false;
+        self.listing = None;
+        for s in self.streamlets.values_mut() {
+            s.stopped_at = None;
+        }
+    }
+
+    /// Per value of the streamlet label, the pods of `pipeline` in `namespace` that can still run, as
+    /// [`flow_adapters::kube::running_pods`] counts them; `None` unless the watch is current.
+    pub fn running(&self, namespace: &str, pipeline: &str) -> Option<BTreeMap<String, u32>> {
+        if !self.current {
+            return None;
+        }
+        let mut counts = BTreeMap::new();
+        for (ns, p, streamlet) in self.pods.values() {
+            if ns == namespace && p == pipeline {
+                *counts.entry(streamlet.clone()).or_insert(0) += 1;
+            }
+        }
+        Some(counts)
     }
 
     fn add(&mut self, uid: String, key: Key) {
@@ -118,13 +157,15 @@ impl Seen {
 /// goes again.
 pub fn members_seen(pipeline: &(String, String), streamlet: &str) {
     let key = (pipeline.0.clone(), pipeline.1.clone(), streamlet.to_string());
-    if let Some(s) = SEEN.lock().unwrap_or_else(|p| p.into_inner()).streamlets.get_mut(&key) {
-        s.stopped_at = None;
+    for seen in SEEN.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
+        if let Some(s) = seen.streamlets.get_mut(&key) {
+            s.stopped_at = None;
+        }
     }
 }
 
 /// A pod that can still run: its uid and streamlet.
-fn running(pod: &Pod) -> Option<(String, Key)> {
+fn can_run(pod: &Pod) -> Option<(String, Key)> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if !pod_counts(phase) {
         return None;
@@ -140,25 +181,58 @@ fn running(pod: &Pod) -> Option<(String, Key)> {
 
 /// What this process's watch has seen (empty until [`spawn`] runs, so every streamlet then waits
 /// the full settle).
-static SEEN: LazyLock<Mutex<Seen>> = LazyLock::new(|| Mutex::new(Seen::default()));
+/// What each watch has seen: one per watched namespace, or one of every namespace (each lists, and
+/// fails, on its own).
+static SEEN: LazyLock<Mutex<Vec<Seen>>> = LazyLock::new(|| Mutex::new(Vec::new()));
 
-/// See [`Seen::stopped`].
+/// When this process saw each streamlet of `pipeline` in `namespace` stop, of those it saw running.
 pub fn stopped(namespace: &str, pipeline: &str) -> BTreeMap<String, Timestamp> {
-    SEEN.lock().unwrap_or_else(|p| p.into_inner()).stopped(namespace, pipeline)
+    let seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    seen.iter().flat_map(|s| s.stopped(namespace, pipeline)).collect()
 }
 
-/// Watches the pods that carry a pipeline label through `apis` (one per watched namespace, or one of
-/// every namespace), for as long as the process runs.
+/// The pods of `pipeline` in `namespace` that can still run, per streamlet, from the watch (see the
+/// module documentation); `None` while any watch has not listed, or failed since.
+pub fn running(namespace: &str, pipeline: &str) -> Option<BTreeMap<String, u32>> {
+    let seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.is_empty() || seen.iter().any(|s| !s.current) {
+        return None;
+    }
+    let mut counts = BTreeMap::new();
+    for s in seen.iter() {
+        for (streamlet, n) in s.running(namespace, pipeline).unwrap_or_default() {
+            *counts.entry(streamlet).or_insert(0) += n;
+        }
+    }
+    Some(counts)
+}
+
+/// Watches the pods with a pipeline label through each of `apis`. A watch that fails lists again,
+/// a second later, from the start.
 pub fn spawn(apis: Vec<Api<Pod>>) {
     for api in apis {
-        let config = watcher::Config::default().labels(LABEL_PIPELINE);
-        let mut events = watcher(api, config).default_backoff().boxed();
+        let i = {
+            let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+            seen.push(Seen::default());
+            seen.len() - 1
+        };
         tokio::spawn(async move {
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) => SEEN.lock().unwrap_or_else(|p| p.into_inner()).take(event, crate::context::now()),
-                    Err(e) => tracing::debug!(error = %e, "the watch of pods restarts"),
+            loop {
+                let config = watcher::Config::default().labels(LABEL_PIPELINE);
+                let mut events = watcher(api.clone(), config).boxed();
+                while let Some(event) = events.next().await {
+                    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+                    let Some(seen) = seen.get_mut(i) else { return };
+                    match event {
+                        Ok(event) => seen.take(event, crate::context::now()),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "the watch of pods failed: it lists again");
+                            seen.lost();
+                            break;
+                        }
+                    }
                 }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
     }
@@ -230,5 +304,31 @@ mod tests {
             seen.stopped("shop", "cart"),
             BTreeMap::from([("router".to_string(), Timestamp(80)), ("sink".to_string(), Timestamp(80))])
         );
+    }
+
+    #[test]
+    fn pods_are_counted_only_from_a_watch_that_listed_and_has_not_failed_since() {
+        let mut seen = Seen::default();
+        assert_eq!(seen.running("shop", "cart"), None, "not listed yet (case F2)");
+        seen.take(watcher::Event::Init, Timestamp(1));
+        seen.take(watcher::Event::InitApply(pod("a", "router", "Running")), Timestamp(1));
+        assert_eq!(seen.running("shop", "cart"), None, "still listing");
+        seen.take(watcher::Event::InitApply(pod("b", "router", "Pending")), Timestamp(1));
+        seen.take(watcher::Event::InitApply(pod("c", "sink", "Failed")), Timestamp(1));
+        seen.take(watcher::Event::InitDone, Timestamp(2));
+        assert_eq!(seen.running("shop", "cart"), Some(BTreeMap::from([("router".to_string(), 2)])));
+        assert_eq!(seen.running("shop", "other"), Some(BTreeMap::new()));
+        seen.take(watcher::Event::Delete(pod("a", "router", "Running")), Timestamp(3));
+        seen.take(watcher::Event::Delete(pod("b", "router", "Running")), Timestamp(4));
+        assert_eq!(seen.running("shop", "cart"), Some(BTreeMap::new()));
+        assert_eq!(seen.stopped("shop", "cart"), BTreeMap::from([("router".to_string(), Timestamp(4))]));
+        // A failed watch may have missed a start and a stop: nothing counted, nothing known stopped,
+        // until it has listed again; then stopped as of the end of that list.
+        seen.lost();
+        assert_eq!(seen.running("shop", "cart"), None);
+        assert!(seen.stopped("shop", "cart").is_empty());
+        listed(&mut seen, vec![], Timestamp(20));
+        assert_eq!(seen.running("shop", "cart"), Some(BTreeMap::new()));
+        assert_eq!(seen.stopped("shop", "cart"), BTreeMap::from([("router".to_string(), Timestamp(20))]));
     }
 }

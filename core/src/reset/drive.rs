@@ -7,7 +7,9 @@
 //!   emitted while a write is under way goes into the next write, one [`Persist`] at a time, each
 //!   carrying the whole `status.reset` as it stands. A persist also waits until no Kafka call is under
 //!   way, for at most [`GATHER`], so that groups whose calls run side by side share one write
-//!   instead of taking a write each, one after another;
+//!   instead of taking a write each, one after another; while calls wait for a free slot (a request
+//!   of more groups than the concurrency), for at most [`GATHER_QUEUED`], so that its groups share a
+//!   few large writes instead of one per wave;
 //! - **commits, events and the done write** are held until every persist emitted before them is
 //!   durable (a [`Persist`] handed out after them was reported with [`Drive::persisted`]);
 //! - **a refusal's status goes before its done write**: the done annotation says only that a
@@ -55,6 +57,12 @@ use crate::targets::InletTarget;
 /// documentation): about one Kafka round trip of a loaded broker, short beside the status
 /// write it saves (docs/performance.md, "One status write per step, a lane per group").
 pub const GATHER: Duration = Duration::from_millis(30);
+
+/// How long a persist waits at most while Kafka calls also wait for a free slot (see the module
+/// documentation): each status write carries the whole status, which grows with the groups, so a
+/// request of hundreds of groups that wrote once per wave of calls spent most of its time writing
+/// (docs/performance.md, "Large resets in few writes").
+pub const GATHER_QUEUED: Duration = Duration::from_secs(1);
 
 /// How a drive runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,7 +248,7 @@ pub struct Drive {
     /// Kafka calls free to go, and how many are under way.
     queue: VecDeque<KafkaCall>,
     calls: usize,
-    /// While progress is unwritten: until when it waits for the Kafka calls under way.
+    /// While progress is unwritten: since when it waits for the Kafka calls under way.
     gather: Option<Timestamp>,
     /// The status of the last persist handed out.
     shown: Option<ResetStatus>,
@@ -390,17 +398,29 @@ impl Drive {
         };
         // Only while the gather alone holds a persist back: a write under way wakes the driver
         // itself when it ends, and a deadline past would have it tick in a loop until then.
-        let gather = self.gather.filter(|_| !self.abandoned && self.writing.is_none() && self.calls > 0);
+        let gather = self.gather_until().filter(|_| !self.abandoned && self.writing.is_none() && self.calls > 0);
         match (machine, gather) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Whether unwritten progress may be handed out now: no Kafka call is under way, or it waited
-    /// [`GATHER`].
+    /// Until when unwritten progress waits for the Kafka calls: [`GATHER`], or [`GATHER_QUEUED`]
+    /// while calls wait for a free slot.
+    fn gather_until(&self) -> Option<Timestamp> {
+        let most = if self.slots_wanted() { GATHER_QUEUED } else { GATHER };
+        self.gather.map(|since| since.after(most))
+    }
+
+    /// Whether Kafka calls wait for a free slot: more are queued than the concurrency leaves room for.
+    fn slots_wanted(&self) -> bool {
+        self.queue.len() > self.limit.saturating_sub(self.calls)
+    }
+
+    /// Whether unwritten progress may be handed out now: no Kafka call is under way or waits for a
+    /// slot, or it waited as long as [`Drive::gather_until`] says.
     fn gathered(&self, now: Timestamp) -> bool {
-        self.calls == 0 || self.gather.is_none_or(|until| now >= until)
+        self.calls == 0 && !self.slots_wanted() || self.gather_until().is_none_or(|until| now >= until)
     }
 
     /// The next work to start now; `None` when there is none for the moment.
@@ -518,7 +538,7 @@ impl Drive {
             }
         }
         if !unwritten && !self.unwritten.is_empty() {
-            self.gather = Some(now.after(GATHER));
+            self.gather = Some(now);
         }
     }
 }

@@ -574,3 +574,30 @@ fn a_denied_request_stays_denied_once_its_done_annotation_is_written() {
     let Intake::Answered(a) = intake(&f, T0) else { panic!() };
     assert_eq!(a.reset, denied);
 }
+
+#[test]
+fn while_calls_wait_for_a_slot_an_intent_waits_past_the_gather_to_share_a_larger_write() {
+    // Four groups, two slots: archive, audit, router and sink, all reading the cart's topics.
+    let mut spec = stopped_both();
+    let router = spec.streamlets.iter().find(|s| s.name == "router").cloned().expect("router");
+    for name in ["archive", "audit"] {
+        spec.streamlets.push(crate::resource::StreamletSpec { name: name.into(), ..router.clone() });
+    }
+    let options = DriveOptions { concurrency: 2, ..DriveOptions::default() };
+    let Started::Drive(mut d) = admitted(&annotation(&[])).start(Some(vec![]), options, T0) else { panic!("a drive") };
+    d.observe(spec, BTreeMap::new(), T0);
+    let archive = GroupId::new("cart", "archive", "in");
+    assert_eq!(work(&mut d).iter().filter_map(kafka).count(), 2, "two inspections, two waiting for a slot");
+    d.handle(Input::Inspected { group: archive.clone(), result: Ok(empty_group()) }, T0);
+    assert!(matches!(&work(&mut d)[..], [Work::Kafka(KafkaCall::Fence { .. })]), "archive's fence first");
+    d.handle(Input::Fenced { group: archive, result: Ok(()) }, T0);
+    let w = work(&mut d);
+    assert!(
+        matches!(&w[..], [Work::Kafka(KafkaCall::Inspect(_))]),
+        "the intent waits, the next inspection goes: {w:?}"
+    );
+    assert_eq!(d.poll_timeout(), Some(T0.after(GATHER_QUEUED)), "for longer than the gather, while calls wait");
+    assert!(d.poll_work(T0.after(GATHER)).is_none(), "still waiting once the gather alone is over");
+    let w = d.poll_work(T0.after(GATHER_QUEUED));
+    assert!(matches!(&w, Some(Work::Persist(p)) if p.carries_intent()), "{w:?}");
+}

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flow_adapters::kafka::{Call, ResetCalls};
+use flow_adapters::kafka::{Call, ResetCalls, TopicRead};
 use flow_adapters::topics::{Created, Deleted};
 use flow_core::connection::KafkaConnection;
 use flow_core::render::topics::{KafkaTopic, LiveTopic, TopicCreation};
@@ -248,8 +248,17 @@ impl FakeKafka {
         lock(&self.groups).get(&(servers.to_string(), group.to_string())).cloned().unwrap_or_default()
     }
 
-    fn inspect(&self, servers: &str, target: &InletTarget) -> Result<Inspection, KafkaFailure> {
-        let logs = self.logs(servers, &target.topic)?;
+    fn read_topic(&self, servers: &str, topic: &str) -> Result<TopicRead, KafkaFailure> {
+        let logs = self.logs(servers, topic)?;
+        Ok(TopicRead {
+            partitions: logs.keys().copied().collect(),
+            log_start: logs.iter().map(|(p, l)| (*p, l.start)).collect(),
+            high_watermark: logs.iter().map(|(p, l)| (*p, l.end)).collect(),
+            at_time: BTreeMap::new(),
+        })
+    }
+
+    fn inspect(&self, servers: &str, target: &InletTarget, topic: TopicRead) -> Result<Inspection, KafkaFailure> {
         let g = self.group(servers, target.group.as_str());
         let state = match (g.members.is_empty(), g.committed.is_empty()) {
             (false, _) => "Stable",
@@ -261,10 +270,10 @@ impl FakeKafka {
             state: state.into(),
             members: u32::try_from(g.members.len()).unwrap_or(u32::MAX),
             member_names: g.members.iter().take(flow_core::reset::NAMED_MEMBERS).cloned().collect(),
-            log_start: logs.iter().map(|(p, l)| (*p, l.start)).collect(),
-            committed: logs.keys().map(|p| (*p, position(*p))).collect(),
-            high_watermark: logs.iter().map(|(p, l)| (*p, l.end)).collect(),
-            at_time: BTreeMap::new(),
+            committed: topic.partitions.iter().map(|p| (*p, position(*p))).collect(),
+            log_start: topic.log_start,
+            high_watermark: topic.high_watermark,
+            at_time: topic.at_time,
             topic_configs: BTreeMap::new(),
         })
     }
@@ -423,9 +432,18 @@ impl Client {
 }
 
 impl ResetCalls for Client {
-    fn inspect(self: Arc<Self>, target: InletTarget, _at: Option<i64>) -> Call<Inspection> {
+    fn read_topic(self: Arc<Self>, topic: String, _at: Option<i64>) -> Call<TopicRead> {
+        Box::pin(async move {
+            if self.kafka.halted() {
+                std::future::pending::<()>().await;
+            }
+            self.kafka.read_topic(&self.servers, &topic)
+        })
+    }
+
+    fn inspect(self: Arc<Self>, target: InletTarget, topic: TopicRead) -> Call<Inspection> {
         let line = format!("inspect {}", target.group);
-        self.run(GroupCall::Inspect, line, target, |k, servers, t| k.inspect(servers, t))
+        self.run(GroupCall::Inspect, line, target, |k, servers, t| k.inspect(servers, t, topic))
     }
 
     fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()> {

@@ -321,7 +321,9 @@ pub fn delete_kafka(args: &Args) {
         args.partitions.iter().chain(large.iter().map(|(_, p)| p)).map(|p| format!("bench.p{p}")).collect();
     let p0 = args.partitions.first().copied().unwrap_or(3);
     let flows = args.flows.iter().copied().max().unwrap_or(0);
-    let groups: Vec<String> = args
+    // Without repeats: the large resets of several sizes share group names, and librdkafka refuses a
+    // DeleteGroups that names a group twice (InvalidArgument).
+    let groups: std::collections::BTreeSet<String> = args
         .partitions
         .iter()
         .flat_map(|&p| {
@@ -335,6 +337,7 @@ pub fn delete_kafka(args: &Args) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         // Groups nobody ever committed in do not exist; the broker says so per group, which is fine.
+        let groups: Vec<String> = groups.into_iter().collect();
         for chunk in groups.chunks(200) {
             let g: Vec<&str> = chunk.iter().map(String::as_str).collect();
             if let Err(e) = admin.delete_groups(&g, &opts).await {
