@@ -164,8 +164,9 @@ fn group_status(ns: &str, name: &str, group: &str) -> serde_json::Value {
 ///    were; `a` reset; `Done`.
 #[test]
 fn a_stopped_broker_moves_a_coordinator_mid_reset_and_leaves_a_partition_without_a_leader() {
-    // Serial: it stops a broker of the broker pair.
-    let _serial = serial();
+    // Isolated: the broker pair is this test's alone (its own namespace, topics, groups and
+    // cluster Secret); stopping one of its brokers touches no other test.
+    let _lock = side_by_side();
     let ns = "faults-pair";
     install_crd();
     let _secret = PairSecret::install(ns);
