@@ -60,8 +60,13 @@ fn group_coordinator_ready(kafka: &str) {
 /// file for every test binary, `cargo test` run and worktree on the test bed; the OS drops a lock
 /// when its process ends.
 fn e2e_lock_file() -> std::fs::File {
+    lock_file("e2e.lock")
+}
+
+/// A lock file `name` in the test bed's run directory, opened for locking.
+fn lock_file(name: &str) -> std::fs::File {
     let run = std::env::var_os("FLOW_TESTBED_RUN").map_or_else(|| bed().root.join("target/testbed"), PathBuf::from);
-    let path = run.join("e2e.lock");
+    let path = run.join(name);
     std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -121,6 +126,27 @@ pub fn side_by_side() -> SideBySide {
     file.lock_shared().unwrap_or_else(|e| panic!("cannot take e2e.lock (shared): {e}"));
     report_wait("a test that runs alone", asked);
     SideBySide { _across_processes: file }
+}
+
+/// Runs an isolated end-to-end test that shares one thing with a few others, which it names
+/// (`shared`: the auto-create broker, the example `chain`, a cluster Secret): beside every other
+/// isolated test as [`side_by_side`] does, and one at a time with the others that name the same
+/// thing, by an exclusive lock on `e2e-<shared>.lock` (across threads and processes alike). Its
+/// nextest test group of one thread at a time (.config/nextest.toml) keeps a runner's threads from
+/// waiting on that lock.
+pub fn side_by_side_one_at_a_time(shared: &str) -> OneAtATime {
+    let beside = side_by_side();
+    let file = lock_file(&format!("e2e-{shared}.lock"));
+    let asked = Instant::now();
+    file.lock().unwrap_or_else(|e| panic!("cannot take e2e-{shared}.lock: {e}"));
+    report_wait(&format!("another test of {shared}"), asked);
+    OneAtATime { _shared: file, _beside: beside }
+}
+
+/// Held while a test of a shared thing runs; see [`side_by_side_one_at_a_time`].
+pub struct OneAtATime {
+    _shared: std::fs::File,
+    _beside: SideBySide,
 }
 
 /// Says on stderr how long a test waited for `e2e.lock`, when it waited a second or more: a test's

@@ -27,7 +27,8 @@ mod rights;
 pub mod standin;
 
 pub use bed::{
-    Bed, Serial, SideBySide, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, side_by_side, wait_until,
+    Bed, OneAtATime, Serial, SideBySide, bed, bin, fresh_dir, kafka_autocreate, kafka_pair, serial, show, side_by_side,
+    side_by_side_one_at_a_time, wait_until,
 };
 pub use cart::{Cart, cart_scenario, cart_yaml, cart_yaml_with, conf_file, install_cluster_secret};
 pub use kube::*;

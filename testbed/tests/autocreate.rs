@@ -329,8 +329,9 @@ fn assert_no_topic_created(before: &[String], step: &str) {
 /// topic list is still unchanged.
 #[test]
 fn c1_a_missing_topic_on_an_auto_create_broker_is_a_failure_and_is_never_created() {
-    // Serial: the auto-create broker's topic `shop.cart-events.v2`, and every topic and group it has.
-    let _serial = serial();
+    // One at a time with the other tests of the auto-create broker, whose every topic and group
+    // (and `shop.cart-events.v2`) they read; no other test uses that broker.
+    let _lock = side_by_side_one_at_a_time("autocreate");
     let (ns, p) = ("autocreate-c1", "cart-autocreate");
     let g = format!("{p}.router.in");
     let t0 = Instant::now();
@@ -403,8 +404,9 @@ fn c1_a_missing_topic_on_an_auto_create_broker_is_a_failure_and_is_never_created
 /// topic, and the topic is not created again, neither by that read nor by the lag samples after it.
 #[test]
 fn c1_the_read_back_of_a_deleted_topic_fails_and_creates_nothing() {
-    // Serial: the auto-create broker's topic `shop.cart-events.v2`, and every topic and group it has.
-    let _serial = serial();
+    // One at a time with the other tests of the auto-create broker, whose every topic and group
+    // (and `shop.cart-events.v2`) they read; no other test uses that broker.
+    let _lock = side_by_side_one_at_a_time("autocreate");
     let (ns, p) = ("autocreate-c1-read", "cart-autocreate-read");
     let g = format!("{p}.router.in");
     let t0 = Instant::now();
@@ -450,8 +452,9 @@ fn c1_the_read_back_of_a_deleted_topic_fails_and_creates_nothing() {
 /// commit is refused, the group fails naming the topic, and the topic is not created again.
 #[test]
 fn c1_a_commit_to_a_deleted_topic_fails_and_creates_nothing() {
-    // Serial: the auto-create broker's topic `shop.cart-events.v2`, and every topic and group it has.
-    let _serial = serial();
+    // One at a time with the other tests of the auto-create broker, whose every topic and group
+    // (and `shop.cart-events.v2`) they read; no other test uses that broker.
+    let _lock = side_by_side_one_at_a_time("autocreate");
     let (ns, p) = ("autocreate-c1-commit", "cart-autocreate-commit");
     let g = format!("{p}.router.in");
     let t0 = Instant::now();

@@ -123,8 +123,8 @@ fn requested_id(o: &std::process::Output) -> String {
 
 #[test]
 fn rebuild_from_middle_reaches_the_sink_once_across_operator_kills_and_leaves_the_source_alone() {
-    // Serial: shares pipeline `chain`, its topics and groups with the other test here.
-    let _serial = serial();
+    // One at a time with the other test here, which shares pipeline `chain`, its topics and groups.
+    let _lock = side_by_side_one_at_a_time("chain");
     let ns = "chain-rebuild-from";
     let lag = ("FLOW_LAG_INTERVAL_SECONDS", "1");
     let start = |name: &str, extra: &[(&str, &str)]| {
@@ -269,8 +269,8 @@ fn rebuild_from_middle_reaches_the_sink_once_across_operator_kills_and_leaves_th
 
 #[test]
 fn rebuild_from_refuses_what_would_not_reach_each_streamlet_once_and_changes_nothing() {
-    // Serial: shares pipeline `chain`, its topics and groups with the other test here.
-    let _serial = serial();
+    // One at a time with the other test here, which shares pipeline `chain`, its topics and groups.
+    let _lock = side_by_side_one_at_a_time("chain");
     let ns = "chain-rebuild-refusals";
     let _op = chain_scenario(ns, &[("FLOW_RESET_SETTLE_SECONDS", "2")]);
     let (middle_at, sink_at) = (committed("middle", RAW), committed("sink", COOKED));

@@ -131,8 +131,9 @@ fn records(ns: &str) -> Vec<String> {
 
 #[test]
 fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
-    // Serial: Secret `kafka-cluster-owners`, rewritten by each owners test for its own namespace.
-    let _serial = serial();
+    // One at a time with the other owners tests, which rewrite Secret `kafka-cluster-owners` for
+    // their own namespaces (the prefix rule's test runs alone).
+    let _lock = side_by_side_one_at_a_time("owners");
     let ns = "hostile-owners";
     let theirs = "team-b.orders";
     let (mine, review) = ("hostile-owners.valid", "hostile-owners.review");
@@ -247,8 +248,9 @@ fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
 
 #[test]
 fn a_recreated_resource_or_topic_inherits_no_ownership() {
-    // Serial: Secret `kafka-cluster-owners`, rewritten by each owners test for its own namespace.
-    let _serial = serial();
+    // One at a time with the other owners tests, which rewrite Secret `kafka-cluster-owners` for
+    // their own namespaces (the prefix rule's test runs alone).
+    let _lock = side_by_side_one_at_a_time("owners");
     let ns = "hostile-owners-again";
     let (input, valid, review) =
         ("hostile-owners-again.in", "hostile-owners-again.valid", "hostile-owners-again.review");
