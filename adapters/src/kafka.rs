@@ -397,7 +397,7 @@ pub trait ResetCalls: Send + Sync {
     fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()>;
 
     /// See [`read_back`].
-    fn read_back(self: Arc<Self>, target: InletTarget, ps: Vec<i32>) -> Call<Committed>;
+    fn read_back(self: Arc<Self>, target: InletTarget) -> Call<Committed>;
 
     /// See [`read_committed`].
     fn read_committed(self: Arc<Self>, target: InletTarget) -> Call<Positions>;
@@ -429,8 +429,8 @@ impl ResetCalls for KafkaClient {
         Box::pin(write(self, target, offsets, metadata))
     }
 
-    fn read_back(self: Arc<Self>, target: InletTarget, ps: Vec<i32>) -> Call<Committed> {
-        Box::pin(read_back(self, target, ps))
+    fn read_back(self: Arc<Self>, target: InletTarget) -> Call<Committed> {
+        Box::pin(read_back(self, target))
     }
 
     fn read_committed(self: Arc<Self>, target: InletTarget) -> Call<Positions> {
@@ -523,13 +523,18 @@ pub async fn write(
     write_offsets(client, target, offsets, metadata, false).await.map(drop)
 }
 
-/// The group's committed offsets on partitions `ps` of its topic, read at its coordinator (after a
-/// [`write`], over the same connection, so behind it).
+/// The group's committed offsets on every partition its topic has now, read at its coordinator
+/// (after a [`write`], over the same connection, so behind it): a partition the write did not cover
+/// was added to the topic since.
 ///
 /// # Errors
 /// A classified [`KafkaFailure`].
-pub async fn read_back(client: Arc<KafkaClient>, target: InletTarget, ps: Vec<i32>) -> Result<Committed, KafkaFailure> {
-    blocking(client, move |h| committed(h, target.group.as_str(), &target.topic, &ps)).await
+pub async fn read_back(client: Arc<KafkaClient>, target: InletTarget) -> Result<Committed, KafkaFailure> {
+    blocking(client, move |h| {
+        let ps = topic_partitions(&h.metadata()?, &target.topic)?;
+        committed(h, target.group.as_str(), &target.topic, &ps)
+    })
+    .await
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every

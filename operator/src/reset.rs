@@ -627,10 +627,9 @@ async fn run_kafka(
                 let result = if may_act.now() {
                     async {
                         let client = client?;
-                        let ps: Vec<i32> = offsets.keys().copied().collect();
                         Arc::clone(&client).write(target.clone(), offsets, metadata).await?;
                         faults::group_point("before-read-back", group.as_str()).await;
-                        client.read_back(target, ps).await
+                        client.read_back(target).await
                     }
                     .await
                 } else {
@@ -737,7 +736,7 @@ mod tests {
         fn write(self: Arc<Self>, _: InletTarget, _: BTreeMap<i32, i64>, _: String) -> Call<()> {
             unreachable!("not called here")
         }
-        fn read_back(self: Arc<Self>, _: InletTarget, _: Vec<i32>) -> Call<Committed> {
+        fn read_back(self: Arc<Self>, _: InletTarget) -> Call<Committed> {
             unreachable!("not called here")
         }
         fn read_committed(self: Arc<Self>, _: InletTarget) -> Call<Positions> {

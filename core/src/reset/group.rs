@@ -48,8 +48,8 @@ pub enum GroupPhase {
         /// The intent.
         intent: Intent,
         /// Whether the settle had already passed, when the commit was handed out, since the
-        /// operator saw the group's streamlet stopped ([`Rules::settled`]): its read-back is then read
-        /// again at once instead of after the settle.
+        /// operator saw the group's streamlet stopped ([`Rules::settled`]): its read-back is then the
+        /// last read, and no settle follows.
         settled: bool,
     },
     /// Whether the commit of an intent landed is unknown (the machine was rebuilt from an intent
@@ -417,8 +417,10 @@ fn read_back(
                 })
                 .collect();
             if wrong.is_empty() {
-                // This read-back covers the committed partitions only: it cannot see added ones.
-                landed(target, intent, vec![], settled, cx)
+                // The read-back covers every partition the topic has now: one the intent does not
+                // cover was added since the inspection.
+                let added = read.keys().filter(|p| !intent.target.contains_key(p)).copied().collect();
+                landed(target, intent, added, settled, cx)
             } else {
                 let reason = format!("the commit did not hold: {}", named(&wrong));
                 finish(target, failure(target, reason), cx)
@@ -446,17 +448,13 @@ fn never_landed(target: &InletTarget, retry: Retry, cx: &mut Cx<'_>) -> GroupPha
 }
 
 /// A group's commit landed and read back at its targets: it is read again after the settle delay;
-/// at once when the settle had passed since its streamlet stopped before the commit was handed out
-/// (`settled`, see [`Rules::settled`]); or, without a settle, reset now (`added`: partitions a read
-/// found beyond the intent).
+/// or reset now, without a settle, or when the settle had passed since its streamlet stopped before
+/// the commit was handed out (`settled`, see [`Rules::settled`]): every commit its consumers had in
+/// flight landed before the reset's, and the read-back was the read that follows it (`added`:
+/// partitions a read found beyond the intent).
 fn landed(target: &InletTarget, intent: Intent, added: Vec<i32>, settled: bool, cx: &mut Cx<'_>) -> GroupPhase {
-    if cx.rules.settle.is_zero() {
+    if cx.rules.settle.is_zero() || settled {
         finish(target, intent.into_reset(&target.topic, added), cx)
-    } else if settled {
-        // The same read as after the settle, with the same rules (an overwrite fails the group, an
-        // added partition is named), only without the wait.
-        cx.emit(Effect::ReadCommitted(target.clone()));
-        GroupPhase::Verifying { retry: Retry::default(), intent }
     } else {
         GroupPhase::Verifying { retry: Retry::at(cx.now.after(cx.rules.settle)), intent }
     }

@@ -455,9 +455,10 @@ impl ResetCalls for Client {
         })
     }
 
-    fn read_back(self: Arc<Self>, target: InletTarget, ps: Vec<i32>) -> Call<Committed> {
+    fn read_back(self: Arc<Self>, target: InletTarget) -> Call<Committed> {
         let line = format!("read-back {}", target.group);
-        self.run(GroupCall::ReadBack, line, target, move |k, servers, t| {
+        self.run(GroupCall::ReadBack, line, target, |k, servers, t| {
+            let ps: Vec<i32> = k.logs(servers, &t.topic)?.into_keys().collect();
             Ok(k.positions(servers, t, &ps).into_iter().map(|(p, x)| (p, x.map(|x| x.offset))).collect())
         })
     }
