@@ -83,12 +83,22 @@ pub fn install_crd() {
         "-f",
         bed().root.join("deploy/crd.yaml").to_str().expect("utf-8 path"),
     ]);
-    kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/ankkaflows.flow.ankka.thinkmorestupidless.com",
-        "--timeout=60s",
-    ]);
+    crd_established();
+}
+
+/// Waits until the AnkkaFlow CRD is established. Polled rather than `kubectl wait`: right after the
+/// CRD is created it has no conditions yet, and `kubectl wait --for=condition=...` then fails at
+/// once instead of waiting (on a fresh test bed).
+pub fn crd_established() {
+    crate::bed::wait_until("the AnkkaFlow CRD to be established", std::time::Duration::from_secs(60), || {
+        let o = kubectl(&[
+            "get",
+            "crd/ankkaflows.flow.ankka.thinkmorestupidless.com",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ]);
+        (o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "True").then_some(())
+    });
 }
 
 /// Creates namespace `ns` unless it exists.

@@ -431,7 +431,7 @@ fn helm_install_watching_one_namespace_then_the_seed_scenario_as_the_charts_serv
     let live = crd();
     assert_eq!(live["metadata"]["annotations"]["helm.sh/resource-policy"], "keep", "{live}");
     assert_eq!(live["metadata"]["annotations"]["meta.helm.sh/release-namespace"], release_ns);
-    kubectl_ok(&["wait", "--for=condition=Established", &format!("crd/{CRD}"), "--timeout=60s"]);
+    crd_established();
 
     // The chart's ServiceAccount may reconcile AnkkaFlows of the watched namespace, and nowhere else.
     let user = format!("system:serviceaccount:{release_ns}:{name}");
