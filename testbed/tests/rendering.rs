@@ -395,7 +395,7 @@ fn topics_streamlets_and_deletion_on_the_real_broker() {
         "tops.deltas left the resource with mapper, so only tops.differs is a managed topic at deletion"
     );
     // The record of what the operator created goes with the resource (right after its finalizer).
-    wait_until("the record gone", Duration::from_secs(10), || {
+    wait_until("the record gone", Duration::from_secs(60), || {
         let records = kubectl_ok(&[
             "-n",
             "ankka-flow",

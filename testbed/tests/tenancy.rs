@@ -376,7 +376,7 @@ fn shared_consumer_groups() {
     // The tenant's reset is refused, naming shop's pipeline; nothing moves. `--wait` says so with
     // its exit code 3 (docs/cli.md), the refusal on stderr and the final status on stdout.
     let versions = Versions::watch(tenant, name);
-    wait_until("the watch shows tenant's cart", Duration::from_secs(10), || {
+    wait_until("the watch shows tenant's cart", Duration::from_secs(30), || {
         (!versions.seen().is_empty()).then_some(())
     });
     let o = flow(&["reset", name, "-n", tenant, "--wait", "--timeout", "60s", "-o", "json"]);
