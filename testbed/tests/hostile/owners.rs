@@ -248,9 +248,9 @@ fn another_teams_topic_declared_managed_survives_the_tenants_deletion() {
 
 #[test]
 fn a_recreated_resource_or_topic_inherits_no_ownership() {
-    // One at a time with the other owners tests, which rewrite Secret `kafka-cluster-owners` for
-    // their own namespaces (the prefix rule's test runs alone).
-    let _lock = side_by_side_one_at_a_time("owners");
+    // Serial: beside other tests its deleted resources' records were left over (twice in two runs of
+    // the suite four at a time; the cause is not found yet), and Secret `kafka-cluster-owners`.
+    let _serial = serial();
     let ns = "hostile-owners-again";
     let (input, valid, review) =
         ("hostile-owners-again.in", "hostile-owners-again.valid", "hostile-owners-again.review");
@@ -310,12 +310,21 @@ fn a_recreated_resource_or_topic_inherits_no_ownership() {
     }
     assert_eq!(kafka::watermarks(input).values().map(|(_, high)| high).sum::<i64>(), 7);
     assert_eq!(kafka::watermarks(replaced).values().map(|(_, high)| high).sum::<i64>(), 6);
-    // The first resource's record stays until the sweep (hourly) finds its resource gone; the
-    // others went with their resources.
-    // Their records go by the API server's garbage collection, which a busy machine delays.
-    wait_until("the records of the deleted resources to go", Duration::from_secs(60), || {
-        (records(ns) == [format!("configmap/flow-topics-{first}")]).then_some(())
+    // The others' records went with their resources (by the API server's garbage collection, which a
+    // busy machine delays). The first resource's record stays until a sweep finds its resource gone:
+    // the sweep at the operator's start may still be under way on a busy machine, so it may be gone
+    // too.
+    let first_record = format!("configmap/flow-topics-{first}");
+    let mut left = vec![];
+    let gone = (0..120).any(|_| {
+        left = records(ns);
+        let gone = left.iter().all(|r| *r == first_record);
+        if !gone {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        gone
     });
+    assert!(gone, "the records of the deleted resources are left after 60 s: {left:?} (first: {first_record})");
     op.stop();
     for t in [input, valid, review, replaced] {
         kafka::remove_topic(t);
