@@ -310,15 +310,13 @@ fn a_recreated_resource_or_topic_inherits_no_ownership() {
     }
     assert_eq!(kafka::watermarks(input).values().map(|(_, high)| high).sum::<i64>(), 7);
     assert_eq!(kafka::watermarks(replaced).values().map(|(_, high)| high).sum::<i64>(), 6);
-    // The others' records went with their resources (by the API server's garbage collection, which a
-    // busy machine delays). The first resource's record stays until a sweep finds its resource gone:
-    // the sweep at the operator's start may still be under way on a busy machine, so it may be gone
-    // too.
+    // The first resource's record stays until the sweep (hourly) finds its resource gone; the
+    // others went with their resources (their deletion may take a while on a busy machine).
     let first_record = format!("configmap/flow-topics-{first}");
     let mut left = vec![];
     let gone = (0..120).any(|_| {
         left = records(ns);
-        let gone = left.iter().all(|r| *r == first_record);
+        let gone = left == [first_record.clone()];
         if !gone {
             std::thread::sleep(Duration::from_millis(500));
         }
