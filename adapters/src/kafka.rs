@@ -530,11 +530,8 @@ pub async fn write(
 /// # Errors
 /// A classified [`KafkaFailure`].
 pub async fn read_back(client: Arc<KafkaClient>, target: InletTarget) -> Result<Committed, KafkaFailure> {
-    blocking(client, move |h| {
-        let ps = topic_partitions(&h.metadata()?, &target.topic)?;
-        committed(h, target.group.as_str(), &target.topic, &ps)
-    })
-    .await
+    let read = read_committed(client, target).await?;
+    Ok(read.into_iter().map(|(p, pos)| (p, pos.map(|x| x.offset))).collect())
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every

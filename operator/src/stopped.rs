@@ -179,10 +179,9 @@ fn can_run(pod: &Pod) -> Option<(String, Key)> {
     Some((pod.uid()?, key))
 }
 
-/// What this process's watch has seen (empty until [`spawn`] runs, so every streamlet then waits
-/// the full settle).
-/// What each watch has seen: one per watched namespace, or one of every namespace (each lists, and
-/// fails, on its own).
+/// What each watch of this process has seen: one per watched namespace, or one of every namespace
+/// (each lists, and fails, on its own). Empty until [`spawn`] runs, so every streamlet then waits
+/// the full settle.
 static SEEN: LazyLock<Mutex<Vec<Seen>>> = LazyLock::new(|| Mutex::new(Vec::new()));
 
 /// When this process saw each streamlet of `pipeline` in `namespace` stop, of those it saw running.
@@ -195,14 +194,14 @@ pub fn stopped(namespace: &str, pipeline: &str) -> BTreeMap<String, Timestamp> {
 /// module documentation); `None` while any watch has not listed, or failed since.
 pub fn running(namespace: &str, pipeline: &str) -> Option<BTreeMap<String, u32>> {
     let seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    if seen.is_empty() || seen.iter().any(|s| !s.current) {
+    if seen.is_empty() {
         return None;
     }
+    let each: Vec<BTreeMap<String, u32>> =
+        seen.iter().map(|s| s.running(namespace, pipeline)).collect::<Option<_>>()?;
     let mut counts = BTreeMap::new();
-    for s in seen.iter() {
-        for (streamlet, n) in s.running(namespace, pipeline).unwrap_or_default() {
-            *counts.entry(streamlet).or_insert(0) += n;
-        }
+    for (streamlet, n) in each.into_iter().flatten() {
+        *counts.entry(streamlet).or_insert(0) += n;
     }
     Some(counts)
 }

@@ -61,7 +61,7 @@ pub const GATHER: Duration = Duration::from_millis(30);
 /// How long a persist waits at most while Kafka calls also wait for a free slot (see the module
 /// documentation): each status write carries the whole status, which grows with the groups, so a
 /// request of hundreds of groups that wrote once per wave of calls spent most of its time writing
-/// (docs/performance.md, "Large resets in few writes").
+/// (docs/performance.md, "Topic reads shared, few writes, the pods from the watch").
 pub const GATHER_QUEUED: Duration = Duration::from_secs(1);
 
 /// How a drive runs.

@@ -419,7 +419,7 @@ fn read_back(
             if wrong.is_empty() {
                 // The read-back covers every partition the topic has now: one the intent does not
                 // cover was added since the inspection.
-                let added = read.keys().filter(|p| !intent.target.contains_key(p)).copied().collect();
+                let added = recovery::added_partitions(&intent, &read);
                 landed(target, intent, added, settled, cx)
             } else {
                 let reason = format!("the commit did not hold: {}", named(&wrong));

@@ -236,6 +236,6 @@ fn verified(target: &InletTarget, intent: Intent, read: &Positions) -> Found {
 }
 
 /// Partitions in `read` (the topic's partitions now) that `intent` did not cover.
-fn added_partitions(intent: &Intent, read: &Positions) -> Vec<i32> {
+pub(super) fn added_partitions<V>(intent: &Intent, read: &BTreeMap<i32, V>) -> Vec<i32> {
     read.keys().filter(|p| !intent.target.contains_key(p)).copied().collect()
 }
