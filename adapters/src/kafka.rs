@@ -114,9 +114,11 @@ struct Handle<'a> {
 impl Handle<'_> {
     /// The cluster's metadata: its brokers and every topic the principal may describe. Asks for every
     /// topic rather than some, so that a broker with `auto.create.topics.enable=true` never creates a
-    /// missing one.
+    /// missing one. The client keeps where it places groups ([`coordinator`]).
     fn metadata(&self) -> Result<Metadata, KafkaFailure> {
-        self.client.fetch_metadata(None, self.deadlines.request).map_err(|e| classify(&e))
+        let md = self.client.fetch_metadata(None, self.deadlines.request).map_err(|e| classify(&e))?;
+        self.coordinators.learn(&md);
+        Ok(md)
     }
 }
 
@@ -254,6 +256,23 @@ fn topic_partitions(md: &Metadata, topic: &str) -> Result<Vec<i32>, KafkaFailure
     let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
     ps.sort_unstable();
     Ok(ps)
+}
+
+/// The partitions `topic` has now, ascending, from a metadata request that names it alone
+/// (DescribeTopics, which never lets a broker create a missing topic), so that what it costs does not
+/// grow with the cluster's other topics: a read-back asks this of every group it reads.
+fn partitions_now(h: &Handle, topic: &str) -> Result<Vec<i32>, KafkaFailure> {
+    let mut answers = admin::describe_topics(h.client.client(), &[topic.to_string()], h.deadlines.request)?;
+    let missing = || KafkaFailure::unknown_topic(format!("topic '{topic}' does not exist"));
+    match answers.remove(topic) {
+        // Kafka numbers a topic's partitions from 0 without gaps.
+        Some(TopicAnswer::Exists { partitions, .. }) => Ok((0..partitions).collect()),
+        Some(TopicAnswer::Failed(code, _)) => match classify_code(Some(code), "").kind {
+            FailureKind::UnknownTopic => Err(missing()),
+            kind => Err(KafkaFailure::new(kind, format!("topic '{topic}': {code}"))),
+        },
+        None => Err(missing()),
+    }
 }
 
 /// Refuses a topic of `md` with a partition that has no leader (every replica of it is on a broker
@@ -578,7 +597,7 @@ async fn write_offsets(
 /// A classified [`KafkaFailure`].
 pub async fn read_committed(client: Arc<KafkaClient>, target: InletTarget) -> Result<Positions, KafkaFailure> {
     blocking(client, move |h| {
-        let ps = topic_partitions(&h.metadata()?, &target.topic)?;
+        let ps = partitions_now(h, &target.topic)?;
         positions(h, target.group.as_str(), &target.topic, &ps)
     })
     .await

@@ -480,6 +480,7 @@ impl TopicReads {
         if let Some(read) = reads.get(&key).filter(|r| r.peek().is_none()) {
             return read.clone();
         }
+        tracing::debug!(topic = %target.topic, "topic read started");
         let read = Arc::clone(client).read_topic(target.topic.clone(), at).shared();
         reads.insert(key, read.clone());
         read

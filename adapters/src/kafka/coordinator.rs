@@ -23,9 +23,14 @@
 //! it; then, as when that broker says no, every broker of the cluster is asked, all at once. A
 //! coordinator is forgotten when a call to it fails with a timeout, a lost connection or a
 //! coordinator error, and found again on the next call.
+//!
+//! The metadata a client read last (for a topic's partitions, a lag sample, ...) serves that first
+//! guess for [`PLACEMENT_MAX_AGE`], so that the groups of a reset do not each read the cluster's
+//! metadata to find their coordinators: a guess that no longer holds costs one NOT_COORDINATOR,
+//! then the metadata is read again and every broker asked.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flow_core::reset::{FailureKind, KafkaFailure};
@@ -40,13 +45,58 @@ const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// How long a lookup waits before asking every broker again when none claims a group.
 const ASK_AGAIN: Duration = Duration::from_millis(500);
 
-/// The coordinators a client found, by group id.
+/// How long the placement of the metadata a client read last serves as the first guess of a
+/// group's coordinator (module docs). Leaders of `__consumer_offsets` move only when a broker stops
+/// or partitions are reassigned, and a wrong guess is only a detour.
+const PLACEMENT_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// The coordinators a client found, by group id, and the placement of the metadata it read last.
 #[derive(Default)]
 pub(super) struct Coordinators {
     known: Mutex<HashMap<String, i32>>,
+    placement: Mutex<Option<(Instant, Arc<Placement>)>>,
+}
+
+/// What a metadata answer says about where groups are placed: every broker of the cluster, and the
+/// leader of each partition of `__consumer_offsets` when the principal may see that topic.
+#[derive(Debug, PartialEq, Eq)]
+struct Placement {
+    brokers: Vec<i32>,
+    /// The leader of each partition of `__consumer_offsets` (by partition id), and how many
+    /// partitions it has; `None` when the metadata does not show the topic.
+    offsets: Option<(i32, BTreeMap<i32, i32>)>,
+}
+
+impl Placement {
+    fn of(md: &Metadata) -> Self {
+        let brokers = md.brokers().iter().map(|b| b.id()).collect();
+        let offsets = md.topics().iter().find(|t| t.name() == OFFSETS_TOPIC).and_then(|t| {
+            let n = i32::try_from(t.partitions().len()).ok()?;
+            Some((n, t.partitions().iter().map(|p| (p.id(), p.leader())).collect()))
+        });
+        Placement { brokers, offsets }
+    }
+
+    /// The broker that leads `group`'s partition of `__consumer_offsets`: how Kafka places groups.
+    fn predicted(&self, group: &str) -> Option<i32> {
+        let (n, leaders) = self.offsets.as_ref()?;
+        leaders.get(&offsets_partition(group, *n)).copied().filter(|l| *l >= 0)
+    }
 }
 
 impl Coordinators {
+    /// Keeps the placement of `md`, which the client just read.
+    pub(super) fn learn(&self, md: &Metadata) {
+        let placement = Arc::new(Placement::of(md));
+        *self.placement.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), placement));
+    }
+
+    /// The placement kept, if it was read at most [`PLACEMENT_MAX_AGE`] ago.
+    fn placement(&self) -> Option<Arc<Placement>> {
+        let kept = self.placement.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref().filter(|(at, _)| at.elapsed() <= PLACEMENT_MAX_AGE).map(|(_, p)| Arc::clone(p))
+    }
+
     fn get(&self, group: &str) -> Option<i32> {
         self.known.lock().unwrap_or_else(|p| p.into_inner()).get(group).copied()
     }
@@ -69,22 +119,6 @@ fn offsets_partition(group: &str, partitions: i32) -> i32 {
     if partitions > 0 { abs % partitions } else { 0 }
 }
 
-/// The broker the metadata points to as `group`'s coordinator, when it shows `__consumer_offsets`.
-fn predicted(md: &Metadata, group: &str) -> Option<i32> {
-    let topic = md.topics().iter().find(|t| t.name() == OFFSETS_TOPIC)?;
-    let n = i32::try_from(topic.partitions().len()).ok()?;
-    let p = offsets_partition(group, n);
-    topic.partitions().iter().find(|x| x.id() == p).map(|x| x.leader()).filter(|l| *l >= 0)
-}
-
-/// Every broker of the cluster, and the coordinator the metadata points to for each of `groups`
-/// it shows one for.
-fn brokers_and_predictions<'g>(md: &Metadata, groups: &BTreeSet<&'g str>) -> (Vec<i32>, BTreeMap<&'g str, i32>) {
-    let all = md.brokers().iter().map(|b| b.id()).collect();
-    let guess = groups.iter().filter_map(|g| predicted(md, g).map(|b| (*g, b))).collect();
-    (all, guess)
-}
-
 /// Describes each of `groups` at its coordinator, finding the coordinators not known yet (module
 /// docs): the known or predicted broker first, then every broker not asked yet, in parallel, and
 /// every broker again every half second while none claims a group and the request deadline lasts.
@@ -96,7 +130,9 @@ fn brokers_and_predictions<'g>(md: &Metadata, groups: &BTreeSet<&'g str>) -> (Ve
 /// entry's (transient when no broker answered as its coordinator).
 pub(super) fn describe(h: &Handle, md: Option<&Metadata>, groups: &[&str]) -> Result<Vec<Described>, KafkaFailure> {
     let unique: BTreeSet<&str> = groups.iter().copied().collect();
-    let mut lookup: Option<(Vec<i32>, BTreeMap<&str, i32>)> = None;
+    // The placement read for this call (given, or read when a guess failed), and the one kept.
+    let mut fresh: Option<Arc<Placement>> = md.map(|md| Arc::new(Placement::of(md)));
+    let kept = if fresh.is_none() { h.coordinators.placement() } else { None };
     let mut done: BTreeMap<&str, Described> = BTreeMap::new();
     // What a broker that gave no answer said, per group, for a group that ends without an answer.
     let mut silent: BTreeMap<&str, KafkaFailure> = BTreeMap::new();
@@ -110,21 +146,17 @@ pub(super) fn describe(h: &Handle, md: Option<&Metadata>, groups: &[&str]) -> Re
             let brokers = match known {
                 Some(b) => vec![b],
                 None => {
-                    if lookup.is_none() {
-                        let read;
-                        let md = match md {
-                            Some(md) => md,
-                            None => {
-                                read = h.metadata()?;
-                                &read
+                    let guess = (round == 0)
+                        .then(|| fresh.as_ref().or(kept.as_ref()).and_then(|p| p.predicted(g)))
+                        .flatten();
+                    match guess {
+                        Some(b) => vec![b],
+                        None => {
+                            if fresh.is_none() {
+                                fresh = Some(Arc::new(Placement::of(&h.metadata()?)));
                             }
-                        };
-                        lookup = Some(brokers_and_predictions(md, &unique));
-                    }
-                    let Some((all, guess)) = lookup.as_ref() else { continue };
-                    match guess.get(g) {
-                        Some(b) if round == 0 => vec![*b],
-                        _ => all.clone(),
+                            fresh.as_ref().map(|p| p.brokers.clone()).unwrap_or_default()
+                        }
                     }
                 }
             };
@@ -274,5 +306,17 @@ mod tests {
         // Characters outside the basic plane count as two UTF-16 code units, as in Java.
         assert_eq!(offsets_partition("\u{1F986}", 7), (0xD83Ei32 * 31 + 0xDD86) % 7);
         assert_eq!(offsets_partition("g", 0), 0);
+    }
+
+    #[test]
+    fn a_placement_guesses_the_leader_of_the_groups_offsets_partition() {
+        // "hello" is on partition 99162322 % 3 == 1.
+        let leaders = BTreeMap::from([(0, 1), (1, 2), (2, -1)]);
+        let placement = Placement { brokers: vec![1, 2], offsets: Some((3, leaders)) };
+        assert_eq!(placement.predicted("hello"), Some(2));
+        // A partition without a leader, and metadata that does not show the topic, guess nothing.
+        // "b" (98) is on partition 2.
+        assert_eq!(placement.predicted("b"), None);
+        assert_eq!(Placement { brokers: vec![1], offsets: None }.predicted("hello"), None);
     }
 }
