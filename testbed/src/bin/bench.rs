@@ -108,6 +108,9 @@ pub struct Args {
     /// The large reset's <groups>x<partitions>, comma separated.
     #[arg(long, value_delimiter = ',', default_values_t = ["200x1000".to_string()])]
     pub large: Vec<String>,
+    /// Resets of each large size (the median is reported, with the fastest and slowest).
+    #[arg(long, default_value_t = 3)]
+    pub large_reps: usize,
     /// Rounds of the settle phase per group protocol (classic, consumer).
     #[arg(long, default_value_t = 10)]
     pub settle_reps: usize,
@@ -261,9 +264,9 @@ fn main() {
     if args.phases.contains(&Phase::Large) {
         for (g, p) in large::sizes(&args.large) {
             let _lock = serial();
-            let row = large::large_reset(&args, &cx, g, p);
+            let row = large::large_reset(&args, &cx, &op, g, p);
             eprintln!(
-                "large reset: {g} groups, {p} partitions: {:.0} ms; {} / {} / {} bytes",
+                "large reset: {g} groups, {p} partitions: {:.0} ms (median); {} / {} / {} bytes",
                 row.to_done_ms, row.before, row.during, row.after
             );
             report.large.push(row);

@@ -25,6 +25,8 @@ use flow_core::connection::KafkaConnection;
 use flow_core::names::GroupId;
 use flow_core::targets::InletTarget;
 
+use crate::measure::{broker_cpu_secs, own_cpu_secs};
+
 /// Wall times of the rounds, in ms.
 pub struct Floor {
     /// The first round, on one client made for it (bootstrap, then the coordinator's connection).
@@ -35,6 +37,8 @@ pub struct Floor {
     pub spread: Vec<f64>,
     /// How many clients the spread rounds used.
     pub clients: usize,
+    /// CPU seconds of each spread round: this process's (the floor's client) and the broker's.
+    pub spread_cpu: Vec<(f64, f64)>,
 }
 
 /// Resets every group of `groups` on `topic` to the log start offsets: one round on a new client,
@@ -76,13 +80,21 @@ pub fn measure(
         let one = vec![client()];
         round(&one, &targets, "flow-bench/floor/cold").await;
         let cold = t.elapsed().as_secs_f64() * 1000.0;
-        let mut floor = Floor { cold, one: Vec::new(), spread: Vec::new(), clients: pool.len() };
+        let mut floor =
+            Floor { cold, one: Vec::new(), spread: Vec::new(), clients: pool.len(), spread_cpu: Vec::new() };
         for rep in 0..reps {
-            for (clients, into) in [(&one, &mut floor.one), (&pool, &mut floor.spread)] {
+            for spread in [false, true] {
+                let clients = if spread { &pool } else { &one };
                 set_back(&pool, &targets, back_to).await;
-                let t = Instant::now();
+                let (t, own, broker) = (Instant::now(), own_cpu_secs(), broker_cpu_secs());
                 round(clients, &targets, &format!("flow-bench/floor/{rep}")).await;
-                into.push(t.elapsed().as_secs_f64() * 1000.0);
+                let ms = t.elapsed().as_secs_f64() * 1000.0;
+                if spread {
+                    floor.spread.push(ms);
+                    floor.spread_cpu.push((own_cpu_secs() - own, broker_cpu_secs() - broker));
+                } else {
+                    floor.one.push(ms);
+                }
             }
         }
         floor

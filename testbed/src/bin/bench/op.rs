@@ -2,7 +2,6 @@
 //! the bench namespace, with its memory and CPU read from `/proc`.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
@@ -76,12 +75,7 @@ impl Op {
 
     /// User plus system CPU seconds since the process started.
     pub fn cpu_secs(&self) -> f64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).expect("/proc stat");
-        // Fields after the command name (which is in parentheses): state is field 3, utime 14, stime 15.
-        let rest = &s[s.rfind(')').expect("stat format") + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
-        ticks as f64 / clock_ticks()
+        crate::measure::cpu_secs_of(&self.pid.to_string()).expect("/proc/<pid>/stat of the operator")
     }
 
     /// Stops it (SIGTERM, so that it gives its Lease back) and waits.
@@ -100,14 +94,4 @@ fn operator_log() -> String {
         Ok(more) if !more.is_empty() => format!("{base},{more}"),
         _ => base.to_string(),
     }
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .unwrap_or(100.0)
 }
