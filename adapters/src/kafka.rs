@@ -260,7 +260,7 @@ fn topic_partitions(md: &Metadata, topic: &str) -> Result<Vec<i32>, KafkaFailure
 
 /// The partitions `topic` has now, ascending, from a metadata request that names it alone
 /// (DescribeTopics, which never lets a broker create a missing topic), so that what it costs does not
-/// grow with the cluster's other topics: a read-back asks this of every group it reads.
+/// grow with the cluster's other topics.
 fn partitions_now(h: &Handle, topic: &str) -> Result<Vec<i32>, KafkaFailure> {
     let mut answers = admin::describe_topics(h.client.client(), &[topic.to_string()], h.deadlines.request)?;
     let missing = || KafkaFailure::unknown_topic(format!("topic '{topic}' does not exist"));
@@ -415,8 +415,11 @@ pub trait ResetCalls: Send + Sync {
     /// See [`write`].
     fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()>;
 
+    /// See [`list_partitions`].
+    fn list_partitions(self: Arc<Self>, topic: String) -> Call<Vec<i32>>;
+
     /// See [`read_back`].
-    fn read_back(self: Arc<Self>, target: InletTarget) -> Call<Committed>;
+    fn read_back(self: Arc<Self>, target: InletTarget, partitions: Vec<i32>) -> Call<Committed>;
 
     /// See [`read_committed`].
     fn read_committed(self: Arc<Self>, target: InletTarget) -> Call<Positions>;
@@ -448,8 +451,12 @@ impl ResetCalls for KafkaClient {
         Box::pin(write(self, target, offsets, metadata))
     }
 
-    fn read_back(self: Arc<Self>, target: InletTarget) -> Call<Committed> {
-        Box::pin(read_back(self, target))
+    fn list_partitions(self: Arc<Self>, topic: String) -> Call<Vec<i32>> {
+        Box::pin(list_partitions(self, topic))
+    }
+
+    fn read_back(self: Arc<Self>, target: InletTarget, partitions: Vec<i32>) -> Call<Committed> {
+        Box::pin(read_back(self, target, partitions))
     }
 
     fn read_committed(self: Arc<Self>, target: InletTarget) -> Call<Positions> {
@@ -542,15 +549,27 @@ pub async fn write(
     write_offsets(client, target, offsets, metadata, false).await.map(drop)
 }
 
-/// The group's committed offsets on every partition its topic has now, read at its coordinator
-/// (after a [`write`], over the same connection, so behind it): a partition the write did not cover
-/// was added to the topic since.
+/// The group's committed offsets on `partitions` of its topic (every partition it has, as a
+/// [`list_partitions`] made after the [`write`] was sent found them: a partition the write did not
+/// cover was added to the topic since), read at its coordinator (after the write, over the same
+/// connection, so behind it).
 ///
 /// # Errors
 /// A classified [`KafkaFailure`].
-pub async fn read_back(client: Arc<KafkaClient>, target: InletTarget) -> Result<Committed, KafkaFailure> {
-    let read = read_committed(client, target).await?;
-    Ok(read.into_iter().map(|(p, pos)| (p, pos.map(|x| x.offset))).collect())
+pub async fn read_back(
+    client: Arc<KafkaClient>,
+    target: InletTarget,
+    partitions: Vec<i32>,
+) -> Result<Committed, KafkaFailure> {
+    blocking(client, move |h| committed(h, target.group.as_str(), &target.topic, &partitions)).await
+}
+
+/// The partitions `topic` has now, ascending (see `partitions_now`).
+///
+/// # Errors
+/// A classified [`KafkaFailure`]: a missing topic and authorization are final; timeouts transient.
+pub async fn list_partitions(client: Arc<KafkaClient>, topic: String) -> Result<Vec<i32>, KafkaFailure> {
+    blocking(client, move |h| partitions_now(h, &topic)).await
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flow_adapters::kafka::{ResetCalls, TopicRead};
 use flow_adapters::kube as k;
@@ -457,13 +457,24 @@ impl Io<'_> {
     }
 }
 
-/// The topic reads of one run's inspections under way, per topic of the pipeline (so per connection)
-/// and instant of a reset to a time: an inspection joins the read of its topic under way instead
-/// of asking Kafka for the same offsets again, so the groups that read one topic (a fan-out's) share
-/// it; one that finds none under way, or only one that ended, starts its own. So every inspection
-/// sees the log as it was while the inspection was under way, never an older read.
+/// The topic reads of one run, per topic of the pipeline (so per connection).
+///
+/// - **Inspections** (per topic and instant of a reset to a time): an inspection joins the read of
+///   its topic under way instead of asking Kafka for the same offsets again, so the groups that read
+///   one topic (a fan-out's) share it; one that finds none under way, or only one that ended, starts
+///   its own. So every inspection sees the log as it was while the inspection was under way, never
+///   an older read.
+/// - **Read-backs**: the partitions the topic has, listed after the group's write was sent, so that
+///   a partition added to the topic since its inspection is read back too (docs/reset.md). A
+///   read-back takes the latest listing of its topic, under way or ended, when it started at or after
+///   its own write was sent, and starts a new one otherwise: the groups whose writes overlap share
+///   one listing instead of one each. Kafka orders a group's write and a metadata request no more
+///   than that (they go to different brokers, and brokers learn of new partitions each on its own).
 #[derive(Default)]
-struct TopicReads(Mutex<HashMap<TopicKey, SharedRead>>);
+struct TopicReads {
+    reads: Mutex<HashMap<TopicKey, SharedRead>>,
+    listings: Mutex<HashMap<(String, String), (Instant, SharedListing)>>,
+}
 
 /// A topic of the pipeline (its id, which names its connection), its Kafka name, and the instant of
 /// a reset to a time.
@@ -472,11 +483,14 @@ type TopicKey = (String, String, Option<i64>);
 /// A topic read that several inspections await.
 type SharedRead = Shared<BoxFuture<'static, Result<TopicRead, KafkaFailure>>>;
 
+/// A listing of a topic's partitions that several read-backs await.
+type SharedListing = Shared<BoxFuture<'static, Result<Vec<i32>, KafkaFailure>>>;
+
 impl TopicReads {
     /// The read of `target`'s topic: the one under way, or a new one over `client`.
     fn read(&self, target: &InletTarget, at: Option<i64>, client: &Arc<dyn ResetCalls>) -> SharedRead {
         let key = (target.topic_id.clone(), target.topic.clone(), at);
-        let mut reads = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(read) = reads.get(&key).filter(|r| r.peek().is_none()) {
             return read.clone();
         }
@@ -484,6 +498,24 @@ impl TopicReads {
         let read = Arc::clone(client).read_topic(target.topic.clone(), at).shared();
         reads.insert(key, read.clone());
         read
+    }
+
+    /// The partitions of `target`'s topic, listed at or after `sent` (when the group's write was
+    /// sent): the latest listing, when it started then or later and did not fail, or a new one over
+    /// `client`.
+    fn partitions(&self, target: &InletTarget, sent: Instant, client: &Arc<dyn ResetCalls>) -> SharedListing {
+        let key = (target.topic_id.clone(), target.topic.clone());
+        let mut listings = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+        let usable = |(started, listing): &&(Instant, SharedListing)| {
+            *started >= sent && !matches!(listing.peek(), Some(Err(_)))
+        };
+        if let Some((_, listing)) = listings.get(&key).filter(usable) {
+            return listing.clone();
+        }
+        tracing::debug!(topic = %target.topic, "partition listing started");
+        let listing = Arc::clone(client).list_partitions(target.topic.clone()).shared();
+        listings.insert(key, (Instant::now(), listing.clone()));
+        listing
     }
 }
 
@@ -628,9 +660,11 @@ async fn run_kafka(
                 let result = if may_act.now() {
                     async {
                         let client = client?;
+                        let sent = Instant::now();
                         Arc::clone(&client).write(target.clone(), offsets, metadata).await?;
                         faults::group_point("before-read-back", group.as_str()).await;
-                        client.read_back(target).await
+                        let partitions = inspecting.topics.partitions(&target, sent, &client).await?;
+                        client.read_back(target, partitions).await
                     }
                     .await
                 } else {
@@ -737,7 +771,14 @@ mod tests {
         fn write(self: Arc<Self>, _: InletTarget, _: BTreeMap<i32, i64>, _: String) -> Call<()> {
             unreachable!("not called here")
         }
-        fn read_back(self: Arc<Self>, _: InletTarget) -> Call<Committed> {
+        fn list_partitions(self: Arc<Self>, _topic: String) -> Call<Vec<i32>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                self.answer.notified().await;
+                Ok(vec![0])
+            })
+        }
+        fn read_back(self: Arc<Self>, _: InletTarget, _: Vec<i32>) -> Call<Committed> {
             unreachable!("not called here")
         }
         fn read_committed(self: Arc<Self>, _: InletTarget) -> Call<Positions> {
@@ -776,5 +817,32 @@ mod tests {
         let _again = reads.read(&target("p.e.in", "events"), None, &client);
         assert_eq!(counting.reads.load(Ordering::SeqCst), 4);
         drop((other, timed));
+    }
+
+    #[tokio::test]
+    async fn read_backs_share_a_partition_listing_started_after_their_writes_were_sent() {
+        let counting = Arc::new(Counting::default());
+        let client: Arc<dyn ResetCalls> = counting.clone();
+        let reads = TopicReads::default();
+        let sent_a = Instant::now();
+        let sent_b = Instant::now();
+        // A's write ended first: its listing starts after both writes were sent, and B takes it.
+        let a = reads.partitions(&target("p.a.in", "events"), sent_a, &client);
+        let b = reads.partitions(&target("p.b.in", "events"), sent_b, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 1, "B took A's listing");
+        counting.answer.notify_one();
+        let (a, b) = futures::future::join(a, b).await;
+        assert_eq!((a.clone(), b), (Ok(vec![0]), Ok(vec![0])));
+        // Ended, it still serves a write sent before it started...
+        let _c = reads.partitions(&target("p.c.in", "events"), sent_b, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 1);
+        // ...but never one sent after: that read-back lists the partitions again.
+        std::thread::sleep(Duration::from_millis(2));
+        let sent_d = Instant::now();
+        let _d = reads.partitions(&target("p.d.in", "events"), sent_d, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 2, "D's write was sent after the listing started");
+        // Another topic of the pipeline has its own listing.
+        let _e = reads.partitions(&target("p.e.in", "other"), sent_a, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 3);
     }
 }

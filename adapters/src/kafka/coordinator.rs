@@ -146,9 +146,8 @@ pub(super) fn describe(h: &Handle, md: Option<&Metadata>, groups: &[&str]) -> Re
             let brokers = match known {
                 Some(b) => vec![b],
                 None => {
-                    let guess = (round == 0)
-                        .then(|| fresh.as_ref().or(kept.as_ref()).and_then(|p| p.predicted(g)))
-                        .flatten();
+                    let guess =
+                        (round == 0).then(|| fresh.as_ref().or(kept.as_ref()).and_then(|p| p.predicted(g))).flatten();
                     match guess {
                         Some(b) => vec![b],
                         None => {

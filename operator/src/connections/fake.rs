@@ -455,11 +455,19 @@ impl ResetCalls for Client {
         })
     }
 
-    fn read_back(self: Arc<Self>, target: InletTarget) -> Call<Committed> {
+    fn list_partitions(self: Arc<Self>, topic: String) -> Call<Vec<i32>> {
+        Box::pin(async move {
+            if self.kafka.halted() {
+                std::future::pending::<()>().await;
+            }
+            Ok(self.kafka.logs(&self.servers, &topic)?.into_keys().collect())
+        })
+    }
+
+    fn read_back(self: Arc<Self>, target: InletTarget, partitions: Vec<i32>) -> Call<Committed> {
         let line = format!("read-back {}", target.group);
-        self.run(GroupCall::ReadBack, line, target, |k, servers, t| {
-            let ps: Vec<i32> = k.logs(servers, &t.topic)?.into_keys().collect();
-            Ok(k.positions(servers, t, &ps).into_iter().map(|(p, x)| (p, x.map(|x| x.offset))).collect())
+        self.run(GroupCall::ReadBack, line, target, move |k, servers, t| {
+            Ok(k.positions(servers, t, &partitions).into_iter().map(|(p, x)| (p, x.map(|x| x.offset))).collect())
         })
     }
 
