@@ -124,6 +124,7 @@ pub fn large_reset(args: &Args, cx: &Ctx, op: &Op, groups: usize, partitions: i3
         |v: &serde_json::Value| v["metadata"]["annotations"][ANNOTATION_RESET].as_str().map(str::to_string);
     let mut last_request = request_of(&first);
     let mut during = before;
+    let mut largest = first.clone();
     let (mut to_done, mut request_ms, mut cpu, mut writes) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for rep in 0..args.large_reps.max(1) {
         eprintln!("large reset {}: committing {groups} groups on {partitions} partitions", rep + 1);
@@ -133,7 +134,7 @@ pub fn large_reset(args: &Args, cx: &Ctx, op: &Op, groups: usize, partitions: i3
         }
         // Changes since the last reset (its catch-up) are not this one's.
         while let Ok((_, (size, v))) = rx.try_recv() {
-            during = during.max(size);
+            keep_largest(&mut during, &mut largest, size, &v);
             last_request = request_of(&v);
         }
         let old_request = last_request.clone();
@@ -145,7 +146,7 @@ pub fn large_reset(args: &Args, cx: &Ctx, op: &Op, groups: usize, partitions: i3
             &rx,
             |(_, v)| v["metadata"]["annotations"][ANNOTATION_RESET_DONE].as_str().map(str::to_string),
             |at, (size, v)| {
-                during = during.max(*size);
+                keep_largest(&mut during, &mut largest, *size, v);
                 writes += 1;
                 last_request = request_of(v);
                 if requested.is_none() && last_request != old_request {
@@ -164,10 +165,13 @@ pub fn large_reset(args: &Args, cx: &Ctx, op: &Op, groups: usize, partitions: i3
     eprintln!("large reset: waiting for the catch-up to be measured");
     let mut after = during;
     let end = Instant::now() + Duration::from_secs(25);
-    while let Ok((_, (size, _))) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-        during = during.max(size);
+    while let Ok((_, (size, v))) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+        keep_largest(&mut during, &mut largest, size, &v);
         after = size;
     }
+    // The largest object seen, to read what makes it so.
+    let path = cx.out_dir.join(format!("large-{groups}x{partitions}-largest.json"));
+    let _ = std::fs::write(&path, serde_json::to_string_pretty(&largest).unwrap_or_default());
     let _ = watch.kill();
     let _ = watch.wait();
     check_reset(&names, &topic, partitions);
@@ -259,4 +263,12 @@ pub fn render(rows: &[LargeRow]) -> String {
         );
     }
     t
+}
+
+/// Keeps `v` in `largest` when its size is the largest seen so far.
+fn keep_largest(during: &mut usize, largest: &mut serde_json::Value, size: usize, v: &serde_json::Value) {
+    if size > *during {
+        *during = size;
+        *largest = v.clone();
+    }
 }
