@@ -308,7 +308,7 @@ pub async fn follow_catch_up(ctx: &Context, flow: &AnkkaFlow, status: &mut Ankka
                 let total: i64 = parts.values().map(|o| o.lag()).sum();
                 g.lag = Some(total);
                 if total == 0 && !later.contains(&g.group) {
-                    g.caught_up_at = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+                    g.caught_up_at = Some(crate::context::now().rfc3339());
                 } else {
                     still_behind = true;
                 }
