@@ -156,8 +156,9 @@ struct Io<'a> {
     topics: Arc<TopicReads>,
     /// Sent when the drive first sleeps (see [`drive`]).
     quiet: Option<oneshot::Sender<()>>,
-    /// The run's events being recorded: they are off the reset's critical path, all at once, and
-    /// awaited before the done write, so that a request shows done only with its events recorded.
+    /// The run's events being recorded: they are off the reset's critical path, a few at a time,
+    /// and awaited before the done write, so that a request shows done only with its events
+    /// recorded.
     events: Events,
 }
 

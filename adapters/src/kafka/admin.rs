@@ -345,7 +345,7 @@ const OFFSET_FETCHES_IN_FLIGHT: usize = 32;
 /// topic names (librdkafka 2.12, `rd_kafka_handle_OffsetFetch` calling
 /// `rd_kafka_topic_partition_list_find`), so an answer of n partitions costs n²/2 comparisons: for a
 /// group of 1,000 partitions half a million per read, which made these answers a quarter of the
-/// operator's CPU in a reset of 200 such groups (docs/performance.md, "Reading offsets in pieces").
+/// operator's CPU in a reset of 200 such groups (docs/performance.md, "Where a large reset's CPU went").
 /// In pieces of 100 it costs a tenth of that, for ten requests instead of one. A read needs no single
 /// request: an OffsetFetch is no snapshot a reset relies on (the fence and the read-back are requests
 /// of their own, see docs/reset.md).

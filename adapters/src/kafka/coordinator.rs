@@ -152,7 +152,9 @@ pub(super) fn describe(h: &Handle, md: Option<&Metadata>, groups: &[&str]) -> Re
                         Some(b) => vec![b],
                         None => {
                             if fresh.is_none() {
-                                fresh = Some(Arc::new(Placement::of(&h.metadata()?)));
+                                // The client keeps the placement of every metadata it reads.
+                                h.metadata()?;
+                                fresh = h.coordinators.placement();
                             }
                             fresh.as_ref().map(|p| p.brokers.clone()).unwrap_or_default()
                         }
