@@ -26,7 +26,8 @@
 //!
 //! The metadata a client read last (for a topic's partitions, a lag sample, ...) serves that first
 //! guess for [`PLACEMENT_MAX_AGE`], so that the groups of a reset do not each read the cluster's
-//! metadata to find their coordinators: a guess that no longer holds costs one NOT_COORDINATOR,
+//! metadata to find their coordinators. A guess that no longer holds costs a NOT_COORDINATOR answer
+//! (or, when its broker is down, the request deadline, as a known coordinator that went away does);
 //! then the metadata is read again and every broker asked.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
