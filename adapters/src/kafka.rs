@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flow_core::connection::KafkaConnection;
 use flow_core::redact::Secrets;
@@ -412,8 +412,8 @@ pub trait ResetCalls: Send + Sync {
     /// See [`inspect`].
     fn inspect(self: Arc<Self>, target: InletTarget, topic: TopicRead) -> Call<Inspection>;
 
-    /// See [`write`].
-    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()>;
+    /// See [`write`]: the instant the OffsetCommit was sent (once the group's coordinator was found).
+    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<Instant>;
 
     /// See [`list_partitions`].
     fn list_partitions(self: Arc<Self>, topic: String) -> Call<Vec<i32>>;
@@ -430,7 +430,7 @@ pub trait ResetCalls: Send + Sync {
         if offsets.is_empty() {
             return Box::pin(std::future::ready(Ok(())));
         }
-        self.write(target, offsets, metadata)
+        Box::pin(futures::FutureExt::map(self.write(target, offsets, metadata), |sent| sent.map(drop)))
     }
 }
 
@@ -447,7 +447,7 @@ impl ResetCalls for KafkaClient {
         Box::pin(inspect(self, target, topic))
     }
 
-    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()> {
+    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<Instant> {
         Box::pin(write(self, target, offsets, metadata))
     }
 
@@ -535,7 +535,9 @@ pub async fn inspect(
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it (one request for every
-/// partition), and nothing more (see [`read_back`]).
+/// partition), and nothing more (see [`read_back`]). Returns the instant the OffsetCommit was sent,
+/// after the group's coordinator was found: a listing of the topic's partitions that started then
+/// or later serves the read-back.
 ///
 /// # Errors
 /// The commit's [`KafkaFailure`]; UNKNOWN_MEMBER_ID (members present) is transient; a commit that
@@ -545,8 +547,8 @@ pub async fn write(
     target: InletTarget,
     offsets: BTreeMap<i32, i64>,
     metadata: String,
-) -> Result<(), KafkaFailure> {
-    write_offsets(client, target, offsets, metadata, false).await.map(drop)
+) -> Result<Instant, KafkaFailure> {
+    write_offsets(client, target, offsets, metadata, false).await.map(|(sent, _)| sent)
 }
 
 /// The group's committed offsets on `partitions` of its topic (every partition it has, as a
@@ -584,28 +586,30 @@ pub async fn commit(
     offsets: BTreeMap<i32, i64>,
     metadata: String,
 ) -> Result<Committed, KafkaFailure> {
-    write_offsets(client, target, offsets, metadata, true).await
+    write_offsets(client, target, offsets, metadata, true).await.map(|(_, read)| read)
 }
 
 /// Commits `offsets` with `metadata` for the group without joining it, and with `read_back` reads
-/// the committed offsets of those partitions back (else the result is empty).
+/// the committed offsets of those partitions back (else the result is empty); with the instant the
+/// OffsetCommit was sent.
 async fn write_offsets(
     client: Arc<KafkaClient>,
     target: InletTarget,
     offsets: BTreeMap<i32, i64>,
     metadata: String,
     read_back: bool,
-) -> Result<Committed, KafkaFailure> {
+) -> Result<(Instant, Committed), KafkaFailure> {
     blocking(client, move |h| {
         let group = target.group.as_str();
-        coordinator::at(h, group, |broker| {
-            admin::alter_group_offsets(h, broker, group, &target.topic, &offsets, &metadata)
+        let sent = coordinator::at(h, group, |broker| {
+            let sent = Instant::now();
+            admin::alter_group_offsets(h, broker, group, &target.topic, &offsets, &metadata).map(|()| sent)
         })?;
         if !read_back {
-            return Ok(Committed::new());
+            return Ok((sent, Committed::new()));
         }
         let ps: Vec<i32> = offsets.keys().copied().collect();
-        committed(h, group, &target.topic, &ps)
+        Ok((sent, committed(h, group, &target.topic, &ps)?))
     })
     .await
 }

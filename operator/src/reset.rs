@@ -672,8 +672,7 @@ async fn run_kafka(
                 let result = if may_act.now() {
                     async {
                         let client = client?;
-                        let sent = Instant::now();
-                        Arc::clone(&client).write(target.clone(), offsets, metadata).await?;
+                        let sent = Arc::clone(&client).write(target.clone(), offsets, metadata).await?;
                         faults::group_point("before-read-back", group.as_str()).await;
                         let partitions = inspecting.topics.partitions(&target, sent, &client).await?;
                         client.read_back(target, partitions).await
@@ -767,6 +766,8 @@ mod tests {
     struct Counting {
         reads: AtomicUsize,
         answer: Notify,
+        /// Whether partition listings fail.
+        listings_fail: std::sync::atomic::AtomicBool,
     }
 
     impl ResetCalls for Counting {
@@ -780,13 +781,16 @@ mod tests {
         fn inspect(self: Arc<Self>, _: InletTarget, _: TopicRead) -> Call<Inspection> {
             unreachable!("not called here")
         }
-        fn write(self: Arc<Self>, _: InletTarget, _: BTreeMap<i32, i64>, _: String) -> Call<()> {
+        fn write(self: Arc<Self>, _: InletTarget, _: BTreeMap<i32, i64>, _: String) -> Call<Instant> {
             unreachable!("not called here")
         }
         fn list_partitions(self: Arc<Self>, _topic: String) -> Call<Vec<i32>> {
             self.reads.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move {
                 self.answer.notified().await;
+                if self.listings_fail.load(Ordering::SeqCst) {
+                    return Err(KafkaFailure::unreachable("no answer"));
+                }
                 Ok(vec![0])
             })
         }
@@ -856,5 +860,23 @@ mod tests {
         // Another topic of the pipeline has its own listing.
         let _e = reads.partitions(&target("p.e.in", "other"), sent_a, &client);
         assert_eq!(counting.reads.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_failed_partition_listing_is_never_taken_again() {
+        let counting = Arc::new(Counting::default());
+        counting.listings_fail.store(true, Ordering::SeqCst);
+        let client: Arc<dyn ResetCalls> = counting.clone();
+        let reads = TopicReads::default();
+        let sent = Instant::now();
+        let failed = reads.partitions(&target("p.a.in", "events"), sent, &client);
+        counting.answer.notify_one();
+        assert!(failed.await.is_err());
+        // Started after the write was sent, but it failed: the next read-back lists again.
+        counting.listings_fail.store(false, Ordering::SeqCst);
+        let again = reads.partitions(&target("p.b.in", "events"), sent, &client);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 2);
+        counting.answer.notify_one();
+        assert_eq!(again.await, Ok(vec![0]));
     }
 }

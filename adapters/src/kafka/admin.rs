@@ -347,27 +347,45 @@ const OFFSET_FETCHES_IN_FLIGHT: usize = 32;
 /// group of 1,000 partitions half a million per read, which made these answers a quarter of the
 /// operator's CPU in a reset of 200 such groups (docs/performance.md, "Where a large reset's CPU went").
 /// In pieces of 100 it costs a tenth of that, for ten requests instead of one. A read needs no single
-/// request: an OffsetFetch is no snapshot a reset relies on (the fence and the read-back are requests
-/// of their own, see docs/reset.md).
+/// request: the pieces go over the group's one connection, behind any earlier write of the group
+/// there, and the read counts as answered only once every piece is; a consumer's commit landing
+/// between two pieces gives a read that mixes before and after, which the reset reads as a consumer
+/// that committed meanwhile, as it would a commit landing right after one whole read
+/// (docs/reset.md, "Guarantees").
 const PARTITIONS_PER_OFFSET_FETCH: usize = 100;
 
 /// The committed positions (offset and commit metadata) of each ask of `asks`, read in one
 /// OffsetFetch per [`PARTITIONS_PER_OFFSET_FETCH`] partitions of it; `None` where a group has none.
 /// Results are in the order of `asks`; an ask fails with the first failure of its pieces.
 pub(super) fn list_group_offsets(h: &Handle, asks: &[Ask]) -> Vec<Result<Positions, KafkaFailure>> {
+    let (owner, pieces) = pieces(asks, PARTITIONS_PER_OFFSET_FETCH);
+    merged(asks.len(), &owner, fetch_each(h, &pieces))
+}
+
+/// `asks` in pieces of at most `size` partitions each (an ask of no partition is one piece as it
+/// is), with the index of the ask each piece belongs to.
+fn pieces<'a>(asks: &[Ask<'a>], size: usize) -> (Vec<usize>, Vec<Ask<'a>>) {
     let mut owner = Vec::new();
     let mut pieces = Vec::new();
     for (i, ask) in asks.iter().enumerate() {
-        // An ask of no partition is sent as it is.
-        let chunks: Vec<&[i32]> =
-            if ask.ps.is_empty() { vec![ask.ps] } else { ask.ps.chunks(PARTITIONS_PER_OFFSET_FETCH).collect() };
+        let chunks: Vec<&[i32]> = if ask.ps.is_empty() { vec![ask.ps] } else { ask.ps.chunks(size).collect() };
         for ps in chunks {
             owner.push(i);
             pieces.push(Ask { ps, ..*ask });
         }
     }
-    let mut out: Vec<Result<Positions, KafkaFailure>> = asks.iter().map(|_| Ok(Positions::new())).collect();
-    for (i, got) in owner.into_iter().zip(fetch_each(h, &pieces)) {
+    (owner, pieces)
+}
+
+/// The results of `asks` asks from those of their pieces (`owner[k]`: the ask of piece `k`): every
+/// piece's positions together, or the first failure among its pieces.
+fn merged(
+    asks: usize,
+    owner: &[usize],
+    results: Vec<Result<Positions, KafkaFailure>>,
+) -> Vec<Result<Positions, KafkaFailure>> {
+    let mut out: Vec<Result<Positions, KafkaFailure>> = (0..asks).map(|_| Ok(Positions::new())).collect();
+    for (&i, got) in owner.iter().zip(results) {
         match (&mut out[i], got) {
             (Ok(all), Ok(piece)) => all.extend(piece),
             (slot @ Ok(_), Err(f)) => *slot = Err(f),
@@ -687,5 +705,52 @@ pub(crate) fn describe_topics(
             );
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_core::reset::Position;
+
+    fn ask<'a>(group: &'a str, ps: &'a [i32]) -> Ask<'a> {
+        Ask { broker: 1, group, topic: "t", ps }
+    }
+
+    fn at(ps: &[i32], offset: i64) -> Positions {
+        ps.iter().map(|p| (*p, Some(Position { offset, metadata: String::new() }))).collect()
+    }
+
+    #[test]
+    fn asks_are_read_in_pieces_and_put_together_again() {
+        let many: Vec<i32> = (0..250).collect();
+        let asks = [ask("a", &many), ask("b", &[]), ask("c", &[7])];
+        let (owner, pieces) = pieces(&asks, 100);
+        assert_eq!(owner, vec![0, 0, 0, 1, 2]);
+        let sizes: Vec<usize> = pieces.iter().map(|p| p.ps.len()).collect();
+        assert_eq!(sizes, vec![100, 100, 50, 0, 1]);
+        assert!(pieces.iter().zip(&owner).all(|(p, i)| p.group == asks[*i].group));
+        let results = pieces.iter().map(|p| Ok(at(p.ps, 5))).collect();
+        let out = merged(asks.len(), &owner, results);
+        assert_eq!(out[0], Ok(at(&many, 5)), "every partition of the first ask, once");
+        assert_eq!(out[1], Ok(Positions::new()));
+        assert_eq!(out[2], Ok(at(&[7], 5)));
+    }
+
+    #[test]
+    fn an_ask_with_a_failed_piece_fails_with_its_first_failure_and_alone() {
+        let many: Vec<i32> = (0..201).collect();
+        let asks = [ask("a", &many), ask("b", &[1, 2])];
+        let (owner, pieces) = pieces(&asks, 100);
+        assert_eq!(owner, vec![0, 0, 0, 1]);
+        let results = vec![
+            Ok(at(pieces[0].ps, 1)),
+            Err(KafkaFailure::unavailable("second piece")),
+            Err(KafkaFailure::refused("third piece")),
+            Ok(at(pieces[3].ps, 1)),
+        ];
+        let out = merged(asks.len(), &owner, results);
+        assert_eq!(out[0].as_ref().map_err(|f| f.reason.as_str()), Err("second piece"));
+        assert_eq!(out[1], Ok(at(&[1, 2], 1)));
     }
 }

@@ -147,18 +147,18 @@ pub(super) fn describe(h: &Handle, md: Option<&Metadata>, groups: &[&str]) -> Re
             let brokers = match known {
                 Some(b) => vec![b],
                 None => {
-                    let guess =
-                        (round == 0).then(|| fresh.as_ref().or(kept.as_ref()).and_then(|p| p.predicted(g))).flatten();
-                    match guess {
+                    let guess = |fresh: &Option<Arc<Placement>>| {
+                        (round == 0).then(|| fresh.as_ref().or(kept.as_ref()).and_then(|p| p.predicted(g))).flatten()
+                    };
+                    if fresh.is_none() && guess(&fresh).is_none() {
+                        // Nothing kept guesses it, or a guess failed: the metadata is read (the
+                        // client keeps the placement of every metadata it reads).
+                        h.metadata()?;
+                        fresh = h.coordinators.placement();
+                    }
+                    match guess(&fresh) {
                         Some(b) => vec![b],
-                        None => {
-                            if fresh.is_none() {
-                                // The client keeps the placement of every metadata it reads.
-                                h.metadata()?;
-                                fresh = h.coordinators.placement();
-                            }
-                            fresh.as_ref().map(|p| p.brokers.clone()).unwrap_or_default()
-                        }
+                        None => fresh.as_ref().map(|p| p.brokers.clone()).unwrap_or_default(),
                     }
                 }
             };

@@ -446,12 +446,18 @@ impl ResetCalls for Client {
         self.run(GroupCall::Inspect, line, target, |k, servers, t| k.inspect(servers, t, topic))
     }
 
-    fn write(self: Arc<Self>, target: InletTarget, offsets: BTreeMap<i32, i64>, metadata: String) -> Call<()> {
+    fn write(
+        self: Arc<Self>,
+        target: InletTarget,
+        offsets: BTreeMap<i32, i64>,
+        metadata: String,
+    ) -> Call<std::time::Instant> {
         let listed: Vec<String> = offsets.iter().map(|(p, o)| format!("{p}={o}")).collect();
         let line = format!("commit {} {} {metadata}", target.group, listed.join(","));
         let landed = line.clone();
         self.run(GroupCall::Commit, line, target, move |k, servers, t| {
-            k.write(servers, t, &offsets, &metadata, &landed)
+            let sent = std::time::Instant::now();
+            k.write(servers, t, &offsets, &metadata, &landed).map(|()| sent)
         })
     }
 
