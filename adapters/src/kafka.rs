@@ -515,7 +515,8 @@ pub async fn inspect(
 ) -> Result<Inspection, KafkaFailure> {
     blocking(client, move |h| {
         let group = target.group.as_str();
-        // The metadata is read only when the group's coordinator is not known yet.
+        // The metadata is read only when the group's coordinator is not known yet and no metadata the
+        // client read lately guesses it.
         let GroupDescription { state, members, member_names } = coordinator::describe(h, None, &[group])?
             .pop()
             .unwrap_or_else(|| Err(KafkaFailure::unavailable("describing the consumer group: Kafka gave no answer")))?;

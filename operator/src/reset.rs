@@ -411,8 +411,8 @@ impl Io<'_> {
                 let lanes = self.lanes.get_or_insert_with(|| lanes(run));
                 let lane = lanes.get(call.group()).copied().unwrap_or(0);
                 let may_act = self.ctx.may_act.clone();
-                let inspecting = Inspecting { at, configs, topics: Arc::clone(&self.topics) };
-                let call = run_kafka(&mut self.connections, self.flow, lane, call, inspecting, may_act).await;
+                let inputs = CallInputs { at, configs, topics: Arc::clone(&self.topics) };
+                let call = run_kafka(&mut self.connections, self.flow, lane, call, inputs, may_act).await;
                 flight.calls.push(tokio::spawn(call));
             }
             Work::Persist(persist) => {
@@ -531,9 +531,10 @@ impl TopicReads {
     }
 }
 
-/// What an inspection needs beside its call: `at`, the instant a reset to a time looks offsets up
-/// for (milliseconds since the Unix epoch); a dry run's topic settings; the run's topic reads.
-struct Inspecting {
+/// What a Kafka call takes from its run beside the call itself: for an inspection, `at`, the instant
+/// a reset to a time looks offsets up for (milliseconds since the Unix epoch), and a dry run's topic
+/// settings; for an inspection and a read-back, the run's topic reads ([`TopicReads`]).
+struct CallInputs {
     at: Option<i64>,
     configs: BTreeMap<String, String>,
     topics: Arc<TopicReads>,
@@ -602,13 +603,14 @@ async fn claim(group: &GroupId) -> Claim {
 /// Secrets the first time), and returns the call as a future that yields the machine's input. The
 /// future holds the group's [`Claim`] and its turn of the bulkhead while the call runs; a call that
 /// gets no turn in time fails as transient, and the group retries it. An inspection joins the read of its
-/// topic under way, if any ([`TopicReads`]).
+/// topic under way, if any, and a read-back takes a listing of its topic's partitions started once its
+/// commit was sent ([`TopicReads`]).
 async fn run_kafka(
     connections: &mut Connections<'_>,
     flow: &AnkkaFlow,
     lane: usize,
     call: KafkaCall,
-    inspecting: Inspecting,
+    inputs: CallInputs,
     may_act: MayAct,
 ) -> impl Future<Output = Input> + Send + 'static {
     let group = call.group().clone();
@@ -644,7 +646,7 @@ async fn run_kafka(
                 let streamlet = target.streamlet.clone();
                 let result = async {
                     let client = client?;
-                    let read = inspecting.topics.read(&target, inspecting.at, &client).await?;
+                    let read = inputs.topics.read(&target, inputs.at, &client).await?;
                     client.inspect(target, read).await
                 }
                 .await;
@@ -654,7 +656,7 @@ async fn run_kafka(
                 }
                 Input::Inspected {
                     group,
-                    result: result.map(|seen| Inspection { topic_configs: inspecting.configs, ..seen }),
+                    result: result.map(|seen| Inspection { topic_configs: inputs.configs, ..seen }),
                 }
             }
             KafkaCall::Fence { target, offsets, metadata } => {
@@ -674,7 +676,7 @@ async fn run_kafka(
                         let client = client?;
                         let sent = Arc::clone(&client).write(target.clone(), offsets, metadata).await?;
                         faults::group_point("before-read-back", group.as_str()).await;
-                        let partitions = inspecting.topics.partitions(&target, sent, &client).await?;
+                        let partitions = inputs.topics.partitions(&target, sent, &client).await?;
                         client.read_back(target, partitions).await
                     }
                     .await
