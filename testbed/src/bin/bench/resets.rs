@@ -125,6 +125,10 @@ pub fn wait_pods(ok: impl Fn(usize) -> bool, what: &str) {
     }
 }
 
+/// How many lines of the operator's log a trace keeps: a reset logs about 7 lines per group at
+/// debug level (367 for 50 groups over 500 partitions), so this keeps a 200-group reset whole.
+const TRACE_LOG_LINES: usize = 2000;
+
 /// One more `flow reset` of `n` groups over `p` partitions, with the resource's changes as a watch
 /// sees them and the operator's log lines of that window, as markdown.
 pub fn trace_reset(cx: &Ctx, op: &Op, n: usize, p: i32) -> String {
@@ -223,12 +227,12 @@ pub fn trace_reset(cx: &Ctx, op: &Op, n: usize, p: i32) -> String {
         lines.len(),
         window.matches(reconciled).count()
     ));
-    for l in lines.iter().take(300) {
+    for l in lines.iter().take(TRACE_LOG_LINES) {
         md.push_str(l);
         md.push('\n');
     }
-    if lines.len() > 300 {
-        md.push_str(&format!("... {} more lines in the log\n", lines.len() - 300));
+    if lines.len() > TRACE_LOG_LINES {
+        md.push_str(&format!("... {} more lines in the log\n", lines.len() - TRACE_LOG_LINES));
     }
     md.push_str("```\n");
     let path = cx.out_dir.join(format!("trace-{n}g-{p}p.md"));
