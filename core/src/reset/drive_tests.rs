@@ -98,6 +98,13 @@ fn no_annotation_is_idle_and_a_malformed_one_is_refused_once() {
     assert_eq!(a.history, [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Done }]);
     assert_eq!(a.events.len(), 1);
     assert_eq!((a.events[0].reason.as_str(), a.events[0].key.as_str()), ("ResetRefused", "malformed/not json"));
+    let note = &a.events[0].note;
+    let expected = format!(
+        "reset request refused, nothing was reset: the annotation {}: {}; write a new request with flow reset",
+        crate::names::ANNOTATION_RESET,
+        a.reset.detail
+    );
+    assert_eq!(note, &expected, "the annotation's name, a colon, then why");
 }
 
 #[test]

@@ -447,7 +447,7 @@ pub fn malformed_event(raw: &str, why: &MalformedRequest) -> Event {
         EventType::Warning,
         "ResetRefused",
         format!(
-            "reset request refused, nothing was reset: the annotation {} {why}; write a new request with flow reset",
+            "reset request refused, nothing was reset: the annotation {}: {why}; write a new request with flow reset",
             crate::names::ANNOTATION_RESET
         ),
         format!("malformed/{raw}"),
