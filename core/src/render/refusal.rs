@@ -28,6 +28,9 @@ pub enum Problem {
         /// How often.
         count: usize,
     },
+    /// A topic's Kafka name that breaks the rule of Kafka topic names
+    /// ([`crate::blueprint::names::KafkaTopicName`]), worded as `flow verify` words it.
+    InvalidTopicName(String),
     /// *Ours*: two streamlets with one name.
     StreamletDeclaredTwice {
         /// Streamlet.
@@ -129,6 +132,7 @@ impl fmt::Display for Problem {
             P::NoSidecarImage => write!(f, "no sidecar image is configured: set FLOW_SIDECAR_IMAGE on the operator"),
             P::Topic(e) => e.fmt(f),
             P::TopicDeclaredTwice { topic, count } => write!(f, "topic '{topic}' is declared {count} times"),
+            P::InvalidTopicName(name) => crate::blueprint::Problem::InvalidTopicName(name.clone()).fmt(f),
             P::StreamletDeclaredTwice { streamlet, count } => {
                 write!(f, "streamlet '{streamlet}' is declared {count} times")
             }

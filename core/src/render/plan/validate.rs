@@ -2,6 +2,7 @@
 //! [`ValidPipeline`], rendering each streamlet's `streamlet.conf`, Secret and Deployment on the way.
 
 use super::*;
+use crate::blueprint::names::KafkaTopicName;
 use crate::pod::PodSettings;
 
 /// The Neo4j Secrets the built-ins of `flow` name, to read before [`decide`].
@@ -66,6 +67,14 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Decision, Incomplete> {
     }
     for (id, count) in topic_counts.iter().filter(|(_, n)| **n > 1) {
         problems.push(Problem::TopicDeclaredTwice { topic: id.to_string(), count: *count });
+    }
+    // The rule `flow verify` applies to Kafka topic names, here before any Kafka call: Kafka would
+    // only answer a name it refuses with InvalidTopic once asked.
+    let mut invalid = BTreeSet::new();
+    for t in &spec.topics {
+        if KafkaTopicName::parse(&t.name).is_none() && invalid.insert(t.name.as_str()) {
+            problems.push(Problem::InvalidTopicName(t.name.clone()));
+        }
     }
     let resolution = connection::resolve_pipeline(spec, &owner.namespace, inputs.clusters, inputs.token_endpoints);
     problems.extend(resolution.problems.into_iter().map(Problem::Topic));

@@ -126,6 +126,31 @@ fn descriptor_and_binding_refusals() {
 }
 
 #[test]
+fn kafka_topic_names_kafka_would_refuse_are_refused_before_kafka_is_asked() {
+    let base = generated("cart");
+    let edit = |f: &dyn Fn(&mut AnkkaFlow)| {
+        let mut flow = base.clone();
+        f(&mut flow);
+        texts(&refused(&flow, Some(SIDECAR), &nothing()))
+    };
+    // The rule and the words of `flow verify` (`crate::blueprint::names::KafkaTopicName`).
+    assert_eq!(
+        edit(&|f| {
+            f.spec.topics[0].name = "nu.cärt-événements".into();
+        }),
+        ["'nu.cärt-événements' is not a valid topic name, must match '[a-zA-Z0-9\\._\\-]', max 249 characters."]
+    );
+    assert_eq!(
+        edit(&|f| {
+            f.spec.topics[0].name = "..".into();
+            f.spec.topics[1].name = "x".repeat(250);
+        })
+        .len(),
+        2
+    );
+}
+
+#[test]
 fn names_that_cannot_fit_are_refused_before_anything_is_applied() {
     let mut flow = generated("cart");
     let pipeline = "p".repeat(40);
