@@ -39,7 +39,7 @@ pub struct Cluster {
     pub client: Client,
     /// The context's namespace (`default` when it names none).
     pub namespace: String,
-    /// The API server's URL.
+    /// The API server's URL, its scheme, host, port and path only ([`without_credentials`]).
     pub server: String,
     /// The command, for the prefix of the API server's refusals: `<command> failed: <message>`.
     command: &'static str,
@@ -89,6 +89,11 @@ impl Cluster {
         // Counted from when a request is sent, not from when its pooled connection went idle.
         config.reset_reader_on_write = true;
         let namespace = config.default_namespace.clone();
+        // The client gets the URL without its userinfo and query too, so that no error of its can
+        // quote them (kube's client uses neither: it authenticates with the kubeconfig's user, and
+        // joins only the path of the server's URL to a request's).
+        config.cluster_url = without_credentials(&config.cluster_url)
+            .map_err(|e| unreachable(format!("the kubeconfig's server is not a usable URL: {e}")))?;
         let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
         let client = Client::try_from(config).map_err(|e| unreachable(format!("{server}: {}", causes(&e))))?;
         Ok(Cluster { client, namespace, server, command })
@@ -145,6 +150,22 @@ pub fn transient(e: &kube::Error) -> bool {
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
         _ => false,
     }
+}
+
+/// The API server's URL with only the parts that name where it is, taken from `url`: its scheme, host,
+/// port and path. Userinfo (`https://user:password@...`), a query (`?token=...`) and a fragment are
+/// left out, for they may hold credentials and no message may show one (docs/cli.md, "Talking to the
+/// cluster").
+fn without_credentials(url: &http::Uri) -> Result<http::Uri, http::Error> {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = url.scheme().cloned();
+    parts.authority = match (url.host(), url.port_u16()) {
+        (Some(host), Some(port)) => Some(format!("{host}:{port}").parse()?),
+        (Some(host), None) => Some(host.parse()?),
+        (None, _) => None,
+    };
+    parts.path_and_query = url.path_and_query().map(|p| p.path().parse()).transpose()?;
+    Ok(http::Uri::from_parts(parts)?)
 }
 
 /// The kubeconfig as kubectl loads it: the `--kubeconfig` file (which must exist), else the files
@@ -237,5 +258,55 @@ mod tests {
         );
         let e = E("failed to read kubeconfig: no such file", Some(Box::new(E("no such file", None))));
         assert_eq!(causes(&e), "failed to read kubeconfig: no such file");
+    }
+
+    fn shown(url: &str) -> String {
+        without_credentials(&url.parse().expect("a URL")).expect("usable").to_string()
+    }
+
+    #[test]
+    fn the_server_is_shown_by_scheme_host_port_and_path_only() {
+        assert_eq!(shown("https://bob:S3CRETPW@127.0.0.1:1"), "https://127.0.0.1:1/");
+        assert_eq!(shown("https://127.0.0.1:6443/base/?token=S3CRETQ"), "https://127.0.0.1:6443/base/");
+        assert_eq!(shown("https://bob@k8s.example.com/prefix?a=1&token=S3CRETQ"), "https://k8s.example.com/prefix");
+        assert_eq!(shown("https://bob:pw%40x@[::1]:6443"), "https://[::1]:6443/");
+        assert_eq!(shown("http://10.0.0.1:8080/"), "http://10.0.0.1:8080/");
+    }
+
+    /// A kubeconfig at a port where nothing listens, with credentials in its server's URL.
+    fn kubeconfig_with_secrets(name: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("flow-cli-{name}-{}.kubeconfig", std::process::id()));
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://bob:S3CRETPW@127.0.0.1:1/k8s?token=S3CRETQ#S3CRETF\", insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n",
+        )
+        .expect("kubeconfig written");
+        path
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn no_credential_of_the_server_url_reaches_a_message_or_its_causes() {
+        let path = kubeconfig_with_secrets("causes");
+        let args = ClusterArgs { kubeconfig: Some(path.clone()), ..Default::default() };
+        let cluster = Cluster::connect(&args, "reset").await;
+        let _ = std::fs::remove_file(&path);
+        let cluster = cluster.unwrap_or_else(|f| panic!("connects: {f:?}"));
+        assert_eq!(cluster.server, "https://127.0.0.1:1/k8s");
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(cluster.client.clone(), "x");
+        let e = api.get("y").await.expect_err("nothing listens at port 1");
+        let said = cluster.problem(&e);
+        assert!(said.starts_with("cannot reach Kubernetes: https://127.0.0.1:1/k8s: "), "{said}");
+        // Every text of the error and its sources, and its Debug form, as well as the line said.
+        let mut texts = vec![said, format!("{e:?}")];
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = next {
+            texts.push(err.to_string());
+            next = err.source();
+        }
+        for text in texts {
+            for secret in ["bob", "S3CRET"] {
+                assert!(!text.contains(secret), "{secret} in {text}");
+            }
+        }
     }
 }

@@ -424,3 +424,71 @@ fn waiting_rides_out_a_lost_api_server_and_never_outlasts_its_timeout() {
         show(&o)
     );
 }
+
+/// `kubeconfig` with its API server's URL given userinfo and a query, both holding a secret:
+/// `https://bob:S3CRETPW@<host:port><path>?token=S3CRETQ`.
+fn with_secrets_in_server_url(kubeconfig: &Path, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    let (mut replaced, mut out) = (0, String::new());
+    for line in text.lines() {
+        match line.trim_start().strip_prefix("server: ") {
+            Some(url) => {
+                replaced += 1;
+                let url = url.trim_matches('"');
+                let rest = url.strip_prefix("https://").expect("an https server");
+                let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+                let indent = &line[..line.len() - line.trim_start().len()];
+                out.push_str(&format!("{indent}server: \"https://bob:S3CRETPW@{authority}/{path}?token=S3CRETQ\"\n"));
+            }
+            None => out.push_str(&format!("{line}\n")),
+        }
+    }
+    assert!(replaced > 0, "a server line in {}", kubeconfig.display());
+    let path = bed().root.join("target/e2e-ledgers").join(format!("{name}-{}.kubeconfig", std::process::id()));
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+    std::fs::write(&path, out).expect("kubeconfig");
+    path
+}
+
+/// Neither secret of [`with_secrets_in_server_url`] is in `o`'s stdout or stderr.
+fn assert_no_secret(o: &Output) {
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(!all.contains("S3CRET") && !all.contains("bob"), "{}", show(o));
+}
+
+#[test]
+fn credentials_in_the_api_servers_url_are_never_shown() {
+    // Not answering (port 9 on loopback, as testbed/tests/unreachable.kubeconfig): the server is
+    // named by scheme, host and port.
+    let unreachable =
+        bed().root.join("target/e2e-ledgers").join(format!("unreachable-{}.kubeconfig", std::process::id()));
+    std::fs::create_dir_all(unreachable.parent().expect("parent")).expect("dir");
+    std::fs::write(
+        &unreachable,
+        "apiVersion: v1\nkind: Config\ncurrent-context: none\nclusters:\n- name: none\n  cluster:\n    server: \
+         https://127.0.0.1:9\n    insecure-skip-tls-verify: true\nusers:\n- name: none\n  user:\n    token: x\n\
+         contexts:\n- name: none\n  context:\n    cluster: none\n    user: none\n",
+    )
+    .expect("kubeconfig");
+    let unreachable = with_secrets_in_server_url(&unreachable, "secret-url-unreachable");
+    let o = flow(&["reset", "cart", "-n", "x", "--kubeconfig", unreachable.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(text(&o.stderr).starts_with("cannot reach Kubernetes: https://127.0.0.1:9: "), "{}", show(&o));
+    assert_no_secret(&o);
+
+    // Answering with 401: the server is named too.
+    let refused =
+        with_secrets_in_server_url(&kubeconfig_with_token("secret-url-token", "not-a-token"), "secret-url-refused");
+    let o = flow(&["reset", "cart", "-n", "x", "--kubeconfig", refused.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(text(&o.stderr).starts_with("reset failed: https://127.0.0.1:"), "{}", show(&o));
+    assert!(text(&o.stderr).contains(" did not accept the kubeconfig's credentials"), "{}", show(&o));
+    assert_no_secret(&o);
+
+    // The same URL with good credentials still reaches the API server.
+    let admin = with_secrets_in_server_url(&bed().kubeconfig, "secret-url-admin");
+    let o = flow(&["reset", "cart", "-n", "shop-secret-url-none", "--kubeconfig", admin.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(text(&o.stderr).trim_end(), "no pipeline 'cart' in namespace 'shop-secret-url-none'", "{}", show(&o));
+    assert_no_secret(&o);
+}
