@@ -16,20 +16,21 @@ use crate::settings::Settings;
 /// The namespaces the operator reconciles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// Every namespace (`FLOW_WATCH_NAMESPACE` unset or empty).
+    /// Every namespace (`FLOW_WATCH_NAMESPACE` unset or exactly empty).
     All,
     /// These namespaces only: sorted, each once, never empty.
     Namespaces(Vec<String>),
 }
 
 impl Scope {
-    /// The scope `settings` ask for. Names are trimmed; empty ones and repeats are dropped.
+    /// The scope `settings` ask for. A value of `--watch-namespace` that names no namespace other
+    /// than the empty one was refused at start (`crate::settings`), so only an unset or exactly
+    /// empty one means every namespace.
     pub fn of(settings: &Settings) -> Scope {
-        let mut names: Vec<String> =
-            settings.watch_namespaces.iter().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
-        names.sort();
-        names.dedup();
-        if names.is_empty() { Scope::All } else { Scope::Namespaces(names) }
+        match settings.watch_namespaces.as_ref().map(|w| w.names()) {
+            Some(names) if !names.is_empty() => Scope::Namespaces(names.to_vec()),
+            _ => Scope::All,
+        }
     }
 
     /// One API handle per watched namespace, or one of every namespace.
@@ -82,8 +83,9 @@ mod tests {
         assert_eq!(scope(&[]), Scope::All);
         assert_eq!(scope(&["--watch-namespace", ""]), Scope::All);
         assert_eq!(scope(&["--watch-namespace", "shop"]), Scope::Namespaces(vec!["shop".into()]));
+        assert_eq!(scope(&["--watch-namespace", "a, b"]), Scope::Namespaces(vec!["a".into(), "b".into()]));
         assert_eq!(
-            scope(&["--watch-namespace", "tenant, shop,,tenant"]),
+            scope(&["--watch-namespace", " tenant, shop ,tenant"]),
             Scope::Namespaces(vec!["shop".into(), "tenant".into()])
         );
         assert_eq!(scope(&["--watch-namespace", "shop,tenant"]).shown(), "shop,tenant");

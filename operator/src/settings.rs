@@ -36,11 +36,17 @@ pub const DEFAULT_INSTANCE: &str = "ankka-flow-operator";
 /// How the operator runs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Settings {
-    /// Watch only these namespaces, separated by commas (default: every namespace). The operator
-    /// then lists and watches AnkkaFlows in these namespaces alone, so rights bound there suffice,
-    /// and finds consumer groups shared between pipelines among them only.
-    #[arg(long = "watch-namespace", env = "FLOW_WATCH_NAMESPACE", value_delimiter = ',', value_name = "NS[,NS...]")]
-    pub watch_namespaces: Vec<String>,
+    /// Watch only these namespaces, separated by commas (default, or an empty value: every
+    /// namespace). The operator then lists and watches AnkkaFlows in these namespaces alone, so rights
+    /// bound there suffice, and finds consumer groups shared between pipelines among them only. Each
+    /// name must be a namespace name; a value naming none (`,,`, spaces) is refused.
+    #[arg(
+        long = "watch-namespace",
+        env = "FLOW_WATCH_NAMESPACE",
+        value_name = "NS[,NS...]",
+        value_parser = watch_namespaces
+    )]
+    pub watch_namespaces: Option<WatchNamespaces>,
     /// Image of the sidecar container that runs beside every streamlet's process (and alone for a
     /// built-in streamlet): the platform's streamlet runtime. Unset or empty, every pipeline is
     /// refused (`SidecarImageMissing`), since no streamlet can run without it.
@@ -260,6 +266,49 @@ impl Settings {
     }
 }
 
+/// The namespaces of `--watch-namespace`, as [`watch_namespaces`] read them: sorted, each once.
+/// Empty only for a value that is exactly empty, which means every namespace, as unset does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WatchNamespaces(Vec<String>);
+
+impl WatchNamespaces {
+    /// The namespaces; none for every namespace.
+    pub fn names(&self) -> &[String] {
+        &self.0
+    }
+}
+
+/// Reads `--watch-namespace`: namespace names separated by commas, each trimmed. The value that is
+/// exactly empty means every namespace, as unset does (the chart leaves the variable out when its
+/// `watchNamespaces` is empty). Any other value must name at least one namespace, and each name
+/// between the commas must be a namespace name, a DNS label as Kubernetes requires of one
+/// (docs/operator.md, "Settings"): a value such as `,,` or ` ` read as naming none would widen the
+/// operator to every namespace, so it is refused, as is an empty name between two others
+/// (`shop,,payments`), which the chart refuses as well.
+fn watch_namespaces(value: &str) -> Result<WatchNamespaces, String> {
+    if value.is_empty() {
+        return Ok(WatchNamespaces::default());
+    }
+    let mut names = Vec::new();
+    for name in value.split(',').map(str::trim) {
+        if name.is_empty() {
+            return Err("an empty namespace name: list namespaces separated by commas, or leave \
+                        --watch-namespace (FLOW_WATCH_NAMESPACE) unset for every namespace"
+                .to_string());
+        }
+        if !flow_core::names::is_dns_label(name) {
+            return Err(format!(
+                "'{name}' is not a namespace name (a DNS label: at most 63 lowercase letters, digits \
+                 and '-', starting and ending with a letter or digit)"
+            ));
+        }
+        names.push(name.to_string());
+    }
+    names.sort();
+    names.dedup();
+    Ok(WatchNamespaces(names))
+}
+
 /// Log line format.
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum LogFormat {
@@ -286,7 +335,7 @@ pub fn init_tracing(format: LogFormat) {
 mod tests {
     use clap::Parser;
 
-    use super::Cli;
+    use super::{Cli, WatchNamespaces};
 
     #[test]
     fn clusters_namespace_defaults_to_the_operators_own() {
@@ -366,6 +415,49 @@ mod tests {
         ] {
             let e = Cli::try_parse_from(["flow-operator", flag, value]).expect_err(flag).to_string();
             assert!(e.contains(flag) && e.contains(value), "{flag}: {e}");
+        }
+    }
+
+    #[test]
+    fn watch_namespaces_unset_or_empty_mean_every_namespace_and_names_are_trimmed() {
+        assert_eq!(Cli::parse_from(["flow-operator"]).settings.watch_namespaces, None);
+        let names = |value: &str| {
+            Cli::parse_from(["flow-operator", "--watch-namespace", value]).settings.watch_namespaces.expect(value)
+        };
+        assert!(names("").names().is_empty());
+        assert_eq!(names("shop"), WatchNamespaces(vec!["shop".into()]));
+        assert_eq!(names("a, b"), WatchNamespaces(vec!["a".into(), "b".into()]));
+        assert_eq!(names(" payments ,shop,payments"), WatchNamespaces(vec!["payments".into(), "shop".into()]));
+        let longest = "n".repeat(63);
+        assert_eq!(names(&longest), WatchNamespaces(vec![longest.clone()]));
+    }
+
+    #[test]
+    fn a_watch_namespace_naming_none_or_not_a_namespace_is_refused_naming_the_value() {
+        let too_long = "n".repeat(64);
+        for (value, why) in [
+            (",,", "an empty namespace name"),
+            (" , ", "an empty namespace name"),
+            ("  ", "an empty namespace name"),
+            (",", "an empty namespace name"),
+            ("a,,b", "an empty namespace name"),
+            ("shop,", "an empty namespace name"),
+            ("Bad_NS", "'Bad_NS' is not a namespace name"),
+            ("shop,Bad_NS", "'Bad_NS' is not a namespace name"),
+            ("-shop", "'-shop' is not a namespace name"),
+            ("shop-", "'shop-' is not a namespace name"),
+            ("shop.eu", "'shop.eu' is not a namespace name"),
+            (too_long.as_str(), "is not a namespace name"),
+        ] {
+            // With `=`, as from FLOW_WATCH_NAMESPACE: a value starting with '-' is not a flag.
+            let arg = format!("--watch-namespace={value}");
+            let e = Cli::try_parse_from(["flow-operator", arg.as_str()]).expect_err(value);
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{value:?}");
+            let e = e.to_string();
+            assert!(
+                e.contains("--watch-namespace") && e.contains(&format!("'{value}'")) && e.contains(why),
+                "{value:?}: {e}"
+            );
         }
     }
 

@@ -16,6 +16,9 @@
 //!   `ConsumerGroupShared` warning, the tenant's reset is refused naming shop's pipeline and moves
 //!   nothing (`flow reset --wait` exits with 3), until an administrator allows shared groups on the
 //!   cluster's Secret.
+//! - `a_watch_namespace_naming_no_namespace_refuses_to_start`: a `FLOW_WATCH_NAMESPACE` that names no
+//!   namespace (`,,`, spaces) or one that is not a namespace name never widens the operator to every
+//!   namespace: it exits with a usage error naming the value, before it takes a Lease.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -424,4 +427,23 @@ fn shared_consumer_groups() {
     assert_eq!(kafka::committed(group, topic, 3), (0..3).map(|p| (p, Some(0))).collect());
     assert!(!op.log_text().contains(SHOP_PASSWORD), "the operator's log shows the cluster's password");
     op.stop();
+}
+
+#[test]
+fn a_watch_namespace_naming_no_namespace_refuses_to_start() {
+    let _side_by_side = side_by_side(); // isolated: it starts no reconcile, and takes no Lease
+    for (value, why) in [
+        (",,", "an empty namespace name"),
+        (" , ", "an empty namespace name"),
+        ("shop,,payments", "an empty namespace name"),
+        ("Bad_NS", "'Bad_NS' is not a namespace name"),
+    ] {
+        let mut op = Operator::start(&fresh_dir("tenancy-watch-refused"), &[("FLOW_WATCH_NAMESPACE", value)]);
+        let code = op.wait_exit(Duration::from_secs(30));
+        let log = op.log_text();
+        assert_eq!(code, Some(2), "{value:?}: {log}");
+        let refused = format!("error: invalid value '{value}' for '--watch-namespace <NS[,NS...]>': {why}");
+        assert!(log.starts_with(&refused), "{value:?}: {log}");
+        assert!(!log.contains("hold the lease"), "{value:?}: {log}");
+    }
 }
