@@ -56,9 +56,12 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         Some(image) => tracing::info!(image, "sidecar image {image}"),
         None => tracing::warn!("sidecar image (not configured: every pipeline will be refused)"),
     }
-    // Served before the Lease is held, so that a waiting instance answers its probes.
+    // Served before the Lease is held, so that a waiting instance answers its probes; an address
+    // that cannot be bound stops the operator here, before it takes the Lease.
     let metrics = Arc::new(crate::metrics::Metrics::default());
-    crate::metrics::serve_in_background(settings.metrics_address, metrics.clone());
+    crate::metrics::serve_in_background(settings.metrics_address, metrics.clone())
+        .await
+        .map_err(|e| format!("cannot serve /metrics, /healthz and /readyz on {}: {e}", settings.metrics_address))?;
     crate::probe::spawn(client.clone(), metrics.clone());
     let leadership = if settings.leader_election {
         match Leadership::acquire(client.clone(), &settings, stop.clone()).await? {

@@ -473,24 +473,26 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `addr` in the background. A failure to bind is logged:
-/// metrics are not worth stopping reconciles for.
-pub fn serve_in_background(addr: SocketAddr, metrics: Arc<Metrics>) {
-    tokio::spawn(async move {
-        if let Err(e) = serve(addr, metrics).await {
-            tracing::error!(%addr, error = %e, "cannot serve /metrics and /healthz");
-        }
-    });
-}
-
-/// Serves `/metrics` and `/healthz` on `addr` until the process ends. Logs the address it bound,
-/// which tests read when they ask for port 0.
+/// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` on it in the background until the
+/// process ends. Logs the address it bound, which tests read when they ask for port 0, and returns it.
+///
+/// The operator calls it before it takes the Lease or reconciles anything: an instance that cannot
+/// answer its probes would only be restarted by its liveness probe, again and again, so it stops at
+/// start instead, saying why.
 ///
 /// # Errors
-/// When the address cannot be bound.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+/// When the address cannot be bound (taken by another process, not an address of this host, a port
+/// it may not use).
+pub async fn serve_in_background(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(address = %listener.local_addr()?, "serving /metrics and /healthz");
+    let bound = listener.local_addr()?;
+    tracing::info!(address = %bound, "serving /metrics and /healthz");
+    tokio::spawn(serve(listener, metrics));
+    Ok(bound)
+}
+
+/// Answers connections to `listener` until the process ends.
+async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -723,5 +725,20 @@ mod tests {
             m.readiness(),
             (false, "apiserver: no answer for 60 s\nlease: held, this instance reconciles\n".into())
         );
+    }
+
+    #[tokio::test]
+    async fn an_address_that_cannot_be_bound_is_an_error_and_a_bound_one_answers_at_once() {
+        let bound = serve_in_background("127.0.0.1:0".parse().unwrap(), Arc::new(Metrics::default())).await.unwrap();
+        assert_ne!(bound.port(), 0);
+        // Bound when the call returns: a probe right after it is answered.
+        let mut s = tokio::net::TcpStream::connect(bound).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut s, b"GET /healthz HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut s, &mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200") && answer.ends_with("\r\n\r\nok\n"), "{answer}");
+        // The same address again: taken.
+        let e = serve_in_background(bound, Arc::new(Metrics::default())).await.expect_err("taken");
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
     }
 }

@@ -2,7 +2,8 @@
 //! AnkkaFlow's namespace and name, sampling errors counted per Kafka connection when a topic cannot
 //! be sampled, reconciles by outcome, build and process series, and `/readyz` once the instance
 //! holds the Lease and hears from the API server, and 503 without either; the shipped alerts
-//! evaluated by promtool; the same pipeline in two namespaces, and series that go with their pipelines.
+//! evaluated by promtool; the same pipeline in two namespaces, and series that go with their pipelines;
+//! an operator whose metrics address is taken stops at start, before it takes the Lease.
 
 use std::time::Duration;
 
@@ -378,4 +379,27 @@ fn metrics_of_200_inlets_on_500_partitions_stay_under_1_mb() {
     kafka::remove_topic(topic);
     assert!(sizes[0] < 1_000_000, "/metrics is {} bytes by default", sizes[0]);
     assert!(sizes[1] > sizes[0] * 10, "per partition adds a series per partition: {sizes:?}");
+}
+
+#[test]
+fn a_metrics_address_that_cannot_be_bound_stops_the_operator_before_it_takes_the_lease() {
+    let _side_by_side = side_by_side(); // isolated: its own Lease, which it must never take
+    let ns = "shop-metrics-taken";
+    let lease = format!("ankka-flow-operator-{ns}");
+    ensure_namespace("ankka-flow");
+    kubectl_ok(&["-n", "ankka-flow", "delete", "lease", &lease, "--ignore-not-found"]);
+    // The port is held by the test itself, as another process would hold it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = taken.local_addr().expect("its address").to_string();
+    let mut op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_METRICS_ADDRESS", &addr)]);
+    let code = op.wait_exit(Duration::from_secs(30));
+    let log = op.log_text();
+    assert_eq!(code, Some(1), "{log}");
+    let why = format!("flow-operator: cannot serve /metrics, /healthz and /readyz on {addr}: Address already in use");
+    assert!(log.lines().any(|l| l.starts_with(&why)), "{log}");
+    // It stopped before the Lease: never waited for it, never wrote it.
+    assert!(!log.contains("serving /metrics") && !log.contains("hold the lease"), "{log}");
+    let o = kubectl(&["-n", "ankka-flow", "get", "lease", &lease, "-o", "name"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("NotFound"), "{}", show(&o));
+    drop(taken);
 }
