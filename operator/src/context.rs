@@ -60,6 +60,9 @@ pub struct Context {
     pub slots: crate::slots::Slots,
     /// The Kafka cluster ids learned so far, per connection (`crate::tenancy` asks for them).
     pub cluster_ids: crate::cluster_ids::ClusterIds,
+    /// SIGTERM or SIGINT: a reset that sleeps until its next attempt ends its run then, instead of
+    /// holding the operator's shutdown until its retries are over (`crate::reset`).
+    pub stop: crate::leader::Stop,
 }
 
 impl Context {

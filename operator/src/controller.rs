@@ -141,6 +141,7 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         lag_measured: Mutex::new(HashMap::new()),
         slots: crate::slots::Slots::new(usize::from(settings.max_concurrent_reconciles)),
         cluster_ids: Default::default(),
+        stop: stop.clone(),
     });
     let counted = Arc::downgrade(&ctx);
     ctx.metrics.count_kafka_requests(Box::new(move || {

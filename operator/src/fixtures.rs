@@ -99,6 +99,7 @@ pub fn context_with(kafka: Arc<FakeKafka>, dir: &std::path::Path, args: &[&str])
         lag_measured: Mutex::new(HashMap::new()),
         slots: crate::slots::Slots::new(usize::from(settings_slots)),
         cluster_ids: Default::default(),
+        stop: crate::leader::Stop::never(),
     };
     (Arc::new(ctx), handle)
 }

@@ -43,9 +43,10 @@ use tokio::task::JoinHandle;
 use crate::api::{API_TIMEOUT, MayAct};
 use crate::settings::{DEFAULT_INSTANCE, Settings};
 
-/// Set once SIGTERM or SIGINT arrived; a second signal ends the process at once.
+/// Set once SIGTERM or SIGINT arrived; a second signal ends the process at once. `None`: a stop
+/// that never comes (a context of the unit tests).
 #[derive(Clone)]
-pub struct Stop(watch::Receiver<bool>);
+pub struct Stop(Option<watch::Receiver<bool>>);
 
 impl Stop {
     /// Starts listening for SIGTERM and SIGINT.
@@ -77,21 +78,28 @@ impl Stop {
                 }
             }
         });
-        Ok(Stop(rx))
+        Ok(Stop(Some(rx)))
     }
 
     /// A stop asked for through the sender, for tests.
     #[cfg(test)]
     pub fn manual() -> (watch::Sender<bool>, Stop) {
         let (tx, rx) = watch::channel(false);
-        (tx, Stop(rx))
+        (tx, Stop(Some(rx)))
+    }
+
+    /// A stop that never comes, for the contexts of unit tests.
+    #[cfg(test)]
+    pub fn never() -> Stop {
+        Stop(None)
     }
 
     /// Resolves once a stop was asked for.
-    pub async fn requested(mut self) {
+    pub async fn requested(self) {
+        let Some(mut rx) = self.0 else { return std::future::pending().await };
         // An error means the listener is gone, which never happens while the runtime runs; treat
         // it as a stop rather than wait forever.
-        let _ = self.0.wait_for(|stop| *stop).await;
+        let _ = rx.wait_for(|stop| *stop).await;
     }
 }
 

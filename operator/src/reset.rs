@@ -308,8 +308,24 @@ impl Io<'_> {
                         // with a request pending, and may have ended already.
                         let _ = quiet.send(());
                     }
-                    tokio::time::sleep(until(at)).await;
-                    run.handle(Report::Tick, now());
+                    // Nothing is in flight while it sleeps, and everything it did is durable: on a
+                    // stop the run ends here, and the next operator goes on from the ledger and the
+                    // status (docs/reset.md, "Guarantees"). Otherwise a group that retries (up to
+                    // FLOW_RESET_RETRY_SECONDS) would hold the shutdown, and the hand-over, as long.
+                    let stop = self.ctx.stop.clone();
+                    tokio::select! {
+                        () = tokio::time::sleep(until(at)) => run.handle(Report::Tick, now()),
+                        () = stop.requested() => {
+                            tracing::info!(
+                                namespace = self.owner.namespace,
+                                name = %self.flow.name_any(),
+                                request = run.id().unwrap_or_default(),
+                                "the operator stops: the reset waits for its next attempt, which the next operator makes"
+                            );
+                            self.events.recorded().await;
+                            return Ok(Some(until(at)));
+                        }
+                    }
                 }
                 Next::Finished(end) => return self.finish(run, end, status, flight.failure).await,
             }

@@ -1,7 +1,8 @@
 //! The reset's guards and its exactly-once rules, on the real test bed: the CLI's refusals change
 //! nothing; the operator waits while a target runs and proceeds once it stops; an operator restarted
 //! after done does not repeat the request; a `kubectl scale` of a streamlet's Deployment is reverted;
-//! a restarted operator applies no object that is as it applied it, and an edited Secret is put back.
+//! a restarted operator applies no object that is as it applied it, and an edited Secret is put back;
+//! a stopping operator does not wait for a reset that retries.
 
 use std::time::Duration;
 
@@ -129,6 +130,42 @@ fn operator_waits_while_a_target_runs_then_proceeds() {
     wait_until("done", Duration::from_secs(60), || (annotation(ns, name, DONE).as_deref() == Some(id)).then_some(()));
     assert_eq!(kafka::committed(group, topic, 3), [(0, Some(0)), (1, Some(0)), (2, Some(0))].into());
     assert_eq!(event_notes(ns, "ResetOffsets"), [format!("{group}: 3 partition(s) of '{topic}' to earliest")]);
+}
+
+/// A reset whose Kafka cluster cannot be reached retries for `FLOW_RESET_RETRY_SECONDS` (300 s by
+/// default). A SIGTERM meanwhile ends the operator at the reset's next wait for an attempt, with
+/// nothing done, instead of after the retries (or after the pod's grace period, killed).
+#[test]
+fn a_stopping_operator_does_not_wait_for_a_reset_that_retries() {
+    let _side_by_side = side_by_side();
+    let (ns, name) = ("shop-stop-retrying", "retrying");
+    install_crd();
+    install_cluster_secret();
+    fresh_namespace(ns);
+    let mut op =
+        Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns), ("FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS", "2")]);
+    let (yaml, _) = inlets_pipeline_yaml(ns, name, "retrying.input", "shop", 1, 1);
+    let yaml = yaml.replacen("    cluster: shop\n", "    bootstrapServers: 127.0.0.1:1\n", 1);
+    assert!(yaml.contains("bootstrapServers: 127.0.0.1:1"), "{yaml}");
+    kubectl_apply(&yaml);
+    let o = flow(&["reset", name, "-n", ns]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Its group's first attempt failed, and it waits for the next one.
+    let jsonpath = "jsonpath={.status.reset.groups[0].message}";
+    let message = wait_until("the group's first failure", Duration::from_secs(60), || {
+        let m = kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", jsonpath]);
+        (!m.trim().is_empty()).then_some(m)
+    });
+    eprintln!("the group's message: {message}");
+
+    let ok = std::process::Command::new("kill").args(["-TERM", &op.pid().to_string()]).status();
+    assert!(ok.is_ok_and(|s| s.success()), "kill -TERM");
+    // Its next attempt is seconds away at most, its retries end minutes later.
+    let code = op.wait_exit(Duration::from_secs(60));
+    let log = op.log_text();
+    assert_eq!(code, Some(0), "a clean stop: {log}");
+    assert!(log.contains("the operator stops: the reset waits for its next attempt"), "{log}");
+    assert_eq!(annotation(ns, name, DONE), None, "nothing done");
 }
 
 #[test]
