@@ -132,12 +132,25 @@ pub struct Rejected {
 /// apply ([`flow_core::render::applied`]).
 pub type Applied = BTreeMap<String, AppliedDeployment>;
 
+/// Which steps of a plan [`plan`] carries out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steps {
+    /// Every one, in [`Plan::actions`]' order.
+    All,
+    /// The setup's only: the finalizer, the record of the topics created, the topics.
+    Setup,
+    /// The pipeline's objects only: the per-pipeline objects, the streamlets, the removals.
+    Objects,
+}
+
 /// Carries out a plan (needs Kafka and a client): the finalizer, the topics and their events, the
 /// per-pipeline objects (a stage's at once), each streamlet's Secret, Deployment and `StreamletRolled` (streamlets
 /// several at a time, each one's steps in order), and the removals, in [`Plan::actions`]' order.
 /// Everything is applied server-side with the operator's field manager. The objects are left out
 /// when the plan leaves them as they are ([`Plan::objects`]). `slot` is the reconcile's slot: given
-/// back while a topic is created in Kafka, taken again after (`crate::slots`).
+/// back while a topic is created in Kafka, taken again after (`crate::slots`). `steps` picks the
+/// setup's steps, the objects' or both; a plan carried out in two parts gives its Deployments from
+/// the objects' part.
 ///
 /// # Errors
 /// The first step that failed ([`Rejected`]), already recorded as a Warning event
@@ -150,19 +163,25 @@ pub async fn plan(
     conns: &Connections,
     owners: &Writer,
     slot: crate::slots::Slot,
+    steps: Steps,
 ) -> Result<Applied, Rejected> {
     let on = On { ctx, flow, conns, owners };
     let mut held = ctx.slots.held(slot);
     let outcome: Result<Applied, (Action<'_>, String)> = async {
-        for action in p.setup_actions() {
-            if matches!(action, Action::CreateTopic(_)) {
-                held.give_back();
-            } else {
-                held.take_back().await;
+        if steps != Steps::Objects {
+            for action in p.setup_actions() {
+                if matches!(action, Action::CreateTopic(_)) {
+                    held.give_back();
+                } else {
+                    held.take_back().await;
+                }
+                step(&on, action).await?;
             }
-            step(&on, action).await?;
         }
         held.take_back().await;
+        if steps == Steps::Setup {
+            return Ok(Applied::new());
+        }
         for stage in p.pipeline_object_stages() {
             futures::future::try_join_all(stage.into_iter().map(|a| step(&on, a))).await?;
         }
@@ -182,11 +201,13 @@ pub async fn plan(
         Ok(deployments)
     }
     .await;
-    ctx.metrics.objects(match (&outcome, p.objects.applies()) {
-        (Err(_), _) => "failed",
-        (Ok(_), true) => "applied",
-        (Ok(_), false) => "unchanged",
-    });
+    if steps != Steps::Setup {
+        ctx.metrics.objects(match (&outcome, p.objects.applies()) {
+            (Err(_), _) => "failed",
+            (Ok(_), true) => "applied",
+            (Ok(_), false) => "unchanged",
+        });
+    }
     match outcome {
         Ok(deployments) => Ok(deployments),
         Err((action, message)) => {

@@ -12,7 +12,11 @@
 //! ```
 //!
 //! The apply and the reset run side by side: a pending request's reset goes first, and the apply
-//! waits until the reset's Kafka work is under its settle (see [`steps`]). What is applied and in
+//! waits until the reset's Kafka work is under its settle (see [`steps`]). The pipeline's objects
+//! wait for Kafka's description of the topics only when a running streamlet uses a managed topic
+//! that may have to be created first (`ValidPipeline::objects_wait_for_topics`, docs/operator.md,
+//! "What one reconcile does", steps 3 and 4); otherwise they are applied while Kafka is asked
+//! ([`apply_objects_first`]). What is applied and in
 //! which order is `flow_core::render::plan`'s decision; what the status says is [`status::assemble`]'s,
 //! from what the steps saw and did. A failed step is reported (a Warning event whose reason is its
 //! error's category, and the `Applied` condition), never only in the log.
@@ -266,9 +270,17 @@ async fn steps<'f>(flow: &'f AnkkaFlow, ctx: &Context) -> Ending<'f> {
             // Sent, or dropped when the drive ends: either way the apply goes on.
             let _ = reset_quiet.await;
         }
-        let seen = observe(ctx, flow, &valid, &fetched).await?;
-        let plan = build(ctx, flow, &valid, &seen);
-        apply(ctx, flow, &valid, plan, seen).await
+        // Kafka's answer for the topics, asked at once; the objects wait for it only when they
+        // depend on it ([`ValidPipeline::objects_wait_for_topics`]).
+        let described = describe(ctx, flow, &valid, &fetched);
+        if valid.objects_wait_for_topics() {
+            let topics = described.await;
+            let seen = observe(ctx, flow, &valid, topics).await?;
+            let plan = build(ctx, flow, &valid, &seen);
+            apply(ctx, flow, &valid, plan, seen).await
+        } else {
+            apply_objects_first(ctx, flow, &valid, described).await
+        }
     };
     // Beside observe, build and apply, so that a request waits neither for the pipeline's objects to
     // be read nor applied (a reset acts only on the spec's stopped streamlets, which the apply cannot
@@ -350,13 +362,21 @@ struct Seen {
     slot: crate::slots::Slot,
 }
 
-/// Step observe (needs Kafka and a client): the consumer groups this pipeline shares with another
-/// on the same Kafka cluster (a warning only; Kafka for the cluster ids), each topic described in
-/// Kafka, then, in a reconcile slot again, the pipeline's objects and the record of the topics the
-/// operator created for it.
-async fn observe(ctx: &Context, flow: &AnkkaFlow, valid: &ValidPipeline, fetched: &Fetched) -> Result<Seen, Error> {
+/// What Kafka said of each topic, by topic id.
+type Described = std::collections::BTreeMap<String, flow_core::render::topics::KafkaTopic>;
+
+/// Step observe, its Kafka part (needs Kafka, in no reconcile slot): the consumer groups this
+/// pipeline shares with another on the same Kafka cluster (a warning only; Kafka for the cluster
+/// ids), then each topic described in Kafka.
+async fn describe(ctx: &Context, flow: &AnkkaFlow, valid: &ValidPipeline, fetched: &Fetched) -> Described {
     crate::tenancy::warn_shared_groups(ctx, flow, &fetched.clusters).await;
-    let topics = observe::describe_topics(ctx, valid.topics()).await;
+    observe::describe_topics(ctx, valid.topics()).await
+}
+
+/// Step observe, its client part (needs a client): in a reconcile slot again, the pipeline's objects
+/// and the record of the topics the operator created for it; `topics` is what [`describe`] gave
+/// (empty while it is not known yet).
+async fn observe(ctx: &Context, flow: &AnkkaFlow, valid: &ValidPipeline, topics: Described) -> Result<Seen, Error> {
     let slot = ctx.slots.resume().await;
     let owned = observe::owned(ctx, flow).await.map_err(ObserveError::Objects)?;
     // Who owns the managed topics: the record the operator keeps in its own namespace.
@@ -402,12 +422,64 @@ async fn apply(
         object.clear_applied().await.map_err(ApplyError::ClearRecord)?;
     }
     let owners = owners::Writer::new(ctx, flow, record).map_err(ApplyError::Record)?;
-    let conns: apply::Connections =
-        valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect();
-    let applied = apply::plan(ctx, flow, &plan, &conns, &owners, slot).await;
+    let applied = apply::plan(ctx, flow, &plan, &connections(valid), &owners, slot, apply::Steps::All).await;
     let mut status = plan.status;
     status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, Timestamp::now());
     Ok((status, applied.map(|_| plan.objects.reapply_in())))
+}
+
+/// The Kafka connection of each topic, by topic id.
+fn connections(valid: &ValidPipeline) -> apply::Connections {
+    valid.topics().iter().map(|t| (t.id.clone(), t.kafka_connection().clone())).collect()
+}
+
+/// Steps observe, build and apply when the pipeline's objects do not wait for Kafka
+/// ([`ValidPipeline::objects_wait_for_topics`]): the objects are read, built and applied while
+/// `described` asks Kafka, so that a replicas change (a stop before a reset above all) never waits
+/// for a Kafka cluster that is slow, unreachable or refuses the operator; then, once Kafka answered,
+/// the plan is built again with its answer and its setup carried out (the finalizer, the record of
+/// the topics created, the topics), and the status comes from that plan. Nothing of the objects
+/// depends on the answer, so both builds render them alike; their record is the first build's.
+/// A rejected objects' step stops there, as it stops a whole plan.
+async fn apply_objects_first(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    valid: &ValidPipeline,
+    described: impl std::future::Future<Output = Described>,
+) -> Result<Applied, Error> {
+    let objects = async {
+        let seen = observe(ctx, flow, valid, Described::new()).await?;
+        let early = build(ctx, flow, valid, &seen);
+        let Seen { record, slot, .. } = seen;
+        let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
+        if early.objects.clears_record_first(stored) {
+            let object = Object::of(ctx, flow).map_err(ApplyError::ClearRecord)?;
+            object.clear_applied().await.map_err(ApplyError::ClearRecord)?;
+        }
+        let owners = owners::Writer::new(ctx, flow, record.clone()).map_err(ApplyError::Record)?;
+        let conns = connections(valid);
+        let applied = apply::plan(ctx, flow, &early, &conns, &owners, slot, apply::Steps::Objects).await;
+        Ok::<_, Error>((early.objects, applied, record, seen.owned))
+    };
+    let (topics, objects) = tokio::join!(described, objects);
+    let (objects, applied, record, owned) = objects?;
+    let slot = ctx.slots.resume().await;
+    let seen = Seen { topics, owned, record, slot };
+    let plan = build(ctx, flow, valid, &seen);
+    let Seen { record, slot, .. } = seen;
+    let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
+    let applied = match applied {
+        Ok(deployments) => {
+            let owners = owners::Writer::new(ctx, flow, record).map_err(ApplyError::Record)?;
+            apply::plan(ctx, flow, &plan, &connections(valid), &owners, slot, apply::Steps::Setup)
+                .await
+                .map(|_| deployments)
+        }
+        Err(rejected) => Err(rejected),
+    };
+    let mut status = plan.status;
+    status.applied = objects.record(applied.as_ref().ok().cloned(), stored, Timestamp::now());
+    Ok((status, applied.map(|_| objects.reapply_in())))
 }
 
 /// Step reset (needs Kafka and a client): the reset request as far as it can go now, then the

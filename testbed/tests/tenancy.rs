@@ -447,3 +447,61 @@ fn a_watch_namespace_naming_no_namespace_refuses_to_start() {
         assert!(!log.contains("hold the lease"), "{value:?}: {log}");
     }
 }
+
+/// `status.topics[0].detail` of AnkkaFlow `name` in `ns` (empty while there is none).
+fn topic_detail(ns: &str, name: &str) -> String {
+    kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", "jsonpath={.status.topics[0].detail}"])
+}
+
+/// `spec.replicas` of Deployment `name` in `ns`.
+fn replicas(ns: &str, name: &str) -> String {
+    kubectl_ok(&["-n", ns, "get", "deployment", name, "-o", "jsonpath={.spec.replicas}"])
+}
+
+/// docs/operator.md, "What one reconcile does", step 4: a pipeline whose Kafka cluster cannot be
+/// reached still has a replicas change applied to its Deployment at once (its objects do not wait
+/// for the topics' description, which waits out the 10 s Kafka deadline), while its status keeps
+/// reporting that Kafka could not be asked.
+#[test]
+fn a_replicas_change_is_applied_without_waiting_for_an_unreachable_kafka() {
+    let _side_by_side = side_by_side(); // isolated: its own namespace, cluster Secret and Lease
+    let ns = "tenancy-kafka-down";
+    install_crd();
+    ensure_namespace("ankka-flow");
+    let _secrets = Secrets(vec!["kafka-cluster-tenancy-down".to_string()]);
+    // Nothing listens on port 1: every connection is refused, and each describe waits out its deadline.
+    cluster_secret("tenancy-down", "127.0.0.1:1", "security.protocol=PLAINTEXT", Some(ns));
+    fresh_namespace(ns);
+    let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns)]);
+    let deployment = "flow-down-router";
+    apply_router(ns, "down", "tenancy.down", "      cluster = tenancy-down", 1);
+    wait_until("the Deployment at 1 replica", Duration::from_secs(30), || {
+        (replicas(ns, deployment) == "1").then_some(())
+    });
+    wait_until("the status reporting Kafka unreachable", Duration::from_secs(60), || {
+        topic_detail(ns, "down").starts_with("Kafka unreachable").then_some(())
+    });
+    // The reconciles the Deployment's creation woke (each waiting out the Kafka deadline) are over:
+    // a change made now is not queued behind one of them.
+    std::thread::sleep(Duration::from_secs(12));
+
+    // The user stops the streamlet before a reset.
+    apply_router(ns, "down", "tenancy.down", "      cluster = tenancy-down", 0);
+    let asked = std::time::Instant::now();
+    // Well under the 10 s Kafka deadline (FLOW_KAFKA_REQUEST_TIMEOUT_SECONDS).
+    wait_until("the Deployment at 0 replicas", Duration::from_secs(5), || {
+        (replicas(ns, deployment) == "0").then_some(())
+    });
+    let took = asked.elapsed();
+    // Kafka's answer still goes into the status.
+    wait_until("the status after the change", Duration::from_secs(60), || {
+        let v: serde_json::Value =
+            serde_json::from_str(&kubectl_ok(&["-n", ns, "get", "aflow", "down", "-o", "json"])).expect("JSON");
+        (v["status"]["observedGeneration"] == v["metadata"]["generation"]).then_some(())
+    });
+    let detail = topic_detail(ns, "down");
+    assert!(detail.starts_with("Kafka unreachable"), "{detail}");
+    assert_eq!(phase(ns, "down").0, "Degraded");
+    eprintln!("replicas change applied after {took:?}; topic: {detail}");
+    op.stop();
+}

@@ -20,6 +20,24 @@ impl ValidPipeline {
         self.streamlets.iter().map(|(_, r)| r)
     }
 
+    /// Whether the pipeline's objects (ServiceAccount, Role, RoleBinding, the streamlets' Secrets
+    /// and Deployments, the removals) must wait for the topics' step: Kafka's description of them,
+    /// and the creation of the managed topics found missing. Nothing rendered into the objects
+    /// depends on Kafka's answer; the one real dependency is the order of docs/rendering.md ("One
+    /// reconcile, in order", step 4), that a streamlet never starts before its topics exist. Only a
+    /// managed topic can be created by the operator, and only a Deployment with pods starts a
+    /// streamlet: the objects wait when a streamlet rendered with replicas above 0 reads or writes
+    /// a managed topic. Otherwise (unmanaged topics only, or every such streamlet at 0 replicas, as
+    /// when it is stopped before a reset) they are applied without waiting for Kafka.
+    pub fn objects_wait_for_topics(&self) -> bool {
+        let managed: BTreeSet<&str> = self.topics.iter().filter(|t| t.managed).map(|t| t.id.as_str()).collect();
+        self.streamlets.iter().any(|(spec, r)| {
+            // Kubernetes' default for a Deployment without replicas is 1.
+            let runs = r.deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) > 0;
+            runs && spec.inlets.values().chain(spec.outlets.values()).any(|t| managed.contains(t.as_str()))
+        })
+    }
+
     /// The plan, given what was observed of the topics and of the pipeline's objects.
     pub fn build(&self, observed: &Observed<'_>) -> Plan {
         let mut topic_steps = Vec::new();

@@ -35,6 +35,29 @@ fn describe(actions: &[Action<'_>]) -> Vec<String> {
 }
 
 #[test]
+fn the_objects_wait_for_kafka_only_when_a_running_streamlet_uses_a_managed_topic() {
+    // cart: router reads unmanaged cart-events and writes managed valid-carts and review-carts;
+    // sink reads valid-carts.
+    let flow = generated("cart");
+    assert!(valid(&flow, &nothing()).objects_wait_for_topics());
+    // Every streamlet stopped: no pod can start before its topics exist.
+    let mut stopped = flow.clone();
+    stopped.spec.streamlets.iter_mut().for_each(|s| s.replicas = 0);
+    assert!(!valid(&stopped, &nothing()).objects_wait_for_topics());
+    // One running streamlet with a managed topic is enough.
+    let mut one = stopped.clone();
+    one.spec.streamlets.iter_mut().filter(|s| s.name == "sink").for_each(|s| s.replicas = 2);
+    assert!(valid(&one, &nothing()).objects_wait_for_topics());
+    // Unmanaged topics only: the operator never creates them, so nothing waits for Kafka.
+    let mut unmanaged = flow.clone();
+    unmanaged.spec.streamlets.iter_mut().for_each(|s| s.replicas = 3);
+    for t in &mut unmanaged.spec.topics {
+        t.managed = false;
+    }
+    assert!(!valid(&unmanaged, &nothing()).objects_wait_for_topics());
+}
+
+#[test]
 fn a_first_reconcile_creates_topics_before_anything_else_in_order() {
     let mut flow = generated("cart");
     flow.spec.on_delete = Some(OnDelete { managed_topics: ManagedTopicsPolicy::Delete });
