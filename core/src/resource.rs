@@ -269,6 +269,10 @@ pub struct ResetHistoryEntry {
     pub id: String,
     /// `Done`, `Refused`, or `Superseded` (replaced by a newer request before it finished).
     pub phase: RequestPhase,
+    /// A dry run (`flow reset --dry-run`): it is kept apart from the requests that moved offsets,
+    /// so that plans never push a reset that can be undone out of the history.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// Where a reset request stands.

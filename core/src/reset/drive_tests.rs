@@ -95,7 +95,7 @@ fn no_annotation_is_idle_and_a_malformed_one_is_refused_once() {
     let Intake::Answered(a) = intake(&fresh(Some("not json"), Some(&previous), &[]), T0) else { panic!() };
     assert_eq!((a.reset.id.as_str(), a.reset.phase), ("", RequestPhase::Refused));
     assert!(a.reset.detail.starts_with("it is not a reset request"), "{:?}", a.reset);
-    assert_eq!(a.history, [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Done }]);
+    assert_eq!(a.history, [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Done, dry_run: false }]);
     assert_eq!(a.events.len(), 1);
     assert_eq!((a.events[0].reason.as_str(), a.events[0].key.as_str()), ("ResetRefused", "malformed/not json"));
     let note = &a.events[0].note;
@@ -113,7 +113,7 @@ fn a_new_request_supersedes_an_unfinished_one_and_a_done_one_is_kept_as_it_is() 
     let text = annotation(&["router"]);
     let Intake::Admitted(a) = intake(&fresh(Some(&text), Some(&waiting), &[]), T0) else { panic!() };
     let Started::Drive(mut d) = a.start(None, DriveOptions::default(), T0) else { panic!() };
-    assert_eq!(d.history(), [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Superseded }]);
+    assert_eq!(d.history(), [ResetHistoryEntry { id: OLD.into(), phase: RequestPhase::Superseded, dry_run: false }]);
     d.observe(stopped_both(), BTreeMap::new(), T0);
     let w = work(&mut d);
     assert!(matches!(&w[0], Work::Record(e) if e.reason == "ResetSuperseded"), "the event goes first: {w:?}");

@@ -26,7 +26,7 @@ use crate::names::GroupId;
 use crate::request::{MalformedRequest, ResetRequest, To, parse_instant};
 use crate::resource::{Approval, ApprovalDecision, RequestPhase, ResetHistoryEntry, ResetStatus};
 
-/// How many earlier requests `status.resetHistory` keeps.
+/// How many earlier requests `status.resetHistory` keeps, and as many dry runs besides.
 pub const HISTORY_LEN: usize = 10;
 
 /// What the driver read of one resource, fresh from the API server.
@@ -412,17 +412,24 @@ pub fn superseded_event(previous: Option<&ResetStatus>, current_id: &str) -> Opt
 }
 
 /// The history after the status moves from `previous` to request `current_id`: `previous` is added
-/// first (as `Superseded` when it had not finished), newest first, at most [`HISTORY_LEN`] entries.
+/// first (as `Superseded` when it had not finished), newest first: at most [`HISTORY_LEN`] requests,
+/// and at most as many dry runs among them, so that plans never push out a reset to undo.
 pub fn history(old: &[ResetHistoryEntry], previous: Option<&ResetStatus>, current_id: &str) -> Vec<ResetHistoryEntry> {
-    let mut out = Vec::with_capacity(HISTORY_LEN);
+    let mut all = Vec::with_capacity(old.len() + 1);
     if let Some(p) = previous.filter(|p| !p.id.is_empty() && p.id != current_id) {
         let phase = ended(p).unwrap_or(RequestPhase::Superseded);
-        out.push(ResetHistoryEntry { id: p.id.clone(), phase });
+        all.push(ResetHistoryEntry { id: p.id.clone(), phase, dry_run: p.dry_run });
     }
-    let added = out.first().map(|e| e.id.clone());
-    out.extend(old.iter().filter(|e| e.id != current_id && Some(&e.id) != added.as_ref()).cloned());
-    out.truncate(HISTORY_LEN);
-    out
+    let added = all.first().map(|e| e.id.clone());
+    all.extend(old.iter().filter(|e| e.id != current_id && Some(&e.id) != added.as_ref()).cloned());
+    // The requests and the dry runs are counted apart, newest first.
+    let (mut requests, mut dry_runs) = (0, 0);
+    all.retain(|e| {
+        let kept = if e.dry_run { &mut dry_runs } else { &mut requests };
+        *kept += 1;
+        *kept <= HISTORY_LEN
+    });
+    all
 }
 
 /// How request status `p` ended, if it did: its phase when finished, or `Done` when every one of its

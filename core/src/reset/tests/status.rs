@@ -78,7 +78,11 @@ fn an_unfinished_request_replaced_by_a_new_one_is_superseded_and_kept_in_history
     let ev = superseded_event(Some(&waiting), ID).expect("an event");
     assert_eq!(ev.reason, "ResetSuperseded");
     assert_eq!(ev.note, format!("reset old was superseded by reset {ID} before it finished (Waiting)"));
-    let h = history(&[ResetHistoryEntry { id: "older".into(), phase: RequestPhase::Done }], Some(&waiting), ID);
+    let h = history(
+        &[ResetHistoryEntry { id: "older".into(), phase: RequestPhase::Done, dry_run: false }],
+        Some(&waiting),
+        ID,
+    );
     assert_eq!(
         h.iter().map(|e| (e.id.as_str(), e.phase)).collect::<Vec<_>>(),
         [("old", RequestPhase::Superseded), ("older", RequestPhase::Done)]
@@ -90,8 +94,35 @@ fn an_unfinished_request_replaced_by_a_new_one_is_superseded_and_kept_in_history
     // The same request again changes nothing; the history stays bounded.
     assert_eq!(superseded_event(Some(&waiting), "old"), None);
     let long: Vec<ResetHistoryEntry> =
-        (0..20).map(|i| ResetHistoryEntry { id: format!("r{i}"), phase: RequestPhase::Done }).collect();
+        (0..20).map(|i| ResetHistoryEntry { id: format!("r{i}"), phase: RequestPhase::Done, dry_run: false }).collect();
     assert_eq!(history(&long, Some(&done), ID).len(), HISTORY_LEN);
+}
+
+#[test]
+fn dry_runs_never_push_a_reset_out_of_the_history() {
+    // A reset, then as many dry runs as the history keeps requests, then one more: the reset stays,
+    // the dry runs are counted apart (at most as many), newest first.
+    let reset = ResetHistoryEntry { id: "reset".into(), phase: RequestPhase::Done, dry_run: false };
+    let mut kept = vec![reset.clone()];
+    for i in 0..=HISTORY_LEN {
+        let plan =
+            ResetStatus { id: format!("plan{i}"), phase: RequestPhase::Done, dry_run: true, ..Default::default() };
+        kept = history(&kept, Some(&plan), "next");
+    }
+    assert!(kept.contains(&reset), "{kept:?}");
+    let plans: Vec<&str> = kept.iter().filter(|e| e.dry_run).map(|e| e.id.as_str()).collect();
+    let newest: Vec<String> = (1..=HISTORY_LEN).rev().map(|i| format!("plan{i}")).collect();
+    assert_eq!(plans, newest, "the newest dry runs, newest first");
+    assert_eq!(kept.len(), HISTORY_LEN + 1);
+    // Requests are still bounded by themselves.
+    let mut kept = kept;
+    for i in 0..=HISTORY_LEN {
+        let r = ResetStatus { id: format!("r{i}"), phase: RequestPhase::Done, ..Default::default() };
+        kept = history(&kept, Some(&r), "next");
+    }
+    assert_eq!(kept.iter().filter(|e| !e.dry_run).count(), HISTORY_LEN);
+    assert!(!kept.contains(&reset), "the oldest request went");
+    assert_eq!(kept.iter().filter(|e| e.dry_run).count(), HISTORY_LEN, "the dry runs stay");
 }
 
 #[test]
