@@ -28,6 +28,14 @@ pub const ANNOTATION_TOPIC_PREFIXES: &str = "flow.ankka.thinkmorestupidless.com/
 pub const ANNOTATION_NAMESPACE_TOPIC_PREFIXES: &str = "topic-prefixes.flow.ankka.thinkmorestupidless.com/";
 /// What stands for the namespace's name in a topic prefix.
 pub const NAMESPACE_PLACEHOLDER: &str = "{namespace}";
+/// Annotation of a cluster Secret: the most partitions a managed topic may have on the cluster, a
+/// whole number of at least 1; [`DEFAULT_MAX_TOPIC_PARTITIONS`] without it.
+pub const ANNOTATION_MAX_TOPIC_PARTITIONS: &str = "flow.ankka.thinkmorestupidless.com/max-topic-partitions";
+/// The most partitions a managed topic may have on a cluster whose Secret does not say
+/// ([`ANNOTATION_MAX_TOPIC_PARTITIONS`]): a tenant's resource must not make the operator create a
+/// topic of millions of partitions on a cluster other teams share. A thousand is the largest topic
+/// the operator's benchmarks reset (docs/performance.md).
+pub const DEFAULT_MAX_TOPIC_PARTITIONS: i32 = 1000;
 
 /// Which Kafka names of managed topics the namespaces may declare on a cluster, from
 /// [`ANNOTATION_TOPIC_PREFIXES`] and [`ANNOTATION_NAMESPACE_TOPIC_PREFIXES`].
@@ -152,6 +160,10 @@ pub struct Cluster {
     pub allow_shared_groups: bool,
     /// Which Kafka names of managed topics each namespace may declare on the cluster.
     pub topic_prefixes: TopicPrefixes,
+    /// The most partitions a managed topic may have on the cluster, as
+    /// [`ANNOTATION_MAX_TOPIC_PARTITIONS`] says; `None`: [`DEFAULT_MAX_TOPIC_PARTITIONS`] (see
+    /// [`Cluster::max_topic_partitions`]).
+    pub max_topic_partitions: Option<i32>,
     /// The credentials of each namespace's streamlets of their own (`streamlet-credentials.<namespace>`),
     /// and whether every namespace must have them ([`StreamletCredentials`]).
     pub streamlet_credentials: StreamletCredentials,
@@ -173,6 +185,7 @@ impl fmt::Debug for Cluster {
             .field("allowed_namespaces", &self.allowed_namespaces)
             .field("allow_shared_groups", &self.allow_shared_groups)
             .field("topic_prefixes", &self.topic_prefixes)
+            .field("max_topic_partitions", &self.max_topic_partitions)
             .field("streamlet_credentials", &self.streamlet_credentials)
             .field("problems", &self.problems)
             .finish()
@@ -240,6 +253,17 @@ impl Cluster {
         }
         let (streamlet_credentials, bad) = StreamletCredentials::from_secret(&secret, data, annotations);
         problems.extend(bad);
+        let max_topic_partitions = annotations.get(ANNOTATION_MAX_TOPIC_PARTITIONS).map(|v| v.trim()).and_then(|v| {
+            let n = v.parse::<i32>().ok().filter(|n| *n >= 1);
+            if n.is_none() {
+                problems.push(ConnectionError::LimitEntry {
+                    secret: secret.clone(),
+                    annotation: ANNOTATION_MAX_TOPIC_PARTITIONS.to_string(),
+                    entry: v.to_string(),
+                });
+            }
+            n
+        });
         let trimmed = |key: &str| data.get(key).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         Cluster {
             name: name.to_string(),
@@ -254,9 +278,15 @@ impl Cluster {
                 .get(ANNOTATION_ALLOW_SHARED_GROUPS)
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             topic_prefixes,
+            max_topic_partitions,
             streamlet_credentials,
             problems,
         }
+    }
+
+    /// The most partitions a managed topic may have on the cluster.
+    pub fn max_topic_partitions(&self) -> i32 {
+        self.max_topic_partitions.unwrap_or(DEFAULT_MAX_TOPIC_PARTITIONS)
     }
 
     /// Whether resources of `namespace` may use the cluster.

@@ -43,9 +43,9 @@ use std::fmt;
 use crate::resource::{AnkkaFlowSpec, Batch, TopicSpec};
 
 pub use cluster::{
-    ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, ANNOTATION_NAMESPACE_TOPIC_PREFIXES,
-    ANNOTATION_TOPIC_PREFIXES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster, Clusters, DEFAULT_CLUSTER,
-    NAMESPACE_PLACEHOLDER, TopicPrefixes,
+    ANNOTATION_ALLOW_SHARED_GROUPS, ANNOTATION_ALLOWED_NAMESPACES, ANNOTATION_MAX_TOPIC_PARTITIONS,
+    ANNOTATION_NAMESPACE_TOPIC_PREFIXES, ANNOTATION_TOPIC_PREFIXES, AllowedNamespaces, CLUSTER_SECRET_PREFIX, Cluster,
+    Clusters, DEFAULT_CLUSTER, DEFAULT_MAX_TOPIC_PARTITIONS, NAMESPACE_PLACEHOLDER, TopicPrefixes,
 };
 pub use credentials::{ANNOTATION_REQUIRE_STREAMLET_CREDENTIALS, STREAMLET_CREDENTIALS_PREFIX, StreamletCredentials};
 
@@ -151,6 +151,31 @@ pub enum ConnectionError {
         annotation: String,
         /// The entry (an annotation holds no credential).
         entry: String,
+    },
+    /// A cluster Secret's limit annotation is not a whole number of at least 1.
+    #[error("Secret '{secret}': annotation '{annotation}' is '{entry}', which is not a whole number of at least 1")]
+    LimitEntry {
+        /// Secret name.
+        secret: String,
+        /// The annotation's key.
+        annotation: String,
+        /// The value (an annotation holds no credential).
+        entry: String,
+    },
+    /// A managed topic asks for more partitions than its cluster allows a managed topic.
+    #[error(
+        "managed topic '{topic}' has {partitions} partitions, more than the {most} that Secret 'kafka-cluster-{cluster}' \
+         allows a managed topic (annotation 'flow.ankka.thinkmorestupidless.com/max-topic-partitions')"
+    )]
+    TooManyPartitions {
+        /// Topic id.
+        topic: String,
+        /// The partitions the topic asks for.
+        partitions: i32,
+        /// Cluster name.
+        cluster: String,
+        /// The most the cluster allows.
+        most: i32,
     },
     /// A managed topic's Kafka name does not start with a prefix its cluster allows the namespace.
     #[error("{}", name_not_allowed(topic, name, cluster, namespace, prefixes))]
@@ -262,6 +287,8 @@ impl ConnectionError {
             ConnectionError::NotAllowed { .. } => "ClusterNotAllowed",
             ConnectionError::AnnotationEntry { .. } | ConnectionError::PrefixEntry { .. } => "ClusterSecretInvalid",
             ConnectionError::TopicNameNotAllowed { .. } => "TopicNameNotAllowed",
+            ConnectionError::LimitEntry { .. } => "ClusterSecretInvalid",
+            ConnectionError::TooManyPartitions { .. } => "TooManyPartitions",
             ConnectionError::ClusterOwned { .. } => "ClusterSettingsOverridden",
             ConnectionError::PropertyRefused { .. } => "PropertyRefused",
             ConnectionError::KeyNotAPropertyName { .. } => "KeyNotAPropertyName",
@@ -661,6 +688,18 @@ pub fn resolve_topic(
         };
         let p = size(topic.partitions, cluster.and_then(|c| c.partitions.as_ref()), "partitions");
         let r = size(topic.replicas, cluster.and_then(|c| c.replicas.as_ref()), "replicas");
+        // A cluster Secret bounds the topics the operator may create there; a topic with its own
+        // brokers reaches its cluster with its own credential, whose Kafka ACLs and quotas decide.
+        if let (Some(c), Some(n)) = (cluster, p)
+            && n > c.max_topic_partitions()
+        {
+            problems.push(ConnectionError::TooManyPartitions {
+                topic: id.clone(),
+                partitions: n,
+                cluster: c.name.clone(),
+                most: c.max_topic_partitions(),
+            });
+        }
         (p, r)
     } else {
         (None, None)

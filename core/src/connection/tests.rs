@@ -618,3 +618,51 @@ fn a_token_endpoint_of_a_topics_own_is_called_only_when_an_administrator_allows_
     let other = TokenEndpoints::new(["http://127.0.0.1:19110/token2".to_string()]);
     assert!(resolve_topic(&t, "shop", &Clusters::new(), &other).is_err());
 }
+
+#[test]
+fn a_managed_topic_has_at_most_the_partitions_its_cluster_allows() {
+    let with = |annotation: Option<&str>| {
+        let mut annotations = vec![(ANNOTATION_ALLOWED_NAMESPACES, "shop")];
+        annotations.extend(annotation.map(|v| (ANNOTATION_MAX_TOPIC_PARTITIONS, v)));
+        let data = map(&[("bootstrap.servers", "b:9092"), ("replicas", "1")]);
+        clusters(vec![Cluster::from_secret("big", &data, &map(&annotations))])
+    };
+    let managed = |partitions: i32| {
+        let mut t = of_cluster("orders", Some("big"));
+        t.managed = true;
+        t.partitions = Some(partitions);
+        t
+    };
+    // Without the annotation: the default, inclusive.
+    assert!(
+        resolve_topic(&managed(DEFAULT_MAX_TOPIC_PARTITIONS), "shop", &with(None), &TokenEndpoints::default()).is_ok()
+    );
+    assert_eq!(
+        problems(&managed(DEFAULT_MAX_TOPIC_PARTITIONS + 1), &with(None)),
+        [format!(
+            "managed topic 'orders' has {} partitions, more than the {DEFAULT_MAX_TOPIC_PARTITIONS} that Secret \
+             'kafka-cluster-big' allows a managed topic (annotation 'flow.ankka.thinkmorestupidless.com/max-topic-partitions')",
+            DEFAULT_MAX_TOPIC_PARTITIONS + 1
+        )]
+    );
+    let err = resolve_topic(&managed(i32::MAX), "shop", &with(None), &TokenEndpoints::default()).unwrap_err();
+    assert_eq!(err[0].kind(), "TooManyPartitions");
+    // The annotation lowers it, or raises it.
+    assert_eq!(problems(&managed(13), &with(Some("12"))).len(), 1);
+    assert!(resolve_topic(&managed(5000), "shop", &with(Some(" 5000 ")), &TokenEndpoints::default()).is_ok());
+    // An unmanaged topic is only read: it is not the operator's to create.
+    let mut read = managed(i32::MAX);
+    read.managed = false;
+    assert!(resolve_topic(&read, "shop", &with(Some("1")), &TokenEndpoints::default()).is_ok());
+    // An annotation that is no limit is the Secret's problem, and the default holds meanwhile.
+    for bad in ["0", "-3", "many", ""] {
+        assert_eq!(
+            problems(&managed(3), &with(Some(bad))),
+            [format!(
+                "Secret 'kafka-cluster-big': annotation 'flow.ankka.thinkmorestupidless.com/max-topic-partitions' is \
+                 '{bad}', which is not a whole number of at least 1"
+            )],
+            "{bad:?}"
+        );
+    }
+}
