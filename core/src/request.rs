@@ -252,7 +252,7 @@ pub fn instant_before(now_millis: i64, duration: &str) -> Result<String, String>
         return Err(format!("{} (it must be more than 0)", bad()));
     }
     let now = Timestamp::from_millisecond(now_millis).map_err(|e| e.to_string())?;
-    let at = now.to_zoned(TimeZone::UTC).checked_sub(span).map_err(|_| bad())?.timestamp();
+    let at = now.to_zoned(TimeZone::UTC).checked_sub(span).map_or(Timestamp::MIN, |at| at.timestamp());
     if at.as_millisecond() < 0 {
         return Err(format!("{duration} before now is before 1970"));
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flow_adapters::kube as k;
 use flow_core::names::CLI_FIELD_MANAGER;
-use flow_core::request::{PlanOffsets, ResetRequest, To, clip, instant_before, parse_instant};
+use flow_core::request::{PlanOffsets, ResetRequest, To, clip, instant_before};
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets;
 use kube::Api;
@@ -323,24 +323,85 @@ pub(crate) async fn write_checked(
 
 /// Where `--to-datetime` or `--by-duration` send the groups; `None`: to the earliest offsets.
 pub(crate) fn destination(to_datetime: Option<&str>, by_duration: Option<&str>) -> Result<Option<To>, Failure> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    destination_at(to_datetime, by_duration, now)
+}
+
+/// [`destination`] with `--by-duration` counted back from `now_millis` (since the Unix epoch).
+fn destination_at(
+    to_datetime: Option<&str>,
+    by_duration: Option<&str>,
+    now_millis: i64,
+) -> Result<Option<To>, Failure> {
     if let Some(t) = to_datetime {
-        if parse_instant(t).is_none() {
-            return Err(Failure::refused(format!(
-                "--to-datetime '{}' is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z); nothing was requested",
-                clip(t, 64)
-            )));
-        }
+        check_instant(t)
+            .map_err(|why| Failure::refused(format!("--to-datetime '{}' {why}; nothing was requested", clip(t, 64))))?;
         return Ok(Some(To::Datetime(t.to_string())));
     }
     if let Some(d) = by_duration {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let at = instant_before(now, d)
-            .map_err(|why| Failure::refused(format!("--by-duration {why}; nothing was requested")))?;
+        let at = if too_long(d) {
+            // As instant_before says of a duration it holds that reaches back before 1970.
+            Err(format!("{d} before now is before 1970"))
+        } else {
+            instant_before(now_millis, d)
+        };
+        let at = at.map_err(|why| Failure::refused(format!("--by-duration {why}; nothing was requested")))?;
         return Ok(Some(To::Datetime(at)));
     }
     Ok(None)
+}
+
+/// Why `text` cannot be the instant of `--to-datetime`: not an RFC 3339 instant, before 1970 (Kafka's
+/// timestamps are milliseconds since 1970-01-01T00:00:00Z, never negative), or later than the last
+/// instant jiff's `Timestamp` holds, which the operator reads it with (`parse_instant` of flow-core).
+fn check_instant(text: &str) -> Result<(), String> {
+    use k8s_openapi::jiff::Timestamp;
+    use k8s_openapi::jiff::fmt::temporal::Pieces;
+    match text.parse::<Timestamp>() {
+        Ok(at) if at < Timestamp::UNIX_EPOCH => {
+            Err("is before 1970-01-01T00:00:00Z, and Kafka's timestamps (milliseconds since then) cannot be".into())
+        }
+        Ok(_) => Ok(()),
+        // A date, a time and an offset, in the last year a timestamp reaches: past its end.
+        Err(_)
+            if Pieces::parse(text)
+                .is_ok_and(|p| p.time().is_some() && p.offset().is_some() && p.date().year() == 9999) =>
+        {
+            let last = Timestamp::from_second(Timestamp::MAX.as_second()).unwrap_or(Timestamp::MAX);
+            Err(format!("is later than the last instant supported ({last})"))
+        }
+        _ => Err("is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z)".into()),
+    }
+}
+
+/// Whether `duration` has the form of a duration and is only too long to be held (a span holds at
+/// most 19,998 years, or its like in smaller units, all of them longer than the time since 1970):
+/// with each run of whole digits taken as `1` it is a positive duration. Digits after a decimal
+/// point are kept, for a fraction too fine is no duration at all.
+fn too_long(duration: &str) -> bool {
+    use k8s_openapi::jiff::Span;
+    let trimmed = duration.trim();
+    if trimmed.parse::<Span>().is_ok() {
+        return false;
+    }
+    let (mut ones, mut in_digits, mut in_fraction) = (String::with_capacity(trimmed.len()), false, false);
+    for c in trimmed.chars() {
+        if c.is_ascii_digit() {
+            if in_fraction {
+                ones.push(c);
+            } else if !in_digits {
+                ones.push('1');
+            }
+            in_digits = true;
+        } else {
+            in_fraction = in_digits && matches!(c, '.' | ',');
+            in_digits = false;
+            ones.push(c);
+        }
+    }
+    ones.parse::<Span>().is_ok_and(|s| s.is_positive())
 }
 
 /// Refuses when an earlier request of `flow` is still pending, unless `replace`.
@@ -385,4 +446,74 @@ async fn checked_request(
         return Err(Failure::refused(targets::cli_running_message(&running)));
     }
     Ok(ResetRequest::new(uuid::Uuid::new_v4().to_string(), args.streamlets.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-11-29T16:00:00Z.
+    const NOW: i64 = 1_795_968_000_000;
+
+    fn refusal(to_datetime: Option<&str>, by_duration: Option<&str>) -> String {
+        destination_at(to_datetime, by_duration, NOW).expect_err("refused").problems.join("\n")
+    }
+
+    #[test]
+    fn an_instant_before_1970_is_refused_by_name() {
+        assert_eq!(
+            refusal(Some("1969-12-31T23:59:59.999Z"), None),
+            "--to-datetime '1969-12-31T23:59:59.999Z' is before 1970-01-01T00:00:00Z, and Kafka's timestamps \
+             (milliseconds since then) cannot be; nothing was requested"
+        );
+        assert!(refusal(Some("1970-01-01T00:59:59+01:00"), None).contains("is before 1970-01-01T00:00:00Z"));
+        assert!(refusal(Some("0000-01-01T00:00:00Z"), None).contains("is before 1970-01-01T00:00:00Z"));
+        for first in ["1970-01-01T00:00:00Z", "1970-01-01T01:00:00+01:00"] {
+            assert_eq!(destination_at(Some(first), None, NOW).ok(), Some(Some(To::Datetime(first.into()))), "{first}");
+        }
+    }
+
+    #[test]
+    fn an_instant_past_the_last_supported_says_so() {
+        assert_eq!(
+            refusal(Some("9999-12-31T23:59:59Z"), None),
+            "--to-datetime '9999-12-31T23:59:59Z' is later than the last instant supported (9999-12-30T22:00:00Z); \
+             nothing was requested"
+        );
+        let last = "9999-12-30T22:00:00Z";
+        assert_eq!(destination_at(Some(last), None, NOW).ok(), Some(Some(To::Datetime(last.into()))));
+        for bad in ["yesterday", "9999-12-31", "9999-12-31T23:59:59", "2026-11-29T16:00:00[Europe/Helsinki]"] {
+            assert_eq!(
+                refusal(Some(bad), None),
+                format!(
+                    "--to-datetime '{bad}' is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z); nothing was \
+                     requested"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_duration_too_long_to_hold_reaches_before_1970() {
+        for long in ["P100000Y", "P15000Y", "99999999999999999999s", "PT9999999999999999999999H"] {
+            assert_eq!(
+                refusal(None, Some(long)),
+                format!("--by-duration {long} before now is before 1970; nothing was requested")
+            );
+        }
+        for bad in ["soon", "-P100000Y", "PT1.1234567891S", "P"] {
+            assert_eq!(
+                refusal(None, Some(bad)),
+                format!(
+                    "--by-duration '{bad}' is not a duration (such as PT2H, P1DT12H, 2h 30m or 90s); nothing was \
+                     requested"
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            destination_at(None, Some("PT2H"), NOW).ok(),
+            Some(Some(To::Datetime("2026-11-29T14:00:00Z".into())))
+        );
+    }
 }
