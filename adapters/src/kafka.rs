@@ -698,7 +698,7 @@ mod coordinator;
 mod lag;
 mod log;
 
-pub(crate) use admin::{TopicAnswer, describe_topics};
+pub(crate) use admin::{TopicAnswer, describe_topics, serve_main_queue};
 pub use lag::{Lag, lags};
 pub(crate) use log::ClientLog;
 pub use log::Requests;

@@ -11,11 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use flow_core::connection::KafkaConnection;
 use flow_core::redact::Secrets;
-use flow_core::reset::KafkaFailure;
+use flow_core::reset::{FailureKind, KafkaFailure};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -69,10 +70,27 @@ pub enum Deleted {
 
 /// An admin client of one Kafka connection. Building one costs a bootstrap connection, so the
 /// operator keeps one per connection and shares it between reconciles.
+///
+/// A thread serves the client's main queue while the admin client lives, as
+/// [`crate::kafka::KafkaClient`]'s pump does for its own: librdkafka delivers its log lines and error
+/// events there, and only once they reach the [`ClientLog`] does a failed authentication or TLS
+/// handshake word the failure of a call ([`ClientLog`]'s explanation) instead of the timeout it
+/// causes. rdkafka's admin client serves only the queue of its calls' results.
 pub struct TopicAdmin {
+    pump: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
     admin: AdminClient<ClientLog>,
     bootstrap_servers: String,
     deadlines: Deadlines,
+}
+
+impl Drop for TopicAdmin {
+    fn drop(&mut self) {
+        // Before the client itself drops (fields drop after this): the thread holds its main queue.
+        if let Some((stop, thread)) = self.pump.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = thread.join();
+        }
+    }
 }
 
 impl TopicAdmin {
@@ -96,7 +114,15 @@ impl TopicAdmin {
                 config_rejected(&e)
             ))
         })?;
-        Ok(TopicAdmin { admin, bootstrap_servers: conn.bootstrap_servers.clone(), deadlines: d })
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = crate::kafka::serve_main_queue(&admin, Arc::clone(&stop))
+            .map_err(|e| KafkaFailure::unavailable(format!("cannot start a Kafka client thread: {e}")))?;
+        Ok(TopicAdmin {
+            pump: Some((stop, thread)),
+            admin,
+            bootstrap_servers: conn.bootstrap_servers.clone(),
+            deadlines: d,
+        })
     }
 
     fn options(&self) -> AdminOptions {
@@ -109,6 +135,21 @@ impl TopicAdmin {
     /// if any; either way without a credential or a token endpoint's answer.
     fn explain(&self, failure: KafkaFailure) -> KafkaFailure {
         self.admin.inner().context().explain(failure)
+    }
+
+    /// [`TopicAdmin::explain`] for a call that failed as a whole; a cluster that gave no answer
+    /// (no final cause known) is named by its bootstrap servers, which hold no credential.
+    fn explain_call(&self, failure: KafkaFailure) -> KafkaFailure {
+        let f = self.explain(failure);
+        match f.kind {
+            FailureKind::Unreachable | FailureKind::Unavailable if !f.reason.contains(&self.bootstrap_servers) => {
+                KafkaFailure {
+                    reason: format!("the Kafka cluster at {} did not answer: {}", self.bootstrap_servers, f.reason),
+                    ..f
+                }
+            }
+            _ => f,
+        }
     }
 
     /// Describes each topic of `wanted` (Kafka name -> the configuration keys whose live values
@@ -143,7 +184,7 @@ impl TopicAdmin {
                         })
                         .collect::<BTreeMap<_, _>>()
                 })
-                .map_err(|f| this.explain(f))
+                .map_err(|f| this.explain_call(f))
         })
         .await
         .unwrap_or_else(|e| Err(KafkaFailure::unavailable(format!("Kafka worker stopped: {e}"))));

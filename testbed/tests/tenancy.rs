@@ -501,7 +501,35 @@ fn a_replicas_change_is_applied_without_waiting_for_an_unreachable_kafka() {
     });
     let detail = topic_detail(ns, "down");
     assert!(detail.starts_with("Kafka unreachable"), "{detail}");
+    // It names the cluster's brokers.
+    assert!(detail.contains("the Kafka cluster at 127.0.0.1:1 did not answer"), "{detail}");
     assert_eq!(phase(ns, "down").0, "Degraded");
     eprintln!("replicas change applied after {took:?}; topic: {detail}");
+    op.stop();
+}
+
+/// A cluster Secret with a wrong password: the pipeline's status says the authentication failed,
+/// naming the brokers (docs/troubleshooting.md), not the timeout it causes; never the password.
+#[test]
+fn a_wrong_password_shows_in_the_status_as_an_authentication_failure() {
+    let _side_by_side = side_by_side(); // isolated: its own namespace, cluster Secret and Lease
+    let ns = "tenancy-wrong-password";
+    install_crd();
+    ensure_namespace("ankka-flow");
+    let _secrets = Secrets(vec!["kafka-cluster-tenancy-wrong".to_string()]);
+    let (sasl, config) = shop_over_sasl();
+    let wrong = "not-the-shop-secret";
+    cluster_secret("tenancy-wrong", &sasl, &config.replace(SHOP_PASSWORD, wrong), Some(ns));
+    fresh_namespace(ns);
+    let op = Operator::start(&fresh_dir(ns), &[("FLOW_WATCH_NAMESPACE", ns)]);
+    apply_router(ns, "wrong", "tenancy.wrong", "      cluster = tenancy-wrong", 0);
+    let want = format!("Kafka unreachable: authentication with the Kafka cluster at {sasl} failed: ");
+    let detail = wait_until("the status naming the authentication failure", Duration::from_secs(60), || {
+        let d = topic_detail(ns, "wrong");
+        (!d.is_empty()).then_some(d)
+    });
+    assert!(detail.starts_with(&want), "{detail}");
+    assert!(!detail.contains(wrong), "{detail}");
+    assert!(!op.log_text().contains(wrong), "the operator's log shows the password");
     op.stop();
 }

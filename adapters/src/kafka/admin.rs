@@ -754,3 +754,83 @@ mod tests {
         assert_eq!(out[1], Ok(at(&[1, 2], 1)));
     }
 }
+
+/// A reference to a client's main queue, handed to the thread that serves it.
+struct MainQueue(*mut rdkafka::bindings::rd_kafka_queue_t);
+
+// SAFETY: librdkafka's queues may be polled from any thread; the reference is used by one thread,
+// which destroys it before the client it belongs to is destroyed (`crate::topics::TopicAdmin`'s `Drop`).
+unsafe impl Send for MainQueue {}
+
+/// How long one poll of the main queue waits.
+const PUMP_INTERVAL: Duration = std::time::Duration::from_millis(100);
+
+/// Serves `admin`'s main queue until `stop` (`crate::topics::TopicAdmin`'s): each log line and error
+/// event goes to its [`super::ClientLog`]
+/// (which logs it, credentials taken out, and keeps a final cause); anything else is dropped.
+pub(crate) fn serve_main_queue(
+    admin: &rdkafka::admin::AdminClient<super::ClientLog>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    use rdkafka::bindings as rd;
+    use rdkafka::client::ClientContext;
+    let log = std::sync::Arc::clone(admin.inner().context());
+    // SAFETY: the client is alive; the reference taken here is destroyed by the thread.
+    let queue = MainQueue(unsafe { rd::rd_kafka_queue_get_main(admin.inner().native_ptr()) });
+    std::thread::Builder::new().name("kafka-admin-pump".into()).spawn(move || {
+        let queue = queue;
+        let ms = i32::try_from(PUMP_INTERVAL.as_millis()).unwrap_or(100);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: the queue reference is alive until destroyed below; each event polled is
+            // read, then destroyed, here; the strings read from it are copied before.
+            unsafe {
+                let event = rd::rd_kafka_queue_poll(queue.0, ms);
+                if event.is_null() {
+                    continue;
+                }
+                match rd::rd_kafka_event_type(event) {
+                    rd::RD_KAFKA_EVENT_LOG => {
+                        let (mut fac, mut text, mut level) = (std::ptr::null(), std::ptr::null(), 0);
+                        if rd::rd_kafka_event_log(event, &mut fac, &mut text, &mut level) == 0
+                            && !fac.is_null()
+                            && !text.is_null()
+                        {
+                            let fac = std::ffi::CStr::from_ptr(fac).to_string_lossy().into_owned();
+                            let text = std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned();
+                            log.log(log_level(level), fac.trim(), text.trim());
+                        }
+                    }
+                    rd::RD_KAFKA_EVENT_ERROR => {
+                        let code = rd::rd_kafka_event_error(event);
+                        let reason = rd::rd_kafka_event_error_string(event);
+                        let reason = if reason.is_null() {
+                            String::new()
+                        } else {
+                            std::ffi::CStr::from_ptr(reason).to_string_lossy().into_owned()
+                        };
+                        log.error(rdkafka::error::KafkaError::Global(code.into()), reason.trim());
+                    }
+                    _ => {}
+                }
+                rd::rd_kafka_event_destroy(event);
+            }
+        }
+        // SAFETY: the reference taken above, destroyed once.
+        unsafe { rd::rd_kafka_queue_destroy(queue.0) };
+    })
+}
+
+/// librdkafka's log level (syslog's numbers) as rdkafka names it.
+fn log_level(level: i32) -> rdkafka::config::RDKafkaLogLevel {
+    use rdkafka::config::RDKafkaLogLevel as L;
+    match level {
+        0 => L::Emerg,
+        1 => L::Alert,
+        2 => L::Critical,
+        3 => L::Error,
+        4 => L::Warning,
+        5 => L::Notice,
+        6 => L::Info,
+        _ => L::Debug,
+    }
+}
