@@ -708,53 +708,6 @@ pub(crate) fn describe_topics(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use flow_core::reset::Position;
-
-    fn ask<'a>(group: &'a str, ps: &'a [i32]) -> Ask<'a> {
-        Ask { broker: 1, group, topic: "t", ps }
-    }
-
-    fn at(ps: &[i32], offset: i64) -> Positions {
-        ps.iter().map(|p| (*p, Some(Position { offset, metadata: String::new() }))).collect()
-    }
-
-    #[test]
-    fn asks_are_read_in_pieces_and_put_together_again() {
-        let many: Vec<i32> = (0..250).collect();
-        let asks = [ask("a", &many), ask("b", &[]), ask("c", &[7])];
-        let (owner, pieces) = pieces(&asks, 100);
-        assert_eq!(owner, vec![0, 0, 0, 1, 2]);
-        let sizes: Vec<usize> = pieces.iter().map(|p| p.ps.len()).collect();
-        assert_eq!(sizes, vec![100, 100, 50, 0, 1]);
-        assert!(pieces.iter().zip(&owner).all(|(p, i)| p.group == asks[*i].group));
-        let results = pieces.iter().map(|p| Ok(at(p.ps, 5))).collect();
-        let out = merged(asks.len(), &owner, results);
-        assert_eq!(out[0], Ok(at(&many, 5)), "every partition of the first ask, once");
-        assert_eq!(out[1], Ok(Positions::new()));
-        assert_eq!(out[2], Ok(at(&[7], 5)));
-    }
-
-    #[test]
-    fn an_ask_with_a_failed_piece_fails_with_its_first_failure_and_alone() {
-        let many: Vec<i32> = (0..201).collect();
-        let asks = [ask("a", &many), ask("b", &[1, 2])];
-        let (owner, pieces) = pieces(&asks, 100);
-        assert_eq!(owner, vec![0, 0, 0, 1]);
-        let results = vec![
-            Ok(at(pieces[0].ps, 1)),
-            Err(KafkaFailure::unavailable("second piece")),
-            Err(KafkaFailure::refused("third piece")),
-            Ok(at(pieces[3].ps, 1)),
-        ];
-        let out = merged(asks.len(), &owner, results);
-        assert_eq!(out[0].as_ref().map_err(|f| f.reason.as_str()), Err("second piece"));
-        assert_eq!(out[1], Ok(at(&[1, 2], 1)));
-    }
-}
-
 /// A reference to a client's main queue, handed to the thread that serves it.
 struct MainQueue(*mut rdkafka::bindings::rd_kafka_queue_t);
 
@@ -832,5 +785,52 @@ fn log_level(level: i32) -> rdkafka::config::RDKafkaLogLevel {
         5 => L::Notice,
         6 => L::Info,
         _ => L::Debug,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_core::reset::Position;
+
+    fn ask<'a>(group: &'a str, ps: &'a [i32]) -> Ask<'a> {
+        Ask { broker: 1, group, topic: "t", ps }
+    }
+
+    fn at(ps: &[i32], offset: i64) -> Positions {
+        ps.iter().map(|p| (*p, Some(Position { offset, metadata: String::new() }))).collect()
+    }
+
+    #[test]
+    fn asks_are_read_in_pieces_and_put_together_again() {
+        let many: Vec<i32> = (0..250).collect();
+        let asks = [ask("a", &many), ask("b", &[]), ask("c", &[7])];
+        let (owner, pieces) = pieces(&asks, 100);
+        assert_eq!(owner, vec![0, 0, 0, 1, 2]);
+        let sizes: Vec<usize> = pieces.iter().map(|p| p.ps.len()).collect();
+        assert_eq!(sizes, vec![100, 100, 50, 0, 1]);
+        assert!(pieces.iter().zip(&owner).all(|(p, i)| p.group == asks[*i].group));
+        let results = pieces.iter().map(|p| Ok(at(p.ps, 5))).collect();
+        let out = merged(asks.len(), &owner, results);
+        assert_eq!(out[0], Ok(at(&many, 5)), "every partition of the first ask, once");
+        assert_eq!(out[1], Ok(Positions::new()));
+        assert_eq!(out[2], Ok(at(&[7], 5)));
+    }
+
+    #[test]
+    fn an_ask_with_a_failed_piece_fails_with_its_first_failure_and_alone() {
+        let many: Vec<i32> = (0..201).collect();
+        let asks = [ask("a", &many), ask("b", &[1, 2])];
+        let (owner, pieces) = pieces(&asks, 100);
+        assert_eq!(owner, vec![0, 0, 0, 1]);
+        let results = vec![
+            Ok(at(pieces[0].ps, 1)),
+            Err(KafkaFailure::unavailable("second piece")),
+            Err(KafkaFailure::refused("third piece")),
+            Ok(at(pieces[3].ps, 1)),
+        ];
+        let out = merged(asks.len(), &owner, results);
+        assert_eq!(out[0].as_ref().map_err(|f| f.reason.as_str()), Err("second piece"));
+        assert_eq!(out[1], Ok(at(&[1, 2], 1)));
     }
 }
