@@ -176,7 +176,8 @@ fn an_unreachable_api_server_is_named_with_the_cause() {
     let (code, _, err) = flow(&cart(), &["reset", "cart", "--kubeconfig", missing.to_str().unwrap()]);
     assert_eq!(code, Some(1));
     assert!(err.starts_with("cannot reach Kubernetes: ") && err.contains("no-such.kubeconfig"), "{err}");
-    let (code, _, err) = flow(&cart(), &["reset", "status", "u1", "--context", "elsewhere"]);
+    let (code, _, err) =
+        flow(&cart(), &["reset", "status", "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71", "--context", "elsewhere"]);
     assert_eq!(code, Some(1));
     assert_eq!(err.trim_end(), "cannot reach Kubernetes: no context 'elsewhere' in the kubeconfig");
     let (code, _, err) = flow(&cart(), &["reset", "cart", "--wait", "--timeout", "soon"]);
@@ -207,4 +208,26 @@ fn kubeconfig_files_that_do_not_exist_are_skipped_as_kubectl_does() {
         .expect("flow runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with("cannot reach Kubernetes: no kubeconfig found"), "{err}");
+}
+
+#[test]
+fn a_bad_pipeline_name_or_request_id_is_refused_before_the_cluster_is_asked() {
+    // The kubeconfig's API server does not answer: a refusal that names no server asked none.
+    let name = "pipeline '' is not a Kubernetes object name: at most 253 of [a-z0-9-.], beginning and ending with a \
+                letter or digit; nothing was requested";
+    for args in [&["reset", "", "-n", "x"][..], &["reset", "--pipeline", "", "-n", "x"], &["rebuild", "", "-n", "x"]] {
+        let (code, out, err) = flow(&root(), args);
+        assert_eq!((code, out.as_str(), err.trim_end()), (Some(1), "", name), "{args:?}");
+    }
+    let id = "'notauuid' is not a reset request id (a UUID, as flow reset printed it)";
+    let (code, _, err) = flow(&root(), &["reset", "status", "notauuid"]);
+    assert_eq!((code, err.trim_end()), (Some(1), id));
+    let (code, _, err) = flow(&root(), &["reset", "undo", "notauuid"]);
+    assert_eq!((code, err.trim_end()), (Some(1), format!("{id}; nothing was requested").as_str()));
+    let (code, _, err) = flow(&root(), &["reset", "approve", "notauuid"]);
+    assert_eq!((code, err.trim_end()), (Some(1), format!("{id}; nothing was written").as_str()));
+    let (code, _, err) =
+        flow(&root(), &["reset", "status", "1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71", "--pipeline", "Cart"]);
+    assert_eq!(code, Some(1));
+    assert!(err.starts_with("pipeline 'Cart' is not a Kubernetes object name"), "{err}");
 }

@@ -19,7 +19,9 @@ use flow_core::resource::{AnkkaFlow, AnkkaFlowSpec};
 use flow_core::targets;
 
 use super::reset::report::Report;
-use super::reset::{RequestArgs, Requested, answer, destination, plan, refuse_pending, wait, write_checked};
+use super::reset::{
+    RequestArgs, Requested, answer, check_pipeline_name, destination, plan, refuse_pending, wait, write_checked,
+};
 use crate::cluster::Cluster;
 use crate::exit::{Failure, Output};
 use crate::output::Format;
@@ -76,6 +78,7 @@ pub struct Args {
 pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     let opts = &args.request;
     // Checked before anything is read, so that a typo costs no round trip.
+    check_pipeline_name(&args.pipeline).map_err(|why| Failure::refused(format!("{why}; nothing was requested")))?;
     let instant = destination(args.to_datetime.as_deref(), args.by_duration.as_deref())?;
     let cluster = Cluster::connect(&opts.cluster, "rebuild").await?;
     let ns = opts.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());

@@ -186,12 +186,13 @@ pub async fn run(mut args: Args, out: &Reporter) -> Result<Output, Failure> {
         Some(Sub::Deny(a)) => return decide::run(a, decide::Verdict::Deny).await,
         None => {}
     }
+    // clap requires the pipeline when no subcommand is given.
+    let pipeline = args.pipeline_name().unwrap_or_default().to_string();
     // Checked before anything is read, so that a typo costs no round trip.
+    check_pipeline_name(&pipeline).map_err(|why| Failure::refused(format!("{why}; nothing was requested")))?;
     let to = destination(args.to_datetime.as_deref(), args.by_duration.as_deref())?;
     let cluster = Cluster::connect(&args.cluster, "reset").await?;
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
-    // clap requires the pipeline when no subcommand is given.
-    let pipeline = args.pipeline_name().unwrap_or_default().to_string();
     let planned = match args.plan.as_deref() {
         None => None,
         Some(path) => {
@@ -319,6 +320,39 @@ pub(crate) async fn write_checked(
     Err(Failure::refused(format!(
         "pipeline '{pipeline}' kept changing while the request was being written; nothing was requested, run {command} again"
     )))
+}
+
+/// Refuses `name` unless it can be an AnkkaFlow's name, which Kubernetes takes only as a DNS subdomain
+/// (RFC 1123): at most 253 characters, dot-separated parts of `[a-z0-9-]`, each beginning and ending
+/// with a letter or digit. Checked before anything is read, so that the API server's own refusal of
+/// a request it cannot even build (`A non-empty name is required`) is never taken for an unreachable
+/// server. The rule is the one flow-core checks rendered names by (`subdomain_fault` in
+/// core/src/names/objects.rs, private to that crate).
+pub(crate) fn check_pipeline_name(name: &str) -> Result<(), String> {
+    let part_ok = |part: &str| {
+        let b = part.as_bytes();
+        !b.is_empty()
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    };
+    if name.len() <= 253 && name.split('.').all(part_ok) {
+        return Ok(());
+    }
+    Err(format!(
+        "pipeline '{}' is not a Kubernetes object name: at most 253 of [a-z0-9-.], beginning and ending with a letter \
+         or digit",
+        clip(name, 64)
+    ))
+}
+
+/// Refuses `id` unless it is a reset request id as `flow reset` prints it: a UUID, in lower case with
+/// hyphens (`1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71`), so that a typo is not looked for in the cluster.
+pub(crate) fn check_request_id(id: &str) -> Result<(), String> {
+    if matches!(uuid::Uuid::try_parse(id), Ok(u) if u.hyphenated().to_string() == id) {
+        return Ok(());
+    }
+    Err(format!("'{}' is not a reset request id (a UUID, as flow reset printed it)", clip(id, 64)))
 }
 
 /// Where `--to-datetime` or `--by-duration` send the groups; `None`: to the earliest offsets.
@@ -515,5 +549,33 @@ mod tests {
             destination_at(None, Some("PT2H"), NOW).ok(),
             Some(Some(To::Datetime("2026-11-29T14:00:00Z".into())))
         );
+    }
+
+    #[test]
+    fn a_pipeline_name_is_a_kubernetes_object_name() {
+        for good in ["cart", "cart-eu", "cart.v2", "0", &"a".repeat(253)] {
+            assert_eq!(check_pipeline_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", "Cart", "cart_eu", "-cart", "cart-", "cart..v2", ".cart", "cart.", &"a".repeat(254)] {
+            assert!(check_pipeline_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            check_pipeline_name(""),
+            Err("pipeline '' is not a Kubernetes object name: at most 253 of [a-z0-9-.], beginning and ending with a \
+                 letter or digit"
+                .into())
+        );
+    }
+
+    #[test]
+    fn a_request_id_is_a_uuid_as_flow_reset_prints_it() {
+        assert_eq!(check_request_id("1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71"), Ok(()));
+        for bad in ["notauuid", "", "1B7C2F0E-9A4D-4D3E-8F55-2F1C0B6E9A71", "1b7c2f0e9a4d4d3e8f552f1c0b6e9a71"] {
+            assert_eq!(
+                check_request_id(bad),
+                Err(format!("'{bad}' is not a reset request id (a UUID, as flow reset printed it)")),
+                "{bad}"
+            );
+        }
     }
 }

@@ -8,6 +8,7 @@ use flow_core::resource::RequestPhase;
 
 use super::find::{Poller, Scope, Stop, flows, search};
 use super::report::{self, Rates, Report};
+use super::{check_pipeline_name, check_request_id};
 use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
@@ -77,6 +78,10 @@ async fn first_look(
 /// # Errors
 /// No such request; the cluster cannot be reached or read (with `--watch`, a final failure only).
 pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
+    // Checked before anything is read, as `flow reset undo` checks them.
+    check_request_id(&args.id)
+        .and_then(|()| args.pipeline.as_deref().map_or(Ok(()), check_pipeline_name))
+        .map_err(Failure::refused)?;
     let cluster = Cluster::connect(&args.cluster, "reset").await?;
     if !args.watch {
         let (r, note) = first_look(&cluster, &args, &mut Poller::once(&cluster)).await?;

@@ -8,11 +8,11 @@
 use std::collections::BTreeSet;
 
 use flow_adapters::kube as k;
-use flow_core::request::{ResetRequest, To, clip};
+use flow_core::request::{ResetRequest, To};
 use flow_core::resource::{AnkkaFlow, GroupStage, RequestPhase};
 use flow_core::targets;
 
-use super::{RequestArgs, Requested, answer, find, wait, write_checked};
+use super::{RequestArgs, Requested, answer, check_pipeline_name, check_request_id, find, wait, write_checked};
 use crate::cluster::Cluster;
 use crate::exit::{Failure, Output};
 use crate::reporter::Reporter;
@@ -45,12 +45,9 @@ pub struct Args {
 /// to 5).
 pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     let undone = args.id.as_str();
-    if !matches!(uuid::Uuid::try_parse(undone), Ok(u) if u.hyphenated().to_string() == undone) {
-        return Err(Failure::refused(format!(
-            "'{}' is not a reset request id (a UUID, as flow reset printed it); nothing was requested",
-            clip(undone, 64)
-        )));
-    }
+    check_request_id(undone)
+        .and_then(|()| args.pipeline.as_deref().map_or(Ok(()), check_pipeline_name))
+        .map_err(|why| Failure::refused(format!("{why}; nothing was requested")))?;
     let opts = &args.request;
     let cluster = Cluster::connect(&opts.cluster, "undo").await?;
     let ns = opts.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());
