@@ -67,12 +67,15 @@ impl Report {
     }
 
     /// One line for stderr while `--wait` waits: the phase, how many groups are finished, and why
-    /// it waits.
+    /// it waits. A group is finished once it has its outcome: reset, failed, or, in a dry run, planned.
     pub(super) fn progress(&self) -> String {
         let mut line = format!("reset {} of '{}': {}", self.id, self.pipeline, self.phase);
         if !self.groups.is_empty() {
-            let finished =
-                self.groups.iter().filter(|g| matches!(g.outcome, GroupStage::Reset | GroupStage::Failed)).count();
+            let finished = self
+                .groups
+                .iter()
+                .filter(|g| matches!(g.outcome, GroupStage::Reset | GroupStage::Failed | GroupStage::Planned))
+                .count();
             line.push_str(&format!(", {finished} of {} consumer groups finished", self.groups.len()));
         }
         if !self.detail.is_empty() {
@@ -437,6 +440,15 @@ mod tests {
             report(RequestPhase::Resetting, &[GroupStage::Reset, GroupStage::Committing, GroupStage::Failed])
                 .progress(),
             "reset u1 of 'cart': Resetting, 2 of 3 consumer groups finished"
+        );
+        // A plan: each group planned is finished.
+        assert_eq!(
+            report(RequestPhase::Resetting, &[GroupStage::Planned, GroupStage::Pending]).progress(),
+            "reset u1 of 'cart': Resetting, 1 of 2 consumer groups finished"
+        );
+        assert_eq!(
+            report(RequestPhase::Done, &[GroupStage::Planned]).progress(),
+            "reset u1 of 'cart': Done, 1 of 1 consumer groups finished"
         );
     }
 }
