@@ -115,7 +115,6 @@ fn dry_runs_never_push_a_reset_out_of_the_history() {
     assert_eq!(plans, newest, "the newest dry runs, newest first");
     assert_eq!(kept.len(), HISTORY_LEN + 1);
     // Requests are still bounded by themselves.
-    let mut kept = kept;
     for i in 0..=HISTORY_LEN {
         let r = ResetStatus { id: format!("r{i}"), phase: RequestPhase::Done, ..Default::default() };
         kept = history(&kept, Some(&r), "next");
