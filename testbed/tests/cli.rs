@@ -492,3 +492,23 @@ fn credentials_in_the_api_servers_url_are_never_shown() {
     assert_eq!(text(&o.stderr).trim_end(), "no pipeline 'cart' in namespace 'shop-secret-url-none'", "{}", show(&o));
     assert_no_secret(&o);
 }
+
+/// `flow reset --wait` on a namespace no operator watches says so, once, instead of waiting in
+/// silence at `Requested`; the timeout still ends it (exit code 5) and the request stays.
+#[test]
+fn a_wait_that_no_operator_takes_up_says_why() {
+    let _side_by_side = side_by_side();
+    let ns = "cli-no-operator";
+    install_crd();
+    fresh_namespace(ns);
+    let (yaml, _) = inlets_pipeline_yaml(ns, "orphan", "orphan.input", "shop", 1, 1);
+    kubectl_apply(&yaml);
+    let o = flow(&["reset", "orphan", "-n", ns, "--wait", "--timeout", "20s"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    let hint = "is still Requested after 15s: no operator has taken it up; is the operator running, and does it \
+                watch namespace 'cli-no-operator'";
+    assert_eq!(err.matches(hint).count(), 1, "said once: {err}");
+    assert!(err.contains("timed out after 20s waiting for reset"), "{err}");
+    kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}

@@ -48,6 +48,20 @@ impl<'a> Target<'a> {
     }
 }
 
+/// How long a request may stay `Requested` (no operator took it up) before the wait says what that
+/// usually means, once: no operator runs, or none watches the namespace.
+const NOT_TAKEN_UP_HINT: Duration = Duration::from_secs(15);
+
+/// What the wait says, once, of a request still `Requested` after [`NOT_TAKEN_UP_HINT`].
+fn not_taken_up(id: &str, ns: &str) -> String {
+    format!(
+        "reset {id} is still Requested after {}: no operator has taken it up; is the operator running, and does it \
+         watch namespace '{ns}' (its FLOW_WATCH_NAMESPACE, the chart's watchNamespaces)? See \
+         \"A reset is taken up late\" in the troubleshooting guide",
+        humantime::format_duration(NOT_TAKEN_UP_HINT)
+    )
+}
+
 /// Waits until the request of `t` ends as `t.until` says, reading it every second and saying its
 /// progress on `out` (stderr) whenever it changes, then renders its status in `t.format` with
 /// `render`, as the command's result.
@@ -69,6 +83,7 @@ pub async fn wait(
     let (mut shown, mut shown_burn_down) = (String::new(), String::new());
     let mut last: Option<(Report, Instant)> = None;
     let mut rates = Rates::new();
+    let (started, mut hinted) = (Instant::now(), false);
     loop {
         let found = match poller.call(|| flows(cluster, &scope, Some(pipeline))).await {
             Ok(found) => found,
@@ -90,6 +105,10 @@ pub async fn wait(
         if line != shown {
             out.say(&line);
             shown = line;
+        }
+        if !hinted && r.phase == flow_core::resource::RequestPhase::Requested && started.elapsed() >= NOT_TAKEN_UP_HINT {
+            out.say(&not_taken_up(id, ns));
+            hinted = true;
         }
         if until == Until::CaughtUp {
             let burn_down = report::catch_up_lines(&r, &rates);
