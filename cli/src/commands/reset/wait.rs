@@ -106,7 +106,8 @@ pub async fn wait(
             out.say(&line);
             shown = line;
         }
-        if !hinted && r.phase == flow_core::resource::RequestPhase::Requested && started.elapsed() >= NOT_TAKEN_UP_HINT {
+        if !hinted && r.phase == flow_core::resource::RequestPhase::Requested && started.elapsed() >= NOT_TAKEN_UP_HINT
+        {
             out.say(&not_taken_up(id, ns));
             hinted = true;
         }
