@@ -87,6 +87,13 @@ pub fn is_dns_label(s: &str) -> bool {
     is_label_like(s, 63)
 }
 
+/// Whether `s` is a DNS subdomain (RFC 1123), as the name of most Kubernetes objects must be (an
+/// `AnkkaFlow`'s among them): at most 253 characters, dot-separated labels of `[a-z0-9-]`, each
+/// beginning and ending with a letter or digit.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    objects::subdomain_fault(s).is_none()
+}
+
 /// Whether `s` is a valid pipeline id: 1-40 of `[a-z0-9-]`, not starting or ending with `-`
 /// (docs/cli.md, "flow generate").
 pub fn is_pipeline_id(s: &str) -> bool {

@@ -326,17 +326,9 @@ pub(crate) async fn write_checked(
 /// (RFC 1123): at most 253 characters, dot-separated parts of `[a-z0-9-]`, each beginning and ending
 /// with a letter or digit. Checked before anything is read, so that the API server's own refusal of
 /// a request it cannot even build (`A non-empty name is required`) is never taken for an unreachable
-/// server. The rule is the one flow-core checks rendered names by (`subdomain_fault` in
-/// core/src/names/objects.rs, private to that crate).
+/// server. The rule is the one flow-core checks rendered names by.
 pub(crate) fn check_pipeline_name(name: &str) -> Result<(), String> {
-    let part_ok = |part: &str| {
-        let b = part.as_bytes();
-        !b.is_empty()
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-    };
-    if name.len() <= 253 && name.split('.').all(part_ok) {
+    if flow_core::names::is_dns_subdomain(name) {
         return Ok(());
     }
     Err(format!(
