@@ -240,25 +240,7 @@ pub fn reset_annotations(flow: &AnkkaFlow) -> (Option<&str>, Option<&str>) {
 /// (the Kubernetes API concepts, "Server-Side Apply", managed fields): a new request is a new value,
 /// so it is the time the request was written.
 pub fn request_written_at(flow: &AnkkaFlow) -> Option<String> {
-    annotation_written_at(flow, ANNOTATION_RESET).map(|t| t.to_string())
-}
-
-/// Whether annotation `name` (who wrote something: `reset-requested-by`, `reset-decided-by`) belongs
-/// to annotation `of` as it stands (the request, the decision): written in the same write, or after
-/// it, by the managed fields' times (see [`request_written_at`]). A request or a decision written by
-/// hand without a name leaves the name an earlier writer wrote, which must not be taken for this
-/// one's (docs/governance.md). `true` when the managed fields do not say (a read without them).
-pub fn name_is_current(flow: &AnkkaFlow, name: &str, of: &str) -> bool {
-    match (annotation_written_at(flow, name), annotation_written_at(flow, of)) {
-        (Some(name), Some(of)) => name >= of,
-        _ => true,
-    }
-}
-
-/// When annotation `key` was last written, by the latest `metadata.managedFields` entry of the main
-/// resource that owns it; `None` when no entry does.
-fn annotation_written_at(flow: &AnkkaFlow, key: &str) -> Option<k8s_openapi::jiff::Timestamp> {
-    let key = format!("f:{key}");
+    let key = format!("f:{ANNOTATION_RESET}");
     flow.metadata
         .managed_fields
         .iter()
@@ -267,6 +249,7 @@ fn annotation_written_at(flow: &AnkkaFlow, key: &str) -> Option<k8s_openapi::jif
         .filter(|e| e.fields_v1.as_ref().is_some_and(|f| f.0["f:metadata"]["f:annotations"].get(&key).is_some()))
         .filter_map(|e| e.time.as_ref().map(|t| t.0))
         .max()
+        .map(|t| t.to_string())
 }
 
 /// Records `event` about `flow` as an `events.k8s.io/v1` Event named by [`FlowEvent::name_for`].
@@ -371,33 +354,5 @@ mod tests {
         assert_eq!(request_written_at(&with_managed_fields(serde_json::json!([]))), None);
         let flow = with_managed_fields(serde_json::json!([owning("x", "2026-11-29T16:00:00Z", &["y"], None)]));
         assert_eq!(request_written_at(&flow), None);
-    }
-
-    #[test]
-    fn a_name_counts_only_when_written_with_what_it_names_or_after_it() {
-        use flow_core::names::ANNOTATION_REQUESTED_BY as BY;
-        let requested_by_is_current = |flow: &AnkkaFlow| name_is_current(flow, BY, ANNOTATION_RESET);
-        // The CLI writes both at once.
-        let flow = with_managed_fields(serde_json::json!([owning(
-            "flow-cli",
-            "2026-11-29T16:21:40Z",
-            &[ANNOTATION_RESET, BY],
-            None
-        )]));
-        assert!(requested_by_is_current(&flow));
-        // A request written by hand later, without a name: the name is the earlier request's.
-        let flow = with_managed_fields(serde_json::json!([
-            owning("flow-cli", "2026-11-29T16:21:40Z", &[BY], None),
-            owning("kubectl-annotate", "2026-11-29T17:00:05Z", &[ANNOTATION_RESET], None),
-        ]));
-        assert!(!requested_by_is_current(&flow));
-        // The name written after the request (by hand, in a second write) counts.
-        let flow = with_managed_fields(serde_json::json!([
-            owning("kubectl-annotate", "2026-11-29T17:00:05Z", &[ANNOTATION_RESET], None),
-            owning("other", "2026-11-29T17:00:09Z", &[BY], None),
-        ]));
-        assert!(requested_by_is_current(&flow));
-        // Without managed fields, nothing says otherwise.
-        assert!(requested_by_is_current(&with_managed_fields(serde_json::json!([]))));
     }
 }

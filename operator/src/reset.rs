@@ -96,12 +96,9 @@ pub async fn drive(
         written: written.as_deref(),
         reset: flow_status.and_then(|s| s.reset.as_ref()),
         history: flow_status.map_or(&[], |s| &s.reset_history),
-        // A name an earlier writer left is nobody's for the request or decision written since.
-        requested_by: annotation(names::ANNOTATION_REQUESTED_BY)
-            .filter(|_| k::name_is_current(&flow, names::ANNOTATION_REQUESTED_BY, names::ANNOTATION_RESET)),
+        requested_by: annotation(names::ANNOTATION_REQUESTED_BY),
         decision: annotation(names::ANNOTATION_DECISION),
-        decided_by: annotation(names::ANNOTATION_DECIDED_BY)
-            .filter(|_| k::name_is_current(&flow, names::ANNOTATION_DECIDED_BY, names::ANNOTATION_DECISION)),
+        decided_by: annotation(names::ANNOTATION_DECIDED_BY),
     };
     let options = DriveOptions {
         settle: Duration::from_secs(ctx.settings.reset_settle_seconds),

@@ -1,6 +1,5 @@
 //! `flow reset --wait` and `flow reset status <id>` against the real test bed: the request's phase and
-//! each group's outcome, offsets and records to reprocess, read from the status the operator writes;
-//! who asked, and nobody for a request written by hand without a name.
+//! each group's outcome, offsets and records to reprocess, read from the status the operator writes.
 
 use flow_testbed::*;
 
@@ -50,20 +49,6 @@ fn reset_status_reports_each_group_field_by_field() {
     assert!(o.status.success());
     let y: serde_json::Value = serde_saphyr::from_str(&String::from_utf8_lossy(&o.stdout)).expect("YAML");
     assert_eq!(y, r);
-
-    // The CLI names who asked; a request written by hand since, without a name, names nobody: not
-    // the earlier request's writer, whose name its annotation still holds.
-    assert!(r["requestedBy"].as_str().is_some_and(|u| !u.is_empty()), "{r}");
-    std::thread::sleep(std::time::Duration::from_millis(1100)); // managed fields' times are to the second
-    let by_hand = "7c0e7a34-5d6b-4f1e-8a2c-9b3d4e5f6a70";
-    let request =
-        format!("flow.ankka.thinkmorestupidless.com/reset-offsets={{\"id\":\"{by_hand}\",\"streamlets\":[]}}");
-    kubectl_ok(&["-n", ns, "annotate", "--overwrite", "aflow", name, &request]);
-    wait_done(ns, name, by_hand, std::time::Duration::from_secs(60));
-    let o = flow(&["reset", "status", by_hand, "-n", ns, "-o", "json"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-    assert!(r.get("requestedBy").is_none_or(serde_json::Value::is_null), "{r}");
 
     // An unknown id is a clear error.
     let o = flow(&["reset", "status", "00000000-0000-4000-8000-000000000000", "-n", ns]);
