@@ -162,21 +162,6 @@ pub enum ConnectionError {
         /// The value (an annotation holds no credential).
         entry: String,
     },
-    /// A managed topic asks for more partitions than its cluster allows a managed topic.
-    #[error(
-        "managed topic '{topic}' has {partitions} partitions, more than the {most} that Secret 'kafka-cluster-{cluster}' \
-         allows a managed topic (annotation 'flow.ankka.thinkmorestupidless.com/max-topic-partitions')"
-    )]
-    TooManyPartitions {
-        /// Topic id.
-        topic: String,
-        /// The partitions the topic asks for.
-        partitions: i32,
-        /// Cluster name.
-        cluster: String,
-        /// The most the cluster allows.
-        most: i32,
-    },
     /// A managed topic's Kafka name does not start with a prefix its cluster allows the namespace.
     #[error("{}", name_not_allowed(topic, name, cluster, namespace, prefixes))]
     TopicNameNotAllowed {
@@ -288,7 +273,6 @@ impl ConnectionError {
             ConnectionError::AnnotationEntry { .. } | ConnectionError::PrefixEntry { .. } => "ClusterSecretInvalid",
             ConnectionError::TopicNameNotAllowed { .. } => "TopicNameNotAllowed",
             ConnectionError::LimitEntry { .. } => "ClusterSecretInvalid",
-            ConnectionError::TooManyPartitions { .. } => "TooManyPartitions",
             ConnectionError::ClusterOwned { .. } => "ClusterSettingsOverridden",
             ConnectionError::PropertyRefused { .. } => "PropertyRefused",
             ConnectionError::KeyNotAPropertyName { .. } => "KeyNotAPropertyName",
@@ -465,6 +449,10 @@ pub struct ResolvedTopic {
     pub replicas: Option<i32>,
     /// Topic-level Kafka configuration for creating a managed topic.
     pub topic_config: BTreeMap<String, String>,
+    /// The most partitions the operator may create the topic with: its cluster Secret's
+    /// ([`Cluster::max_topic_partitions`]); `None` for a topic with its own brokers, which the
+    /// operator reaches with the topic's own credential, whose Kafka ACLs and quotas decide.
+    pub max_partitions: Option<i32>,
     /// Batch limits of every inlet reading the topic (defaults when the resource sets none).
     pub batch: Batch,
     /// The operator's own client connection, in librdkafka's form.
@@ -493,6 +481,7 @@ impl fmt::Debug for ResolvedTopic {
             .field("partitions", &self.partitions)
             .field("replicas", &self.replicas)
             .field("topic_config", &self.topic_config)
+            .field("max_partitions", &self.max_partitions)
             .field("batch", &self.batch)
             .field("kafka", &self.kafka)
             .finish()
@@ -688,18 +677,6 @@ pub fn resolve_topic(
         };
         let p = size(topic.partitions, cluster.and_then(|c| c.partitions.as_ref()), "partitions");
         let r = size(topic.replicas, cluster.and_then(|c| c.replicas.as_ref()), "replicas");
-        // A cluster Secret bounds the topics the operator may create there; a topic with its own
-        // brokers reaches its cluster with its own credential, whose Kafka ACLs and quotas decide.
-        if let (Some(c), Some(n)) = (cluster, p)
-            && n > c.max_topic_partitions()
-        {
-            problems.push(ConnectionError::TooManyPartitions {
-                topic: id.clone(),
-                partitions: n,
-                cluster: c.name.clone(),
-                most: c.max_topic_partitions(),
-            });
-        }
         (p, r)
     } else {
         (None, None)
@@ -749,6 +726,7 @@ pub fn resolve_topic(
             partitions,
             replicas,
             topic_config: topic.topic_config.clone(),
+            max_partitions: cluster.map(Cluster::max_topic_partitions),
             batch: topic.batch.clone().unwrap_or_default(),
         }),
         _ => Err(problems),

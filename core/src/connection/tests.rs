@@ -620,7 +620,7 @@ fn a_token_endpoint_of_a_topics_own_is_called_only_when_an_administrator_allows_
 }
 
 #[test]
-fn a_managed_topic_has_at_most_the_partitions_its_cluster_allows() {
+fn a_managed_topic_carries_the_most_partitions_its_cluster_allows() {
     let with = |annotation: Option<&str>| {
         let mut annotations = vec![(ANNOTATION_ALLOWED_NAMESPACES, "shop")];
         annotations.extend(annotation.map(|v| (ANNOTATION_MAX_TOPIC_PARTITIONS, v)));
@@ -633,35 +633,33 @@ fn a_managed_topic_has_at_most_the_partitions_its_cluster_allows() {
         t.partitions = Some(partitions);
         t
     };
-    // Without the annotation: the default, inclusive.
-    assert!(
-        resolve_topic(&managed(DEFAULT_MAX_TOPIC_PARTITIONS), "shop", &with(None), &TokenEndpoints::default()).is_ok()
-    );
-    assert_eq!(
-        problems(&managed(DEFAULT_MAX_TOPIC_PARTITIONS + 1), &with(None)),
-        [format!(
-            "managed topic 'orders' has {} partitions, more than the {DEFAULT_MAX_TOPIC_PARTITIONS} that Secret \
-             'kafka-cluster-big' allows a managed topic (annotation 'flow.ankka.thinkmorestupidless.com/max-topic-partitions')",
-            DEFAULT_MAX_TOPIC_PARTITIONS + 1
-        )]
-    );
-    let err = resolve_topic(&managed(i32::MAX), "shop", &with(None), &TokenEndpoints::default()).unwrap_err();
-    assert_eq!(err[0].kind(), "TooManyPartitions");
-    // The annotation lowers it, or raises it.
-    assert_eq!(problems(&managed(13), &with(Some("12"))).len(), 1);
-    assert!(resolve_topic(&managed(5000), "shop", &with(Some(" 5000 ")), &TokenEndpoints::default()).is_ok());
-    // An unmanaged topic is only read: it is not the operator's to create.
-    let mut read = managed(i32::MAX);
-    read.managed = false;
-    assert!(resolve_topic(&read, "shop", &with(Some("1")), &TokenEndpoints::default()).is_ok());
-    // An annotation that is no limit is the Secret's problem, and the default holds meanwhile.
+    let most = |annotation: Option<&str>| {
+        resolve_topic(&managed(i32::MAX), "shop", &with(annotation), &TokenEndpoints::default())
+            .map(|r| r.max_partitions)
+            .map_err(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>())
+    };
+    // Resolving never refuses a size: only a creation is bounded (`render::topics::decide`), so an
+    // existing topic, or one being deleted, is never held to it.
+    assert_eq!(most(None), Ok(Some(DEFAULT_MAX_TOPIC_PARTITIONS)));
+    assert_eq!(most(Some(" 5000 ")), Ok(Some(5000)));
+    assert_eq!(most(Some("12")), Ok(Some(12)));
+    // A topic with its own brokers has no cluster Secret to bound it.
+    let own = {
+        let mut t = topic("orders", "shop.orders");
+        t.managed = true;
+        t.partitions = Some(i32::MAX);
+        t.replicas = Some(1);
+        t
+    };
+    assert_eq!(resolve_topic(&own, "shop", &Clusters::new(), &TokenEndpoints::default()).unwrap().max_partitions, None);
+    // An annotation that is no limit is a problem of the Secret, as its other annotations' are.
     for bad in ["0", "-3", "many", ""] {
         assert_eq!(
-            problems(&managed(3), &with(Some(bad))),
-            [format!(
+            most(Some(bad)),
+            Err(vec![format!(
                 "Secret 'kafka-cluster-big': annotation 'flow.ankka.thinkmorestupidless.com/max-topic-partitions' is \
                  '{bad}', which is not a whole number of at least 1"
-            )],
+            )]),
             "{bad:?}"
         );
     }

@@ -97,6 +97,19 @@ fn creation(topic: &ResolvedTopic) -> Option<(i32, i32, &BTreeMap<String, String
     topic.partitions.zip(topic.replicas).map(|(p, r)| (p, r, &topic.topic_config))
 }
 
+/// Why a missing managed topic of `partitions` partitions is not created: more than the `most` its
+/// cluster Secret allows.
+fn too_many_partitions(topic: &ResolvedTopic, partitions: i32, most: i32) -> String {
+    let cluster = topic.cluster.as_deref().unwrap_or_default();
+    format!(
+        "managed topic '{}' (Kafka topic '{}') has {partitions} partitions, more than the {most} that Secret \
+         'kafka-cluster-{cluster}' allows a managed topic (annotation '{}'); it was not created",
+        topic.id,
+        topic.name,
+        crate::connection::ANNOTATION_MAX_TOPIC_PARTITIONS
+    )
+}
+
 /// Decides about one resolved topic given what Kafka said of it and the `record` of what the
 /// operator created for the resource.
 pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic, record: &Record) -> TopicDecision {
@@ -168,6 +181,20 @@ pub fn decide(topic: &ResolvedTopic, kafka: &KafkaTopic, record: &Record) -> Top
             status
         }
         (KafkaTopic::Missing | KafkaTopic::Unreachable(_), Some((partitions, replication, config))) => {
+            let most = topic.max_partitions.filter(|most| partitions > *most);
+            if let (KafkaTopic::Missing, Some(most)) = (kafka, most) {
+                // Bounded by its cluster Secret: a tenant's resource must not have the operator
+                // create a topic of millions of partitions on a cluster other teams share
+                // (docs/tenancy.md, rule 6).
+                let why = too_many_partitions(topic, partitions, most);
+                events.push(event(EventType::Warning, "TopicNotCreated", why.clone()));
+                return TopicDecision {
+                    create,
+                    events,
+                    status: TopicStatus { id: topic.id.clone(), exists: false, detail: why, ownership: None },
+                    ownership,
+                };
+            }
             if *kafka == KafkaTopic::Missing {
                 create = Some(TopicCreation {
                     id: topic.id.clone(),

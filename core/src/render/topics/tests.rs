@@ -221,3 +221,25 @@ fn an_intent_without_an_id_proves_nothing_and_no_topic_id_proves_nothing() {
     assert_eq!(d.ownership, Some(Ownership::Adopted(owners::Adoption::NoTopicId)));
     assert_eq!(d.status.ownership, Some(TopicOwnership::Adopted));
 }
+
+#[test]
+fn a_missing_managed_topic_over_its_clusters_limit_is_not_created() {
+    let mut t = resolved(Some((12, 1, &[])));
+    t.cluster = Some("big".into());
+    t.max_partitions = Some(10);
+    let d = decide(&t, &KafkaTopic::Missing, &Record::default());
+    assert_eq!(d.create, None);
+    let why = "managed topic 'valid-carts' (Kafka topic 'cart.valid-carts') has 12 partitions, more than the 10 that \
+               Secret 'kafka-cluster-big' allows a managed topic (annotation \
+               'flow.ankka.thinkmorestupidless.com/max-topic-partitions'); it was not created";
+    assert_eq!(notes(&d), [("TopicNotCreated".to_string(), why.to_string())]);
+    assert_eq!(d.status, status(false, why, None));
+    // At the limit, it is created.
+    t.max_partitions = Some(12);
+    assert!(decide(&t, &KafkaTopic::Missing, &Record::default()).create.is_some());
+    // One that exists is never held to the limit: nothing is created.
+    t.max_partitions = Some(10);
+    let d = decide(&t, &live(12, 1, &[]), &Record::default());
+    assert_eq!(d.create, None);
+    assert!(d.status.exists && d.events.iter().all(|e| e.reason != "TopicNotCreated"), "{d:?}");
+}
