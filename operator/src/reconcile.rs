@@ -440,7 +440,7 @@ fn connections(valid: &ValidPipeline) -> apply::Connections {
 /// the plan is built again with its answer and its setup carried out (the finalizer, the record of
 /// the topics created, the topics), and the status comes from that plan. Nothing of the objects
 /// depends on the answer, so both builds render them alike; their record is the first build's.
-/// A rejected objects' step stops there, as it stops a whole plan.
+/// The setup is carried out after a rejected objects' step too, and the first failure reported.
 async fn apply_objects_first(
     ctx: &Context,
     flow: &AnkkaFlow,
@@ -468,14 +468,13 @@ async fn apply_objects_first(
     let plan = build(ctx, flow, valid, &seen);
     let Seen { record, slot, .. } = seen;
     let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
-    let applied = match applied {
-        Ok(deployments) => {
-            let owners = owners::Writer::new(ctx, flow, record).map_err(ApplyError::Record)?;
-            apply::plan(ctx, flow, &plan, &connections(valid), &owners, slot, apply::Steps::Setup)
-                .await
-                .map(|_| deployments)
-        }
-        Err(rejected) => Err(rejected),
+    // The setup goes on after a rejected objects' step too: the finalizer (with onDelete: Delete)
+    // must not wait for an object the API server keeps refusing. The first failure is reported.
+    let owners = owners::Writer::new(ctx, flow, record).map_err(ApplyError::Record)?;
+    let setup = apply::plan(ctx, flow, &plan, &connections(valid), &owners, slot, apply::Steps::Setup).await;
+    let applied = match (applied, setup) {
+        (Ok(deployments), Ok(_)) => Ok(deployments),
+        (Err(rejected), _) | (Ok(_), Err(rejected)) => Err(rejected),
     };
     let mut status = plan.status;
     status.applied = objects.record(applied.as_ref().ok().cloned(), stored, Timestamp::now());
