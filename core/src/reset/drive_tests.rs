@@ -522,6 +522,20 @@ fn a_request_awaiting_approval_touches_nothing_and_says_who_asked() {
 }
 
 #[test]
+fn a_dry_run_awaiting_approval_is_a_dry_run_in_its_status_and_so_in_the_history() {
+    // A policy that does not approve dry runs by itself: the dry run waits, still a dry run.
+    let text = format!("{{\"id\":\"{ID}\",\"streamlets\":[\"router\"],\"dryRun\":true}}");
+    let mut options = needing_approval();
+    options.approval.auto_approve_dry_runs = false;
+    let f = Fresh { uid: UID, request: Some(&text), requested_by: Some("alice"), ..Default::default() };
+    let Intake::Admitted(a) = intake(&f, T0) else { panic!("admitted") };
+    let Started::Answered(a) = a.start(Some(vec![]), options, T0) else { panic!("an answer") };
+    assert_eq!((a.reset.phase, a.reset.dry_run), (RequestPhase::AwaitingApproval, true));
+    let history = crate::reset::history(&[], Some(&a.reset), "next");
+    assert!(history[0].dry_run, "{history:?}");
+}
+
+#[test]
 fn an_approved_request_runs_and_its_events_name_requester_and_approver() {
     let text = annotation(&["router"]);
     let approved = format!("approved {ID}");

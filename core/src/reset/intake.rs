@@ -294,6 +294,7 @@ impl Admitted {
                         id: request.id.clone(),
                         phase: RequestPhase::AwaitingApproval,
                         detail: why,
+                        dry_run: request.dry_run,
                         ..Default::default()
                     };
                     let events = stamp_events(events, requested_by.as_deref());
@@ -330,7 +331,13 @@ impl Admitted {
                         format!("{}/{reason}", request.id),
                     ));
                     stamps.approval = Some(approval);
-                    let reset = ResetStatus { id: request.id.clone(), phase, detail: why, ..Default::default() };
+                    let reset = ResetStatus {
+                        id: request.id.clone(),
+                        phase,
+                        detail: why,
+                        dry_run: request.dry_run,
+                        ..Default::default()
+                    };
                     let events = stamp_events(events, requested_by.as_deref());
                     let answer = Answer {
                         reset: stamps.apply(reset, now),
