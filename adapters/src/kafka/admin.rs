@@ -715,6 +715,14 @@ struct MainQueue(*mut rdkafka::bindings::rd_kafka_queue_t);
 // which destroys it before the client it belongs to is destroyed (`crate::topics::TopicAdmin`'s `Drop`).
 unsafe impl Send for MainQueue {}
 
+impl Drop for MainQueue {
+    /// Gives the reference back: when the thread serving it ends, or when it could not be started.
+    fn drop(&mut self) {
+        // SAFETY: the reference taken by `serve_main_queue`, destroyed once, here.
+        unsafe { rdkafka::bindings::rd_kafka_queue_destroy(self.0) };
+    }
+}
+
 /// How long one poll of the main queue waits.
 const PUMP_INTERVAL: Duration = std::time::Duration::from_millis(100);
 
@@ -728,7 +736,7 @@ pub(crate) fn serve_main_queue(
     use rdkafka::bindings as rd;
     use rdkafka::client::ClientContext;
     let log = std::sync::Arc::clone(admin.inner().context());
-    // SAFETY: the client is alive; the reference taken here is destroyed by the thread.
+    // SAFETY: the client is alive; the reference taken here is destroyed when `MainQueue` drops.
     let queue = MainQueue(unsafe { rd::rd_kafka_queue_get_main(admin.inner().native_ptr()) });
     std::thread::Builder::new().name("kafka-admin-pump".into()).spawn(move || {
         let queue = queue;
@@ -768,8 +776,7 @@ pub(crate) fn serve_main_queue(
                 rd::rd_kafka_event_destroy(event);
             }
         }
-        // SAFETY: the reference taken above, destroyed once.
-        unsafe { rd::rd_kafka_queue_destroy(queue.0) };
+        // The reference is destroyed as `queue` drops.
     })
 }
 
