@@ -128,9 +128,8 @@ impl ResetRequest {
     /// is not a DNS label. Long inputs are quoted only in part.
     pub fn parse(text: &str) -> Result<Self, MalformedRequest> {
         let request: ResetRequest = serde_json::from_str(text).map_err(|e| MalformedRequest::Shape(e.to_string()))?;
-        match uuid::Uuid::try_parse(&request.id) {
-            Ok(u) if u.hyphenated().to_string() == request.id => {}
-            _ => return Err(MalformedRequest::IdNotUuid(clip(&request.id, 64))),
+        if !is_request_id(&request.id) {
+            return Err(MalformedRequest::IdNotUuid(clip(&request.id, 64)));
         }
         let named = request.streamlets.len() + request.from.len();
         if named > MAX_NAMED_STREAMLETS {
@@ -151,7 +150,7 @@ impl ResetRequest {
             Some(To::Datetime(t)) => {
                 parse_instant(t).ok_or_else(|| MalformedRequest::BadTime(clip(t, 64)))?;
             }
-            Some(To::Undo(id)) if !matches!(uuid::Uuid::try_parse(id), Ok(u) if u.hyphenated().to_string() == *id) => {
+            Some(To::Undo(id)) if !is_request_id(id) => {
                 return Err(MalformedRequest::UndoneIdNotUuid(clip(id, 64)));
             }
             Some(To::Undo(_)) => {}
@@ -209,7 +208,7 @@ fn check_plan(plan: &PlanOffsets, dry_run: bool) -> Result<(), MalformedRequest>
     if dry_run {
         return bad("is carried out, not planned again".into());
     }
-    if !matches!(uuid::Uuid::try_parse(&plan.id), Ok(u) if u.hyphenated().to_string() == plan.id) {
+    if !is_request_id(&plan.id) {
         return bad(format!("names '{}', which is not a UUID", clip(&plan.id, 64)));
     }
     if plan.groups.is_empty() {
@@ -257,6 +256,12 @@ pub fn instant_before(now_millis: i64, duration: &str) -> Result<String, String>
         return Err(format!("{duration} before now is before 1970"));
     }
     Ok(at.to_string())
+}
+
+/// Whether `id` is a request id as `flow reset` writes it: a UUID in its hyphenated lower-case form
+/// (`1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71`).
+pub fn is_request_id(id: &str) -> bool {
+    matches!(uuid::Uuid::try_parse(id), Ok(u) if u.hyphenated().to_string() == id)
 }
 
 /// At most `max` characters of `s`, with `…` when cut; never splits a UTF-8 character.

@@ -341,7 +341,7 @@ pub(crate) fn check_pipeline_name(name: &str) -> Result<(), String> {
 /// Refuses `id` unless it is a reset request id as `flow reset` prints it: a UUID, in lower case with
 /// hyphens (`1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71`), so that a typo is not looked for in the cluster.
 pub(crate) fn check_request_id(id: &str) -> Result<(), String> {
-    if matches!(uuid::Uuid::try_parse(id), Ok(u) if u.hyphenated().to_string() == id) {
+    if flow_core::request::is_request_id(id) {
         return Ok(());
     }
     Err(format!("'{}' is not a reset request id (a UUID, as flow reset printed it)", clip(id, 64)))
