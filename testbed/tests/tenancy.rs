@@ -453,9 +453,10 @@ fn topic_detail(ns: &str, name: &str) -> String {
     kubectl_ok(&["-n", ns, "get", "aflow", name, "-o", "jsonpath={.status.topics[0].detail}"])
 }
 
-/// `spec.replicas` of Deployment `name` in `ns`.
+/// `spec.replicas` of Deployment `name` in `ns`; empty while there is no such Deployment.
 fn replicas(ns: &str, name: &str) -> String {
-    kubectl_ok(&["-n", ns, "get", "deployment", name, "-o", "jsonpath={.spec.replicas}"])
+    let o = kubectl(&["-n", ns, "get", "deployment", name, "-o", "jsonpath={.spec.replicas}"]);
+    if o.status.success() { String::from_utf8_lossy(&o.stdout).into_owned() } else { String::new() }
 }
 
 /// docs/operator.md, "What one reconcile does", step 4: a pipeline whose Kafka cluster cannot be
