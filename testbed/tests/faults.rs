@@ -288,10 +288,11 @@ fn the_broker_stopped_for_a_minute_mid_reset_is_ridden_out() {
     let pause = Duration::from_secs(15);
     let dir = fresh_dir(ns);
     // Without leader election: this test is about Kafka. On the shared 2-core test bed the API
-    // server has stalled during the broker's outage, once for 7 s and once for more than 20 s (two
-    // renewals timed out, 2026-12-07), which deposed the operator, correctly (the Lease faults have
-    // tests of their own), and ended this test early. Its Lease of earlier runs goes first all the
-    // same, for an operator started with one.
+    // server has stalled during the broker's outage, once for 7 s and once for more than 20 s (a
+    // renewal timed out, and none came through before the renewal deadline, 2026-12-07), which
+    // deposed the operator, correctly (the Lease faults have tests of their own), and ended this
+    // test early. Its Lease of earlier runs goes first all the same, for an operator started with
+    // one.
     let _ =
         kubectl(&["-n", "ankka-flow", "delete", "lease", &format!("ankka-flow-operator-{ns}"), "--ignore-not-found"]);
     let mut op = Operator::start(
