@@ -246,7 +246,12 @@ pub fn parse_instant(text: &str) -> Option<i64> {
 pub fn instant_before(now_millis: i64, duration: &str) -> Result<String, String> {
     use k8s_openapi::jiff::{Span, Timestamp, tz::TimeZone};
     let bad = || format!("'{}' is not a duration (such as PT2H, P1DT12H, 2h 30m or 90s)", clip(duration, 64));
-    let span: Span = duration.trim().parse().map_err(|_| bad())?;
+    let span: Span = match duration.trim().parse() {
+        Ok(span) => span,
+        // Longer than a span holds, so longer than the time since 1970 too.
+        Err(_) if too_long(duration) => return Err(format!("{duration} before now is before 1970")),
+        Err(_) => return Err(bad()),
+    };
     if span.is_negative() || span.is_zero() {
         return Err(format!("{} (it must be more than 0)", bad()));
     }
@@ -256,6 +261,56 @@ pub fn instant_before(now_millis: i64, duration: &str) -> Result<String, String>
         return Err(format!("{duration} before now is before 1970"));
     }
     Ok(at.to_string())
+}
+
+/// Whether `duration`, which is no span, has the form of a duration and is only too long to be held
+/// (a span holds at most 19,998 years, or its like in smaller units, all of them longer than the
+/// time since 1970): with each run of whole digits taken as `1` it is a positive duration. Digits
+/// after a decimal point are kept, for a fraction too fine is no duration at all.
+fn too_long(duration: &str) -> bool {
+    let trimmed = duration.trim();
+    let (mut ones, mut in_digits, mut in_fraction) = (String::with_capacity(trimmed.len()), false, false);
+    for c in trimmed.chars() {
+        if c.is_ascii_digit() {
+            if in_fraction {
+                ones.push(c);
+            } else if !in_digits {
+                ones.push('1');
+            }
+            in_digits = true;
+        } else {
+            in_fraction = in_digits && matches!(c, '.' | ',');
+            in_digits = false;
+            ones.push(c);
+        }
+    }
+    ones.parse::<k8s_openapi::jiff::Span>().is_ok_and(|s| s.is_positive())
+}
+
+/// Why `text` cannot be the instant of a reset to a time, as `flow reset --to-datetime` checks it:
+/// not an RFC 3339 instant, before 1970 (Kafka's timestamps are milliseconds since
+/// 1970-01-01T00:00:00Z, never negative), or later than the last instant [`parse_instant`] holds.
+///
+/// # Errors
+/// The reason, to follow the text.
+pub fn check_instant(text: &str) -> Result<(), String> {
+    use k8s_openapi::jiff::Timestamp;
+    use k8s_openapi::jiff::fmt::temporal::Pieces;
+    match text.parse::<Timestamp>() {
+        Ok(at) if at < Timestamp::UNIX_EPOCH => {
+            Err("is before 1970-01-01T00:00:00Z, and Kafka's timestamps (milliseconds since then) cannot be".into())
+        }
+        Ok(_) => Ok(()),
+        // A date, a time and an offset, in the last year a timestamp reaches: past its end.
+        Err(_)
+            if Pieces::parse(text)
+                .is_ok_and(|p| p.time().is_some() && p.offset().is_some() && p.date().year() == 9999) =>
+        {
+            let last = Timestamp::from_second(Timestamp::MAX.as_second()).unwrap_or(Timestamp::MAX);
+            Err(format!("is later than the last instant supported ({last})"))
+        }
+        _ => Err("is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z)".into()),
+    }
 }
 
 /// Whether `id` is a request id as `flow reset` writes it: a UUID in its hyphenated lower-case form

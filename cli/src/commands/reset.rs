@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flow_adapters::kube as k;
 use flow_core::names::CLI_FIELD_MANAGER;
-use flow_core::request::{PlanOffsets, ResetRequest, To, clip, instant_before};
+use flow_core::request::{PlanOffsets, ResetRequest, To, check_instant, clip, instant_before};
 use flow_core::resource::AnkkaFlow;
 use flow_core::targets;
 use kube::Api;
@@ -340,11 +340,17 @@ pub(crate) fn check_pipeline_name(name: &str) -> Result<(), String> {
 
 /// Refuses `id` unless it is a reset request id as `flow reset` prints it: a UUID, in lower case with
 /// hyphens (`1b7c2f0e-9a4d-4d3e-8f55-2f1c0b6e9a71`), so that a typo is not looked for in the cluster.
-pub(crate) fn check_request_id(id: &str) -> Result<(), String> {
+fn check_request_id(id: &str) -> Result<(), String> {
     if flow_core::request::is_request_id(id) {
         return Ok(());
     }
     Err(format!("'{}' is not a reset request id (a UUID, as flow reset printed it)", clip(id, 64)))
+}
+
+/// [`check_request_id`] of `id`, then [`check_pipeline_name`] of `pipeline` when given: the
+/// arguments of the commands that name a request.
+pub(crate) fn check_request_args(id: &str, pipeline: Option<&str>) -> Result<(), String> {
+    check_request_id(id).and_then(|()| pipeline.map_or(Ok(()), check_pipeline_name))
 }
 
 /// Where `--to-datetime` or `--by-duration` send the groups; `None`: to the earliest offsets.
@@ -367,67 +373,11 @@ fn destination_at(
         return Ok(Some(To::Datetime(t.to_string())));
     }
     if let Some(d) = by_duration {
-        let at = if too_long(d) {
-            // As instant_before says of a duration it holds that reaches back before 1970.
-            Err(format!("{d} before now is before 1970"))
-        } else {
-            instant_before(now_millis, d)
-        };
-        let at = at.map_err(|why| Failure::refused(format!("--by-duration {why}; nothing was requested")))?;
+        let at = instant_before(now_millis, d)
+            .map_err(|why| Failure::refused(format!("--by-duration {why}; nothing was requested")))?;
         return Ok(Some(To::Datetime(at)));
     }
     Ok(None)
-}
-
-/// Why `text` cannot be the instant of `--to-datetime`: not an RFC 3339 instant, before 1970 (Kafka's
-/// timestamps are milliseconds since 1970-01-01T00:00:00Z, never negative), or later than the last
-/// instant jiff's `Timestamp` holds, which the operator reads it with (`parse_instant` of flow-core).
-fn check_instant(text: &str) -> Result<(), String> {
-    use k8s_openapi::jiff::Timestamp;
-    use k8s_openapi::jiff::fmt::temporal::Pieces;
-    match text.parse::<Timestamp>() {
-        Ok(at) if at < Timestamp::UNIX_EPOCH => {
-            Err("is before 1970-01-01T00:00:00Z, and Kafka's timestamps (milliseconds since then) cannot be".into())
-        }
-        Ok(_) => Ok(()),
-        // A date, a time and an offset, in the last year a timestamp reaches: past its end.
-        Err(_)
-            if Pieces::parse(text)
-                .is_ok_and(|p| p.time().is_some() && p.offset().is_some() && p.date().year() == 9999) =>
-        {
-            let last = Timestamp::from_second(Timestamp::MAX.as_second()).unwrap_or(Timestamp::MAX);
-            Err(format!("is later than the last instant supported ({last})"))
-        }
-        _ => Err("is not an RFC 3339 instant (such as 2026-11-29T16:00:00Z)".into()),
-    }
-}
-
-/// Whether `duration` has the form of a duration and is only too long to be held (a span holds at
-/// most 19,998 years, or its like in smaller units, all of them longer than the time since 1970):
-/// with each run of whole digits taken as `1` it is a positive duration. Digits after a decimal
-/// point are kept, for a fraction too fine is no duration at all.
-fn too_long(duration: &str) -> bool {
-    use k8s_openapi::jiff::Span;
-    let trimmed = duration.trim();
-    if trimmed.parse::<Span>().is_ok() {
-        return false;
-    }
-    let (mut ones, mut in_digits, mut in_fraction) = (String::with_capacity(trimmed.len()), false, false);
-    for c in trimmed.chars() {
-        if c.is_ascii_digit() {
-            if in_fraction {
-                ones.push(c);
-            } else if !in_digits {
-                ones.push('1');
-            }
-            in_digits = true;
-        } else {
-            in_fraction = in_digits && matches!(c, '.' | ',');
-            in_digits = false;
-            ones.push(c);
-        }
-    }
-    ones.parse::<Span>().is_ok_and(|s| s.is_positive())
 }
 
 /// Refuses when an earlier request of `flow` is still pending, unless `replace`.

@@ -14,7 +14,7 @@ use flow_core::resource::AnkkaFlow;
 use kube::Api;
 use serde::Serialize;
 
-use super::{check_pipeline_name, check_request_id, find};
+use super::{check_request_args, find};
 use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
@@ -69,8 +69,7 @@ pub async fn run(args: Args, verdict: Verdict) -> Result<Output, Failure> {
         Verdict::Deny => "reset deny",
     };
     // Checked before anything is read, as `flow reset undo` checks them.
-    check_request_id(&args.id)
-        .and_then(|()| args.pipeline.as_deref().map_or(Ok(()), check_pipeline_name))
+    check_request_args(&args.id, args.pipeline.as_deref())
         .map_err(|why| Failure::refused(format!("{why}; nothing was written")))?;
     let cluster = Cluster::connect(&args.cluster, command).await?;
     let ns = args.namespace.clone().unwrap_or_else(|| cluster.namespace.clone());

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use flow_core::resource::RequestPhase;
 
+use super::check_request_args;
 use super::find::{Poller, Scope, Stop, flows, search};
 use super::report::{self, Rates, Report};
-use super::{check_pipeline_name, check_request_id};
 use crate::cluster::{Cluster, ClusterArgs};
 use crate::exit::{Failure, Output};
 use crate::output::{self, Format};
@@ -79,9 +79,7 @@ async fn first_look(
 /// No such request; the cluster cannot be reached or read (with `--watch`, a final failure only).
 pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     // Checked before anything is read, as `flow reset undo` checks them.
-    check_request_id(&args.id)
-        .and_then(|()| args.pipeline.as_deref().map_or(Ok(()), check_pipeline_name))
-        .map_err(Failure::refused)?;
+    check_request_args(&args.id, args.pipeline.as_deref()).map_err(Failure::refused)?;
     let cluster = Cluster::connect(&args.cluster, "reset").await?;
     if !args.watch {
         let (r, note) = first_look(&cluster, &args, &mut Poller::once(&cluster)).await?;

@@ -12,7 +12,7 @@ use flow_core::request::{ResetRequest, To};
 use flow_core::resource::{AnkkaFlow, GroupStage, RequestPhase};
 use flow_core::targets;
 
-use super::{RequestArgs, Requested, answer, check_pipeline_name, check_request_id, find, wait, write_checked};
+use super::{RequestArgs, Requested, answer, check_request_args, find, wait, write_checked};
 use crate::cluster::Cluster;
 use crate::exit::{Failure, Output};
 use crate::reporter::Reporter;
@@ -45,8 +45,7 @@ pub struct Args {
 /// to 5).
 pub async fn run(args: Args, out: &Reporter) -> Result<Output, Failure> {
     let undone = args.id.as_str();
-    check_request_id(undone)
-        .and_then(|()| args.pipeline.as_deref().map_or(Ok(()), check_pipeline_name))
+    check_request_args(undone, args.pipeline.as_deref())
         .map_err(|why| Failure::refused(format!("{why}; nothing was requested")))?;
     let opts = &args.request;
     let cluster = Cluster::connect(&opts.cluster, "undo").await?;
