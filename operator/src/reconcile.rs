@@ -417,15 +417,27 @@ async fn apply(
 ) -> Result<Applied, Error> {
     let Seen { record, slot, .. } = seen;
     let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
-    if plan.objects.clears_record_first(stored) {
-        let object = Object::of(ctx, flow).map_err(ApplyError::ClearRecord)?;
-        object.clear_applied().await.map_err(ApplyError::ClearRecord)?;
-    }
+    clear_record_first(ctx, flow, &plan.objects, stored).await?;
     let owners = owners::Writer::new(ctx, flow, record).map_err(ApplyError::Record)?;
     let applied = apply::plan(ctx, flow, &plan, &connections(valid), &owners, slot, apply::Steps::All).await;
     let mut status = plan.status;
     status.applied = plan.objects.record(applied.as_ref().ok().cloned(), stored, Timestamp::now());
     Ok((status, applied.map(|_| plan.objects.reapply_in())))
+}
+
+/// Removes the record of the last apply before `objects` are applied, when they say it must go
+/// first (`ObjectsStep::clears_record_first`).
+async fn clear_record_first(
+    ctx: &Context,
+    flow: &AnkkaFlow,
+    objects: &flow_core::render::applied::ObjectsStep,
+    stored: Option<&flow_core::resource::AppliedObjects>,
+) -> Result<(), Error> {
+    if objects.clears_record_first(stored) {
+        let object = Object::of(ctx, flow).map_err(ApplyError::ClearRecord)?;
+        object.clear_applied().await.map_err(ApplyError::ClearRecord)?;
+    }
+    Ok(())
 }
 
 /// The Kafka connection of each topic, by topic id.
@@ -447,15 +459,12 @@ async fn apply_objects_first(
     valid: &ValidPipeline,
     described: impl std::future::Future<Output = Described>,
 ) -> Result<Applied, Error> {
+    let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
     let objects = async {
         let seen = observe(ctx, flow, valid, Described::new()).await?;
         let early = build(ctx, flow, valid, &seen);
         let Seen { record, slot, .. } = seen;
-        let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
-        if early.objects.clears_record_first(stored) {
-            let object = Object::of(ctx, flow).map_err(ApplyError::ClearRecord)?;
-            object.clear_applied().await.map_err(ApplyError::ClearRecord)?;
-        }
+        clear_record_first(ctx, flow, &early.objects, stored).await?;
         let owners = owners::Writer::new(ctx, flow, record.clone()).map_err(ApplyError::Record)?;
         let conns = connections(valid);
         let applied = apply::plan(ctx, flow, &early, &conns, &owners, slot, apply::Steps::Objects).await;
@@ -467,7 +476,6 @@ async fn apply_objects_first(
     let seen = Seen { topics, owned, record, slot };
     let plan = build(ctx, flow, valid, &seen);
     let Seen { record, slot, .. } = seen;
-    let stored = flow.status.as_ref().and_then(|s| s.applied.as_ref());
     // The setup goes on after a rejected objects' step too: the finalizer (with onDelete: Delete)
     // must not wait for an object the API server keeps refusing. The first failure is reported.
     let owners = owners::Writer::new(ctx, flow, record).map_err(ApplyError::Record)?;
